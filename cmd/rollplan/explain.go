@@ -1,0 +1,125 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rollplan/rollplan/planner/plan"
+)
+
+func newExplainCommand() *cobra.Command {
+	var f planFlags
+	cmd := &cobra.Command{
+		Use:   "explain POD -f SNAPSHOT...",
+		Short: "Print every decision that placed a pod in the plan",
+		Example: `  rollplan explain web-3 -f testdata/scenarios/sts-partition-gate-off/snapshot.yaml
+  rollplan explain default/web-3 -f snap.yaml --policy policies/examples/leader-last`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageError{fmt.Errorf("explain takes one pod name (POD or NAMESPACE/POD), got %d arguments", len(args))}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			res, err := f.run(cmd.Context(), cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			return explain(cmd.OutOrStdout(), res, args[0], f.namespace)
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+func explain(out io.Writer, res *plan.Result, arg, namespace string) error {
+	ns, name := namespace, arg
+	if i := strings.Index(arg, "/"); i >= 0 {
+		ns, name = arg[:i], arg[i+1:]
+	}
+	for wi, det := range res.Details {
+		r := det.Facts
+		if ns != "" && r.Workload.Namespace != ns {
+			continue
+		}
+		for i := range r.Pods {
+			p := &r.Pods[i]
+			if p.Name != name {
+				continue
+			}
+			wp := &res.Plan.Workloads[wi]
+			fmt.Fprintf(out, "pod %s/%s of %s %s\n", r.Workload.Namespace, p.Name, r.Workload.Kind, r.Workload.Name)
+			fmt.Fprintf(out, "  revision:    %s (update revision %s)\n", p.Revision, r.Workload.UpdateRevision)
+			state := fmt.Sprintf("phase %s, ready %t, available %t", p.Phase, p.Ready, p.Available)
+			if p.Terminating {
+				state += ", terminating"
+			}
+			fmt.Fprintf(out, "  state:       %s, node %q, zone %q, restarts %d\n", state, p.Node, p.Zone, p.Restarts)
+			if p.Updated {
+				fmt.Fprintln(out, "  decision:    already at the update revision; nothing to do")
+				return nil
+			}
+			fmt.Fprintln(out, "  changes:")
+			for _, c := range p.Changes {
+				how := "in place"
+				if !c.InPlace {
+					how = "needs a new pod: " + c.Detail
+				}
+				fmt.Fprintf(out, "    - %s (%s): %s\n", c.Path, c.Class, how)
+			}
+			pd := det.Decisions.Pods[i]
+			if !pd.InScope {
+				fmt.Fprintf(out, "  scope:       held: %s\n", pd.HeldReason)
+				return nil
+			}
+			fmt.Fprintln(out, "  scope:       in this rollout")
+			fmt.Fprintf(out, "  eligibility: %s: %s\n", pd.Action, strings.Join(pd.Reasons, "; "))
+			if o, ok := det.Overrides[p.Name]; ok {
+				fmt.Fprintf(out, "               (Go overrode the policy's InPlace: %s)\n", o)
+			}
+			fmt.Fprintf(out, "  order key:   %v\n", pd.Order)
+			if len(wp.Halted) > 0 {
+				fmt.Fprintf(out, "  wave:        none: the rollout is halted (%s)\n", strings.Join(wp.Halted, "; "))
+				return nil
+			}
+			wave := det.Wave[p.Name]
+			if wave == 0 {
+				fmt.Fprintf(out, "  wave:        none (%s)\n", strings.Join(append(append([]string{}, wp.Notes...), "the plan holds no action for this pod"), "; "))
+				return nil
+			}
+			w := wp.Waves[wave-1]
+			fmt.Fprintf(out, "  wave:        %d of %d, starting at %s, pacing %s\n", wave, len(wp.Waves), w.Start, wp.Pacing)
+			for _, a := range w.Actions {
+				if a.Pod == p.Name || contains(a.Pods, p.Name) {
+					desc := a.Type
+					if a.ReplicaSet != "" {
+						desc = fmt.Sprintf("%s %s %d->%d", a.Type, a.ReplicaSet, *a.From, *a.To)
+					}
+					fmt.Fprintf(out, "  action:      %s: %s\n", desc, strings.Join(a.Reasons, "; "))
+				}
+			}
+			fmt.Fprintln(out, "  budgets:")
+			for _, b := range wp.Budgets {
+				adv := ""
+				if b.Advisory {
+					adv = " (advisory)"
+				}
+				fmt.Fprintf(out, "    - %s: limit %d %s, %d in use at snapshot time%s — %s\n", b.Name, b.Limit, b.Type, b.InUse, adv, b.Source)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("pod %s is not a pod of any Deployment, StatefulSet or DaemonSet in the snapshot", arg)
+}
+
+func contains(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,84 @@
+// Package engine defines the decision points of the policy contract and the
+// interface every policy engine (rego, cel, native) implements.
+//
+// The planner is the runtime; an engine only answers. Per pod it answers
+// scope, eligibility and order; per workload it answers budgets, pacing and
+// halt. Engines must be deterministic and must not touch a cluster.
+package engine
+
+import (
+	"context"
+
+	"github.com/rollplan/rollplan/planner/facts"
+)
+
+// Engine evaluates the decision points for one workload rollout.
+type Engine interface {
+	// Name is rego, cel or native.
+	Name() string
+	// Digest identifies the compiled policy bundle (sha256:...).
+	Digest() string
+	// Decide answers every decision point for the rollout. It is called once
+	// per workload with all its pods; the result's Pods align with r.Pods.
+	Decide(ctx context.Context, r *facts.Rollout) (*Decisions, error)
+}
+
+// Actions an eligibility decision may return.
+const (
+	InPlace  = "InPlace"
+	Recreate = "Recreate"
+)
+
+// Pacing values.
+const (
+	PacingWave    = "wave"    // the next wave waits for the whole previous wave
+	PacingRolling = "rolling" // a freed slot is refilled at once
+)
+
+// Decisions holds every answer for one workload.
+type Decisions struct {
+	// Pods align with Rollout.Pods. Entries of updated pods are not read.
+	Pods []PodDecision
+	// Budgets must all hold at every instant of the rollout.
+	Budgets []Budget
+	// Pacing: wave or rolling.
+	Pacing string
+	// Halt: reasons the rollout must not continue; empty to proceed.
+	Halt []string
+}
+
+// PodDecision answers the per-pod points.
+type PodDecision struct {
+	// Scope: InScope false holds the pod out of this rollout, with HeldReason.
+	InScope    bool
+	HeldReason string
+	// Eligibility: InPlace or Recreate, with the reasons (blocking field
+	// paths for Recreate).
+	Action  string
+	Reasons []string
+	// Order: the sort key; pods are updated in ascending key order
+	// (element by element; numbers < strings < booleans never mix in one position).
+	Order []any
+}
+
+// Budget is one unavailability (or surge) budget.
+type Budget struct {
+	Name string `json:"name"`
+	// MaxUnavailable: at most this many pods unavailable at once (per group
+	// when GroupBy is set). nil: not an unavailability budget.
+	MaxUnavailable *int `json:"maxUnavailable,omitempty"`
+	// MaxSurge: at most this many extra pods at once.
+	MaxSurge *int `json:"maxSurge,omitempty"`
+	// GroupBy: a pod fact (zone, node) or "label:<key>"; the budget then
+	// applies per group.
+	GroupBy string `json:"groupBy,omitempty"`
+	// MaxGroups: at most this many groups with pods in flight at once.
+	MaxGroups *int `json:"maxGroups,omitempty"`
+	// PDB: the budget counts only pods this PodDisruptionBudget selects, plus
+	// its unavailable pods elsewhere.
+	PDB string `json:"pdb,omitempty"`
+	// Advisory budgets do not pace the rollout; the plan warns where a wave
+	// would break them (upstream controllers ignore PDBs).
+	Advisory bool   `json:"advisory,omitempty"`
+	Source   string `json:"source,omitempty"`
+}

@@ -1,0 +1,291 @@
+package rego
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+
+	"github.com/rollplan/rollplan/planner/engine"
+	"github.com/rollplan/rollplan/planner/facts"
+)
+
+// Engine is a prepared Rego policy bundle. It is safe for concurrent use.
+type Engine struct {
+	bundle  *Bundle
+	query   rego.PreparedEvalQuery
+	timeout time.Duration
+}
+
+var _ engine.Engine = (*Engine)(nil)
+
+// New compiles the bundle once.
+func New(ctx context.Context, b *Bundle, timeout time.Duration) (*Engine, error) {
+	opts := []func(*rego.Rego){
+		rego.Query("data." + resolverPackage + ".decisions"),
+		rego.StrictBuiltinErrors(true),
+		rego.SetRegoVersion(ast.RegoV1),
+		rego.ParsedModule(mustParse(b.resolver())),
+	}
+	for _, m := range b.Modules {
+		opts = append(opts, rego.ParsedModule(m))
+	}
+	pq, err := rego.New(opts...).PrepareForEval(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("compile policy %s: %w", strings.Join(b.Sources, ", "), err)
+	}
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	return &Engine{bundle: b, query: pq, timeout: timeout}, nil
+}
+
+func mustParse(src string) *ast.Module {
+	m, err := ast.ParseModuleWithOpts("rollplan/resolver.rego", src, ast.ParserOptions{RegoVersion: ast.RegoV1})
+	if err != nil {
+		panic(fmt.Sprintf("generated resolver does not parse: %v\n%s", err, src))
+	}
+	return m
+}
+
+// Name implements engine.Engine.
+func (e *Engine) Name() string { return "rego" }
+
+// Digest implements engine.Engine.
+func (e *Engine) Digest() string { return e.bundle.Digest }
+
+func workloadID(r *facts.Rollout) string {
+	return fmt.Sprintf("%s %s/%s", r.Workload.Kind, r.Workload.Namespace, r.Workload.Name)
+}
+
+// Decide implements engine.Engine: one evaluation per workload.
+func (e *Engine) Decide(ctx context.Context, r *facts.Rollout) (*engine.Decisions, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	in, err := inputValue(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: convert facts: %w", workloadID(r), err)
+	}
+	rs, err := e.query.Eval(ctx, rego.EvalParsedInput(in), rego.EvalGenerateJSON(func(t *ast.Term, _ *rego.EvalContext) (any, error) { return t, nil }))
+	if err != nil {
+		return nil, fmt.Errorf("policy evaluation for %s: %w", workloadID(r), err)
+	}
+	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
+		return nil, e.diagnoseUndefined(ctx, r, in)
+	}
+	term, ok := rs[0].Expressions[0].Value.(*ast.Term)
+	if !ok {
+		return nil, fmt.Errorf("policy evaluation for %s: unexpected result %T", workloadID(r), rs[0].Expressions[0].Value)
+	}
+	return e.decode(ctx, r, in, term)
+}
+
+// diagnoseUndefined finds the workload rule that has no value.
+func (e *Engine) diagnoseUndefined(ctx context.Context, r *facts.Rollout, in ast.Value) error {
+	for _, rule := range workloadRules {
+		if !e.defined(ctx, in, "data."+resolverPackage+".probe_"+rule) {
+			return fmt.Errorf("policy %s: rule %s is undefined for %s", e.bundle.where(rule), rule, workloadID(r))
+		}
+	}
+	return fmt.Errorf("policy evaluation for %s: no decisions (undefined)", workloadID(r))
+}
+
+func (e *Engine) defined(ctx context.Context, in ast.Value, query string) bool {
+	opts := []func(*rego.Rego){rego.Query(query), rego.ParsedInput(in), rego.SetRegoVersion(ast.RegoV1), rego.ParsedModule(mustParse(e.bundle.resolver()))}
+	for _, m := range e.bundle.Modules {
+		opts = append(opts, rego.ParsedModule(m))
+	}
+	rs, err := rego.New(opts...).Eval(ctx)
+	return err == nil && len(rs) > 0
+}
+
+func (e *Engine) decode(ctx context.Context, r *facts.Rollout, in ast.Value, term *ast.Term) (*engine.Decisions, error) {
+	id := workloadID(r)
+	obj, ok := term.Value.(ast.Object)
+	if !ok {
+		return nil, fmt.Errorf("policy evaluation for %s: decisions are not an object", id)
+	}
+	d := &engine.Decisions{Pods: make([]engine.PodDecision, len(r.Pods))}
+	seen := make([]bool, len(r.Pods))
+	pods, _ := obj.Get(ast.StringTerm("pods")).Value.(*ast.Array)
+	var derr error
+	pods.Foreach(func(t *ast.Term) {
+		if derr != nil {
+			return
+		}
+		tuple := t.Value.(*ast.Array)
+		i, _ := tuple.Elem(0).Value.(ast.Number).Int()
+		p := &d.Pods[i]
+		seen[i] = true
+		name := r.Pods[i].Name
+		if derr = decodeScope(tuple.Elem(1), p); derr != nil {
+			derr = fmt.Errorf("policy %s: rule scope for pod %s of %s: %w", e.bundle.where("scope"), name, id, derr)
+			return
+		}
+		if derr = decodeEligibility(tuple.Elem(2), p); derr != nil {
+			derr = fmt.Errorf("policy %s: rule eligibility for pod %s of %s: %w", e.bundle.where("eligibility"), name, id, derr)
+			return
+		}
+		if derr = decodeOrder(tuple.Elem(3), p); derr != nil {
+			derr = fmt.Errorf("policy %s: rule order for pod %s of %s: %w", e.bundle.where("order"), name, id, derr)
+		}
+	})
+	if derr != nil {
+		return nil, derr
+	}
+	for i := range r.Pods {
+		if !r.Pods[i].Updated && !seen[i] {
+			return nil, e.diagnosePod(ctx, r, in, i)
+		}
+	}
+	if err := decodeJSON(obj.Get(ast.StringTerm("budgets")), &d.Budgets); err != nil {
+		return nil, fmt.Errorf("policy %s: rule budgets for %s: %w", e.bundle.where("budgets"), id, err)
+	}
+	for _, b := range d.Budgets {
+		if err := checkBudget(b); err != nil {
+			return nil, fmt.Errorf("policy %s: rule budgets for %s: %w", e.bundle.where("budgets"), id, err)
+		}
+	}
+	if err := decodeJSON(obj.Get(ast.StringTerm("pacing")), &d.Pacing); err != nil || (d.Pacing != engine.PacingWave && d.Pacing != engine.PacingRolling) {
+		return nil, fmt.Errorf("policy %s: rule pacing for %s: want \"wave\" or \"rolling\", got %v", e.bundle.where("pacing"), id, obj.Get(ast.StringTerm("pacing")))
+	}
+	if err := decodeJSON(obj.Get(ast.StringTerm("halt")), &d.Halt); err != nil {
+		return nil, fmt.Errorf("policy %s: rule halt for %s: want a list of strings: %w", e.bundle.where("halt"), id, err)
+	}
+	return d, nil
+}
+
+func (e *Engine) diagnosePod(ctx context.Context, r *facts.Rollout, in ast.Value, i int) error {
+	obj := in.(ast.Object)
+	pods := obj.Get(kPods).Value.(*ast.Array)
+	single := ast.NewObject()
+	obj.Foreach(func(k, v *ast.Term) {
+		if !k.Equal(kPods) {
+			single.Insert(k, v)
+		}
+	})
+	single.Insert(kPods, ast.ArrayTerm(pods.Elem(i)))
+	for _, rule := range podRules {
+		if !e.defined(ctx, single, fmt.Sprintf("data.%s.probe_%s(input.pods[0])", resolverPackage, rule)) {
+			return fmt.Errorf("policy %s: rule %s is undefined for pod %s of %s", e.bundle.where(rule), rule, r.Pods[i].Name, workloadID(r))
+		}
+	}
+	return fmt.Errorf("policy evaluation for %s: no decision for pod %s", workloadID(r), r.Pods[i].Name)
+}
+
+func checkBudget(b engine.Budget) error {
+	if b.Name == "" {
+		return errors.New("a budget has no name")
+	}
+	for _, v := range []*int{b.MaxUnavailable, b.MaxSurge, b.MaxGroups} {
+		if v != nil && *v < 0 {
+			return fmt.Errorf("budget %s: limits must be greater than or equal to 0", b.Name)
+		}
+	}
+	if b.MaxUnavailable == nil && b.MaxSurge == nil && b.MaxGroups == nil {
+		return fmt.Errorf("budget %s sets none of maxUnavailable, maxSurge, maxGroups", b.Name)
+	}
+	if b.MaxGroups != nil && b.GroupBy == "" {
+		return fmt.Errorf("budget %s: maxGroups needs groupBy", b.Name)
+	}
+	return nil
+}
+
+func decodeJSON(t *ast.Term, into any) error {
+	if t == nil {
+		return errors.New("undefined")
+	}
+	v, err := ast.JSON(t.Value)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	return dec.Decode(into)
+}
+
+func decodeScope(t *ast.Term, p *engine.PodDecision) error {
+	o, ok := t.Value.(ast.Object)
+	if !ok {
+		return fmt.Errorf("want an object {\"in\": bool, \"reason\": string}, got %v", t)
+	}
+	in, ok := o.Get(ast.StringTerm("in")).Value.(ast.Boolean)
+	if o.Get(ast.StringTerm("in")) == nil || !ok {
+		return fmt.Errorf("want \"in\" to be a boolean, got %v", t)
+	}
+	p.InScope = bool(in)
+	if r := o.Get(ast.StringTerm("reason")); r != nil {
+		s, ok := r.Value.(ast.String)
+		if !ok {
+			return fmt.Errorf("want \"reason\" to be a string, got %v", r)
+		}
+		p.HeldReason = string(s)
+	}
+	if !p.InScope && p.HeldReason == "" {
+		return errors.New("a held pod needs a reason")
+	}
+	return nil
+}
+
+func decodeEligibility(t *ast.Term, p *engine.PodDecision) error {
+	o, ok := t.Value.(ast.Object)
+	if !ok {
+		return fmt.Errorf("want an object {\"action\", \"reasons\"}, got %v", t)
+	}
+	a := o.Get(ast.StringTerm("action"))
+	if a == nil {
+		return errors.New("no \"action\"")
+	}
+	s, ok := a.Value.(ast.String)
+	if !ok || (string(s) != engine.InPlace && string(s) != engine.Recreate) {
+		return fmt.Errorf("action must be \"InPlace\" or \"Recreate\", got %v", a)
+	}
+	p.Action = string(s)
+	if rs := o.Get(ast.StringTerm("reasons")); rs != nil {
+		arr, ok := rs.Value.(*ast.Array)
+		if !ok {
+			return fmt.Errorf("reasons must be a list of strings, got %v", rs)
+		}
+		p.Reasons = make([]string, 0, arr.Len())
+		for i := 0; i < arr.Len(); i++ {
+			s, ok := arr.Elem(i).Value.(ast.String)
+			if !ok {
+				return fmt.Errorf("reasons must be strings, got %v", arr.Elem(i))
+			}
+			p.Reasons = append(p.Reasons, string(s))
+		}
+	}
+	return nil
+}
+
+func decodeOrder(t *ast.Term, p *engine.PodDecision) error {
+	arr, ok := t.Value.(*ast.Array)
+	if !ok {
+		return fmt.Errorf("want a list of numbers or strings, got %v", t)
+	}
+	p.Order = make([]any, arr.Len())
+	for i := 0; i < arr.Len(); i++ {
+		switch v := arr.Elem(i).Value.(type) {
+		case ast.Number:
+			if n, ok := v.Int64(); ok {
+				p.Order[i] = n
+			} else if f, ok := v.Float64(); ok {
+				p.Order[i] = f
+			}
+		case ast.String:
+			p.Order[i] = string(v)
+		default:
+			return fmt.Errorf("order keys must be numbers or strings, got %v", v)
+		}
+	}
+	return nil
+}

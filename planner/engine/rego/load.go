@@ -1,0 +1,177 @@
+// Package rego evaluates rollout policies written in Rego (OPA v1).
+//
+// A policy bundle is the embedded default library (package
+// rollplan.defaults) plus the user's modules, whose entry package is
+// rollplan.strategy. Go generates a small resolver module that answers every
+// decision point from the entry package when it defines the rule and from the
+// defaults otherwise, so one prepared query per run answers everything.
+package rego
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/rollplan/rollplan/policies"
+)
+
+// Package paths of the contract.
+const (
+	EntryPackage    = "rollplan.strategy"
+	DefaultsPackage = "rollplan.defaults"
+	resolverPackage = "rollplan.resolved"
+)
+
+// Per-pod rules (functions of one pod) and workload rules of the contract.
+var (
+	podRules      = []string{"scope", "eligibility", "order"}
+	workloadRules = []string{"budgets", "pacing", "halt"}
+)
+
+// Bundle is a parsed set of policy modules.
+type Bundle struct {
+	// Modules by file name.
+	Modules map[string]*ast.Module
+	// Defines: the contract rules the entry package defines, and in which file.
+	Defines map[string]string
+	// Digest: sha256 over file names and contents.
+	Digest string
+	// Sources: the user's policy paths, for messages.
+	Sources []string
+}
+
+// LoadBundle parses the default library and the Rego files under paths
+// (files or directories, recursively; *_test.rego files are skipped).
+func LoadBundle(paths []string) (*Bundle, error) {
+	files := map[string]string{}
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("policy %s: %w", p, err)
+		}
+		if !st.IsDir() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return nil, fmt.Errorf("read policy %s: %w", p, err)
+			}
+			files[p] = string(b)
+			continue
+		}
+		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() || !strings.HasSuffix(path, ".rego") || strings.HasSuffix(path, "_test.rego") {
+				return nil
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			files[path] = string(b)
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read policy directory %s: %w", p, err)
+		}
+	}
+	if len(paths) > 0 && len(files) == 0 {
+		return nil, fmt.Errorf("policy %s: no .rego files found", strings.Join(paths, ", "))
+	}
+	return parseBundle(files, paths)
+}
+
+func parseBundle(files map[string]string, sources []string) (*Bundle, error) {
+	b := &Bundle{Modules: map[string]*ast.Module{}, Defines: map[string]string{}, Sources: sources}
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	hasDefaults := false
+	for _, n := range names {
+		m, err := ast.ParseModuleWithOpts(n, files[n], ast.ParserOptions{RegoVersion: ast.RegoV1})
+		if err != nil {
+			return nil, fmt.Errorf("policy %s: %w", n, err)
+		}
+		pkg := strings.TrimPrefix(m.Package.Path.String(), "data.")
+		switch pkg {
+		case DefaultsPackage:
+			hasDefaults = true
+		case EntryPackage:
+			for _, r := range m.Rules {
+				name := r.Head.Name.String()
+				if name == "" && len(r.Head.Reference) > 0 {
+					name = r.Head.Reference[0].String()
+				}
+				if _, ok := b.Defines[name]; !ok {
+					b.Defines[name] = n
+				}
+			}
+		case resolverPackage:
+			return nil, fmt.Errorf("policy %s: package %s is reserved for rollplan", n, resolverPackage)
+		}
+		b.Modules[n] = m
+	}
+	if !hasDefaults {
+		const n = "rollplan/defaults.rego"
+		m, err := ast.ParseModuleWithOpts(n, policies.Defaults, ast.ParserOptions{RegoVersion: ast.RegoV1})
+		if err != nil {
+			return nil, fmt.Errorf("embedded default policy: %w", err)
+		}
+		b.Modules[n] = m
+		files[n] = policies.Defaults
+		names = append(names, n)
+		sort.Strings(names)
+	}
+	h := sha256.New()
+	for _, n := range names {
+		fmt.Fprintf(h, "%s\x00%d\x00%s", filepath.ToSlash(n), len(files[n]), files[n])
+	}
+	b.Digest = "sha256:" + hex.EncodeToString(h.Sum(nil))
+	return b, nil
+}
+
+// source names the package that answers a rule.
+func (b *Bundle) source(rule string) string {
+	if _, ok := b.Defines[rule]; ok {
+		return "s"
+	}
+	return "d"
+}
+
+// where names the file that answers a rule, for error messages.
+func (b *Bundle) where(rule string) string {
+	if f, ok := b.Defines[rule]; ok {
+		return fmt.Sprintf("%s (package %s)", f, EntryPackage)
+	}
+	return "the default strategy (package " + DefaultsPackage + ")"
+}
+
+// resolver generates the module that picks each rule's answer.
+func (b *Bundle) resolver() string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "package %s\n\n", resolverPackage)
+	if len(b.Defines) > 0 {
+		fmt.Fprintf(&sb, "import data.%s as s\n", EntryPackage)
+	}
+	fmt.Fprintf(&sb, "import data.%s as d\n\n", DefaultsPackage)
+	fmt.Fprintf(&sb, "pods := [[i, %s.scope(p), %s.eligibility(p), %s.order(p)] | some i, p in input.pods; not p.updated]\n\n",
+		b.source("scope"), b.source("eligibility"), b.source("order"))
+	fmt.Fprintf(&sb, "decisions := {\"pods\": pods, \"budgets\": %s.budgets, \"pacing\": %s.pacing, \"halt\": %s.halt}\n",
+		b.source("budgets"), b.source("pacing"), b.source("halt"))
+	for _, r := range podRules {
+		fmt.Fprintf(&sb, "\nprobe_%s(p) := %s.%s(p)\n", r, b.source(r), r)
+	}
+	for _, r := range workloadRules {
+		fmt.Fprintf(&sb, "\nprobe_%s := %s.%s\n", r, b.source(r), r)
+	}
+	return sb.String()
+}

@@ -1,0 +1,436 @@
+package facts
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/rollplan/rollplan/planner/snapshot"
+)
+
+// Workload annotations (DESIGN.md).
+const (
+	AnnManaged          = "rollplan.dev/managed"
+	AnnPodUpdatePolicy  = "rollplan.dev/pod-update-policy"
+	AnnMaxUnavailable   = "rollplan.dev/max-unavailable"
+	AnnPartition        = "rollplan.dev/partition"
+	AnnPolicy           = "rollplan.dev/policy"
+	AnnProgressDeadline = "rollplan.dev/progress-deadline-seconds"
+)
+
+// Options steer Build.
+type Options struct {
+	Now          time.Time
+	FeatureGates map[string]bool
+}
+
+// Build computes the facts of every workload in the snapshot, sorted by
+// kind, namespace and name.
+func Build(s *snapshot.Snapshot, o Options) ([]*Rollout, error) {
+	b := &builder{snap: s, opts: o, now: o.Now}
+	b.index()
+	var out []*Rollout
+	for _, d := range s.Deployments {
+		r, err := b.deployment(d)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	for _, ds := range s.DaemonSets {
+		r, err := b.daemonSet(ds)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	for _, set := range s.StatefulSets {
+		r, err := b.statefulSet(set)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	for _, r := range out {
+		b.pdbs(r)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, c := out[i].Workload, out[j].Workload
+		if a.Kind != c.Kind {
+			return a.Kind < c.Kind
+		}
+		if a.Namespace != c.Namespace {
+			return a.Namespace < c.Namespace
+		}
+		return a.Name < c.Name
+	})
+	return out, nil
+}
+
+type builder struct {
+	snap *snapshot.Snapshot
+	opts Options
+	now  time.Time
+	// podsByOwner: controller owner UID (or "Kind/ns/name" when the UID is empty) → pods.
+	podsByOwner map[string][]*corev1.Pod
+	nodes       map[string]*corev1.Node
+}
+
+func ownerKey(kind, ns, name string, uid types.UID) []string {
+	keys := []string{kind + "/" + ns + "/" + name}
+	if uid != "" {
+		keys = append(keys, "uid:"+string(uid))
+	}
+	return keys
+}
+
+func (b *builder) index() {
+	b.podsByOwner = map[string][]*corev1.Pod{}
+	for _, p := range b.snap.Pods {
+		ref := metav1.GetControllerOf(p)
+		if ref == nil {
+			continue
+		}
+		// Index by UID when the reference has one, and by name so that
+		// snapshots without UIDs still resolve.
+		if ref.UID != "" {
+			b.podsByOwner["uid:"+string(ref.UID)] = append(b.podsByOwner["uid:"+string(ref.UID)], p)
+		}
+		k := ref.Kind + "/" + p.Namespace + "/" + ref.Name
+		b.podsByOwner[k] = append(b.podsByOwner[k], p)
+	}
+	b.nodes = map[string]*corev1.Node{}
+	for _, n := range b.snap.Nodes {
+		b.nodes[n.Name] = n
+	}
+}
+
+// ownedPods returns the pods whose controller is the object: by UID when
+// both sides have one, else by kind and name.
+func (b *builder) ownedPods(kind, ns, name string, uid types.UID) []*corev1.Pod {
+	if uid != "" {
+		if ps, ok := b.podsByOwner["uid:"+string(uid)]; ok {
+			return ps
+		}
+	}
+	var out []*corev1.Pod
+	for _, p := range b.podsByOwner[kind+"/"+ns+"/"+name] {
+		if ref := metav1.GetControllerOf(p); ref != nil && (ref.UID == "" || uid == "" || ref.UID == uid) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func ownedBy(obj metav1.Object, kind, name string, uid types.UID) bool {
+	ref := metav1.GetControllerOf(obj)
+	if ref == nil || ref.Kind != kind || ref.Name != name {
+		return false
+	}
+	return ref.UID == "" || uid == "" || ref.UID == uid
+}
+
+func (b *builder) base(kind string, meta *metav1.ObjectMeta, template *corev1.PodTemplateSpec) (*Rollout, error) {
+	id := fmt.Sprintf("%s %s/%s", kind, meta.Namespace, meta.Name)
+	if len(template.Spec.Containers) == 0 {
+		return nil, fmt.Errorf("%s: spec.template.spec.containers is empty: a workload needs a pod template with at least one container", id)
+	}
+	gates := map[string]bool{"MaxUnavailableStatefulSet": b.opts.FeatureGates["MaxUnavailableStatefulSet"]}
+	r := &Rollout{
+		SchemaVersion: SchemaVersion,
+		Now:           b.now.UTC().Format(time.RFC3339),
+		FeatureGates:  gates,
+		Workload: Workload{
+			Kind: kind, Namespace: meta.Namespace, Name: meta.Name, UID: string(meta.UID),
+			Labels: nonNil(meta.Labels), Annotations: nonNil(meta.Annotations),
+			PodUpdatePolicy:         "Recreate",
+			ProgressDeadlineSeconds: 600,
+		},
+		Pods: []Pod{}, ReplicaSets: []ReplicaSet{}, Nodes: []Node{}, PDBs: []PDB{}, Warnings: []string{},
+	}
+	w := &r.Workload
+	ann := meta.Annotations
+	if v, ok := ann[AnnManaged]; ok {
+		switch v {
+		case "true":
+			w.Managed = true
+		case "false":
+		default:
+			return nil, fmt.Errorf("%s: annotation %s=%q: want \"true\" or \"false\"", id, AnnManaged, v)
+		}
+	}
+	if v, ok := ann[AnnPodUpdatePolicy]; ok {
+		switch v {
+		case "Recreate", "InPlaceIfPossible", "InPlaceOnly":
+			w.PodUpdatePolicy = v
+		default:
+			return nil, fmt.Errorf("%s: annotation %s=%q: want Recreate, InPlaceIfPossible or InPlaceOnly", id, AnnPodUpdatePolicy, v)
+		}
+	}
+	w.Policy = ann[AnnPolicy]
+	if v, ok := ann[AnnProgressDeadline]; ok && kind != "Deployment" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%s: annotation %s=%q: want a positive number of seconds", id, AnnProgressDeadline, v)
+		}
+		w.ProgressDeadlineSeconds = n
+	}
+	return r, nil
+}
+
+func nonNil(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+// annotationMaxUnavailable applies rollplan.dev/max-unavailable where the
+// native strategy has no field, and reports a differing annotation where it has.
+func annotationMaxUnavailable(r *Rollout, id string, native any, nativeField string, hasField bool, max100 bool) error {
+	s := &r.Workload.Strategy
+	v, ok := r.Workload.Annotations[AnnMaxUnavailable]
+	if hasField {
+		s.MaxUnavailable, s.MaxUnavailableSource = native, nativeField
+		if ok && fmt.Sprint(native) != v {
+			r.Warnings = append(r.Warnings, fmt.Sprintf("%s: annotation %s=%q ignored: %s=%v wins", id, AnnMaxUnavailable, v, nativeField, native))
+		}
+		return nil
+	}
+	if !ok {
+		s.MaxUnavailable, s.MaxUnavailableSource = 1, "default 1 (annotation "+AnnMaxUnavailable+" not set)"
+		return nil
+	}
+	parsed, err := ParseIntOrPercentString(v, fmt.Sprintf("%s: annotation %s", id, AnnMaxUnavailable), max100)
+	if err != nil {
+		return err
+	}
+	s.MaxUnavailable, s.MaxUnavailableSource = parsed, "annotation "+AnnMaxUnavailable
+	return nil
+}
+
+// ---- pods ----
+
+type podCtx struct {
+	minReady     int32
+	requireRun   bool // StatefulSet availability also needs phase Running
+	revision     string
+	updated      bool
+	owner        string
+	changes      []Change
+	ordinalStart int
+	sts          bool
+}
+
+func (b *builder) pod(p *corev1.Pod, c podCtx) Pod {
+	f := Pod{
+		Name: p.Name, UID: string(p.UID), Revision: c.revision, Updated: c.updated,
+		Ordinal: -1, Index: -1, Node: p.Spec.NodeName, Phase: string(p.Status.Phase),
+		Scheduled: p.Spec.NodeName != "", Owner: c.owner, Labels: nonNil(p.Labels),
+		Terminating: p.DeletionTimestamp != nil, ReadySeconds: -1,
+		Changes: c.changes, PDBs: []string{},
+	}
+	if f.Changes == nil {
+		f.Changes = []Change{}
+	}
+	f.Terminal = p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+	if c.sts {
+		if i := strings.LastIndex(p.Name, "-"); i >= 0 {
+			if n, err := strconv.Atoi(p.Name[i+1:]); err == nil && n >= 0 {
+				f.Ordinal, f.Index = n, n-c.ordinalStart
+			}
+		}
+	}
+	if n := b.nodes[p.Spec.NodeName]; n != nil {
+		f.Zone = n.Labels[corev1.LabelTopologyZone]
+	}
+	var readyLTT time.Time
+	var readyCond *corev1.PodCondition
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == corev1.PodReady {
+			readyCond = &p.Status.Conditions[i]
+		}
+	}
+	if readyCond != nil && readyCond.Status == corev1.ConditionTrue {
+		f.Ready = true
+		readyLTT = readyCond.LastTransitionTime.Time
+		if !readyLTT.IsZero() {
+			f.ReadySeconds = int64(b.now.Sub(readyLTT) / time.Second)
+		}
+	}
+	f.Available = f.Ready && (c.minReady == 0 || (!readyLTT.IsZero() && !readyLTT.Add(time.Duration(c.minReady)*time.Second).After(b.now)))
+	if c.requireRun && p.Status.Phase != corev1.PodRunning {
+		f.Available = false
+	}
+	if f.Terminating {
+		f.Available = false
+	}
+	if !f.Available {
+		since := p.CreationTimestamp.Time
+		if readyCond != nil && readyCond.LastTransitionTime.After(since) {
+			since = readyCond.LastTransitionTime.Time
+		}
+		if !since.IsZero() && b.now.After(since) {
+			f.UnavailableSeconds = int64(b.now.Sub(since) / time.Second)
+		}
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		f.Restarts = max(f.Restarts, int(cs.RestartCount))
+	}
+	sidecars := map[string]bool{}
+	for _, ic := range p.Spec.InitContainers {
+		if ic.RestartPolicy != nil && *ic.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			sidecars[ic.Name] = true
+		}
+	}
+	for _, cs := range p.Status.InitContainerStatuses {
+		if sidecars[cs.Name] {
+			f.SidecarRestarts = max(f.SidecarRestarts, int(cs.RestartCount))
+		}
+	}
+	f.DeletionCost = deletionCost(p.Annotations["controller.kubernetes.io/pod-deletion-cost"])
+	f.ReadyBucket = logBucket(readyLTT, b.now)
+	f.CreatedBucket = logBucket(p.CreationTimestamp.Time, b.now)
+	return f
+}
+
+// deletionCost parses the pod-deletion-cost annotation as upstream does:
+// "0", or an optional "-" then a non-zero digit; int32; anything else 0.
+func deletionCost(s string) int {
+	if s == "" {
+		return 0
+	}
+	t := strings.TrimPrefix(s, "-")
+	if s != "0" && (t == "" || t[0] < '1' || t[0] > '9') {
+		return 0
+	}
+	n, err := strconv.ParseInt(s, 10, 32)
+	if err != nil {
+		return 0
+	}
+	return int(n)
+}
+
+// logBucket is upstream's LogarithmicScaleDown bucket of now − t.
+func logBucket(t, now time.Time) int {
+	if t.IsZero() || now.IsZero() {
+		return -2
+	}
+	d := now.Sub(t)
+	if d <= 0 {
+		return -1
+	}
+	return int(math.Log2(float64(d)))
+}
+
+func setColocated(pods []Pod) {
+	count := map[string]int{}
+	for _, p := range pods {
+		if !p.Terminating && !p.Terminal {
+			count[p.Node]++
+		}
+	}
+	for i := range pods {
+		pods[i].Colocated = count[pods[i].Node]
+		if pods[i].Colocated == 0 {
+			pods[i].Colocated = 1
+		}
+	}
+}
+
+func sortPods(ps []*corev1.Pod) []*corev1.Pod {
+	out := append([]*corev1.Pod(nil), ps...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// ---- revisions shared by StatefulSet and DaemonSet ----
+
+type revision struct {
+	cr       *appsv1.ControllerRevision
+	name     string
+	template *corev1.PodTemplateSpec
+}
+
+func (b *builder) revisions(kind string, meta *metav1.ObjectMeta) ([]revision, error) {
+	var out []revision
+	for _, cr := range b.snap.ControllerRevisions {
+		if cr.Namespace != meta.Namespace || !ownedBy(cr, kind, meta.Name, meta.UID) {
+			continue
+		}
+		t, err := revisionTemplate(cr)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, revision{cr: cr, name: cr.Name, template: t})
+	}
+	// history.SortControllerRevisions: revision, creation time, name.
+	sort.SliceStable(out, func(i, j int) bool {
+		a, c := out[i].cr, out[j].cr
+		if a.Revision != c.Revision {
+			return a.Revision < c.Revision
+		}
+		if !a.CreationTimestamp.Equal(&c.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&c.CreationTimestamp)
+		}
+		return a.Name < c.Name
+	})
+	return out, nil
+}
+
+// matchingRevision returns the newest revision whose template equals the
+// workload's (semantic equality: the revision bytes of a hand-written
+// snapshot need not be byte-identical to what the controller would write).
+func matchingRevision(revs []revision, t *corev1.PodTemplateSpec) *revision {
+	for i := len(revs) - 1; i >= 0; i-- {
+		if equality.Semantic.DeepEqual(stripRevisionLabels(revs[i].template), stripRevisionLabels(t)) {
+			return &revs[i]
+		}
+	}
+	return nil
+}
+
+func stripRevisionLabels(t *corev1.PodTemplateSpec) *corev1.PodTemplateSpec {
+	c := t.DeepCopy()
+	for k := range revisionLabels {
+		delete(c.Labels, k)
+	}
+	if len(c.Labels) == 0 {
+		c.Labels = nil
+	}
+	return c
+}
+
+// changesFor diffs a pod's revision template against the update template;
+// when the revision is not in the snapshot it compares the pod spec itself.
+func changesFor(r *Rollout, p *corev1.Pod, from *corev1.PodTemplateSpec, to *corev1.PodTemplateSpec, rev string) []Change {
+	if from != nil {
+		return Diff(from, to)
+	}
+	r.Warnings = append(r.Warnings, fmt.Sprintf("pod %s: revision %q is not in the snapshot; changes are taken from the pod's own spec", p.Name, rev))
+	podTmpl := &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: p.Labels}, Spec: *p.Spec.DeepCopy()}
+	// Only compare what a template carries and the API server does not fill in.
+	spec := to.Spec.DeepCopy()
+	podTmpl.Spec = corev1.PodSpec{Containers: podTmpl.Spec.Containers, InitContainers: podTmpl.Spec.InitContainers}
+	tmpl := &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: to.Labels}, Spec: corev1.PodSpec{Containers: spec.Containers, InitContainers: spec.InitContainers}}
+	var out []Change
+	for _, c := range Diff(podTmpl, tmpl) {
+		if c.Class == ClassLabels {
+			continue // pods carry labels their template does not (pod-name, index)
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		out = []Change{{Path: "metadata.labels[controller-revision-hash]", Class: ClassOther, Detail: "revision " + rev + " is unknown: its template is not in the snapshot"}}
+	}
+	return out
+}

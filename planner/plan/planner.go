@@ -1,0 +1,332 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rollplan/rollplan/planner/engine"
+	"github.com/rollplan/rollplan/planner/facts"
+)
+
+// Options are the per-action duration estimates the simulator uses.
+type Options struct {
+	// RecreateSeconds: from deleting (or creating) a pod to the new pod being
+	// Ready, before minReadySeconds.
+	RecreateSeconds int
+	// InPlaceSeconds: from the in-place patch to the container being Ready again.
+	InPlaceSeconds int
+}
+
+// DefaultOptions are conservative estimates for a typical pod.
+var DefaultOptions = Options{RecreateSeconds: 60, InPlaceSeconds: 20}
+
+// Detail is everything that placed a workload's pods, for `explain`.
+type Detail struct {
+	Facts     *facts.Rollout
+	Decisions *engine.Decisions
+	// Wave: pod name → wave index (0 when not in a wave).
+	Wave map[string]int
+	// Overrides: pod name → why Go changed the policy's answer.
+	Overrides map[string]string
+}
+
+// Result is a plan with the details behind it.
+type Result struct {
+	Plan    *Plan
+	Details []*Detail
+}
+
+// Build evaluates the engine for every rollout and packs the plan.
+func Build(ctx context.Context, rollouts []*facts.Rollout, eng engine.Engine, meta Metadata, o Options) (*Result, error) {
+	meta.Engine = eng.Name()
+	meta.PolicyDigest = eng.Digest()
+	res := &Result{Plan: &Plan{APIVersion: APIVersion, Kind: Kind, Metadata: meta, Workloads: []WorkloadPlan{}}}
+	for _, r := range rollouts {
+		d, err := eng.Decide(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		wp, det := Workload(r, d, o)
+		res.Plan.Workloads = append(res.Plan.Workloads, wp)
+		res.Details = append(res.Details, det)
+	}
+	return res, nil
+}
+
+// Workload packs one workload's decisions into waves.
+func Workload(r *facts.Rollout, d *engine.Decisions, o Options) (WorkloadPlan, *Detail) {
+	w := r.Workload
+	wp := WorkloadPlan{
+		Kind: w.Kind, Namespace: w.Namespace, Name: w.Name,
+		FromRevision: w.CurrentRevision, ToRevision: w.UpdateRevision,
+		PodUpdatePolicy: w.PodUpdatePolicy, Managed: w.Managed, Pacing: d.Pacing,
+		Budgets: []Budget{}, Waves: []Wave{}, Held: []Held{}, Halted: []string{},
+		Warnings: append([]string(nil), r.Warnings...),
+		EstimatedDuration: "0s",
+	}
+	det := &Detail{Facts: r, Decisions: d, Wave: map[string]int{}, Overrides: map[string]string{}}
+	enforceFeasibility(r, d, det)
+
+	wp.Summary.Pods = len(r.Pods)
+	for i, p := range r.Pods {
+		if p.Updated {
+			wp.Summary.Updated++
+			continue
+		}
+		pd := d.Pods[i]
+		if !pd.InScope {
+			wp.Held = append(wp.Held, Held{Pod: p.Name, Reason: pd.HeldReason})
+			continue
+		}
+	}
+	wp.Summary.Held = len(wp.Held)
+	wp.Budgets = resolveBudgets(r, d)
+
+	if len(d.Halt) > 0 {
+		wp.Halted = append(wp.Halted, d.Halt...)
+		wp.Notes = append(wp.Notes, "halted: no wave is planned until the halt reasons are resolved")
+		return wp, det
+	}
+	switch {
+	case w.Strategy.Type == "OnDelete" && !w.Managed:
+		wp.Notes = append(wp.Notes, fmt.Sprintf("updateStrategy OnDelete: the %s controller replaces a pod only when it is deleted; annotate %s=\"true\" to let rollplan drive the rollout", w.Kind, facts.AnnManaged))
+		return wp, det
+	case w.Paused:
+		wp.Notes = append(wp.Notes, "spec.paused: the Deployment controller does not roll a paused Deployment; resume it to start the rollout")
+		return wp, det
+	}
+
+	var sim *simulation
+	if w.Kind == "Deployment" && !inPlaceDeployment(r, d) {
+		sim = simulateDeployment(r, d, o)
+		if w.Managed && w.PodUpdatePolicy != "Recreate" {
+			wp.Notes = append(wp.Notes, "some pods cannot be updated in place: the Deployment falls back to the upstream rolling update")
+		}
+	} else {
+		sim = simulatePods(r, d, o)
+	}
+	wp.Waves = sim.waves
+	wp.Notes = append(wp.Notes, sim.notes...)
+	wp.Warnings = append(wp.Warnings, sim.warnings...)
+	for wi, wave := range sim.waves {
+		for _, a := range wave.Actions {
+			if a.Pod != "" {
+				det.Wave[a.Pod] = wi + 1
+			}
+			for _, p := range a.Pods {
+				det.Wave[p] = wi + 1
+			}
+			switch a.Type {
+			case ActionInPlace:
+				wp.Summary.InPlace++
+			case ActionRecreate:
+				wp.Summary.Recreate++
+			case ActionScaleRS:
+				wp.Summary.Recreate += len(a.Pods)
+			}
+		}
+	}
+	wp.Summary.ToUpdate = wp.Summary.Pods - wp.Summary.Updated - wp.Summary.Held
+	wp.Summary.Waves = len(wp.Waves)
+	wp.EstimatedDuration = formatDuration(sim.end)
+	return wp, det
+}
+
+// enforceFeasibility overrides an InPlace answer that the API would refuse.
+func enforceFeasibility(r *facts.Rollout, d *engine.Decisions, det *Detail) {
+	for i, p := range r.Pods {
+		pd := &d.Pods[i]
+		if p.Updated || pd.Action != engine.InPlace {
+			continue
+		}
+		var blocking []string
+		for _, c := range p.Changes {
+			if !c.InPlace {
+				blocking = append(blocking, fmt.Sprintf("%s changed: %s", c.Path, c.Detail))
+			}
+		}
+		if len(blocking) > 0 {
+			pd.Action = engine.Recreate
+			pd.Reasons = append(blocking, "planned as Recreate: the policy answered InPlace, but the API does not let a running pod take these changes")
+			det.Overrides[p.Name] = strings.Join(blocking, "; ")
+		}
+	}
+}
+
+// inPlaceDeployment: every pod to update goes in place, so the Deployment's
+// pods are patched within their ReplicaSet instead of rolled to a new one.
+func inPlaceDeployment(r *facts.Rollout, d *engine.Decisions) bool {
+	if !r.Workload.Managed || r.Workload.PodUpdatePolicy == "Recreate" {
+		return false
+	}
+	any := false
+	for i, p := range r.Pods {
+		if p.Updated || !d.Pods[i].InScope {
+			continue
+		}
+		if d.Pods[i].Action != engine.InPlace {
+			return false
+		}
+		any = true
+	}
+	return any
+}
+
+func resolveBudgets(r *facts.Rollout, d *engine.Decisions) []Budget {
+	out := []Budget{}
+	for _, b := range d.Budgets {
+		add := func(limit int, typ string) {
+			out = append(out, Budget{Name: b.Name, Limit: limit, Type: typ, GroupBy: b.GroupBy, PDB: b.PDB, Advisory: b.Advisory, Source: b.Source, InUse: inUse(r, b, typ)})
+		}
+		if b.MaxUnavailable != nil {
+			add(*b.MaxUnavailable, "unavailable")
+		}
+		if b.MaxSurge != nil {
+			add(*b.MaxSurge, "surge")
+		}
+		if b.MaxGroups != nil {
+			add(*b.MaxGroups, "groups")
+		}
+	}
+	return out
+}
+
+// inUse counts the budget's consumption at snapshot time.
+func inUse(r *facts.Rollout, b engine.Budget, typ string) int {
+	switch typ {
+	case "surge":
+		return 0
+	case "groups":
+		groups := map[string]bool{}
+		for _, p := range r.Pods {
+			if !p.Available {
+				groups[groupOf(&p, b.GroupBy)] = true
+			}
+		}
+		return len(groups)
+	}
+	n := 0
+	if b.PDB != "" {
+		for _, pdb := range r.PDBs {
+			if pdb.Name == b.PDB {
+				n += pdb.UnavailableElsewhere
+			}
+		}
+	}
+	perGroup := map[string]int{}
+	for _, p := range r.Pods {
+		if p.Available || (b.PDB != "" && !contains(p.PDBs, b.PDB)) {
+			continue
+		}
+		perGroup[groupOf(&p, b.GroupBy)]++
+	}
+	best := 0
+	for _, c := range perGroup {
+		best = max(best, c)
+	}
+	return n + best
+}
+
+func groupOf(p *facts.Pod, by string) string {
+	switch {
+	case by == "":
+		return ""
+	case by == "zone":
+		return p.Zone
+	case by == "node":
+		return p.Node
+	case strings.HasPrefix(by, "label:"):
+		return p.Labels[strings.TrimPrefix(by, "label:")]
+	}
+	return ""
+}
+
+func contains(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// formatDuration prints whole seconds the way kubectl does (4m30s).
+func formatDuration(sec float64) string {
+	d := time.Duration(sec+0.5) * time.Second
+	s := d.String()
+	s = strings.Replace(s, "m0s", "m", 1)
+	s = strings.Replace(s, "h0m", "h", 1)
+	if strings.HasSuffix(s, "h") || strings.HasSuffix(s, "m") {
+		return s
+	}
+	return s
+}
+
+// compareKeys orders two policy sort keys element by element.
+func compareKeys(a, b []any) int {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if c := compareValue(a[i], b[i]); c != 0 {
+			return c
+		}
+	}
+	return len(a) - len(b)
+}
+
+func compareValue(a, b any) int {
+	rank := func(v any) int {
+		switch v.(type) {
+		case int64, float64:
+			return 0
+		case string:
+			return 1
+		}
+		return 2
+	}
+	if ra, rb := rank(a), rank(b); ra != rb {
+		return ra - rb
+	}
+	switch x := a.(type) {
+	case int64:
+		return cmpNum(float64(x), num(b))
+	case float64:
+		return cmpNum(x, num(b))
+	case string:
+		return strings.Compare(x, b.(string))
+	}
+	return 0
+}
+
+func num(v any) float64 {
+	switch x := v.(type) {
+	case int64:
+		return float64(x)
+	case float64:
+		return x
+	}
+	return 0
+}
+
+func cmpNum(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// ordered returns the indexes of pods in policy order (name breaks ties).
+func ordered(r *facts.Rollout, d *engine.Decisions, idx []int) []int {
+	out := append([]int(nil), idx...)
+	sort.SliceStable(out, func(i, j int) bool {
+		if c := compareKeys(d.Pods[out[i]].Order, d.Pods[out[j]].Order); c != 0 {
+			return c < 0
+		}
+		return r.Pods[out[i]].Name < r.Pods[out[j]].Name
+	})
+	return out
+}

@@ -1,0 +1,121 @@
+// Package plan packs policy decisions into waves and simulates the rollout
+// forward. Its output, the Plan, is an API (rollplan.dev/v1alpha1): fields
+// are added, never renamed, because users script against `plan -o json`.
+package plan
+
+// APIVersion and Kind of the plan document.
+const (
+	APIVersion = "rollplan.dev/v1alpha1"
+	Kind       = "Plan"
+)
+
+// Action types.
+const (
+	ActionInPlace = "InPlaceUpdate"
+	ActionRecreate = "Recreate"
+	ActionScaleRS  = "ScaleReplicaSet"
+	// ActionDelete removes a pod that is not replaced (a DaemonSet pod on a
+	// node that should no longer run it).
+	ActionDelete = "Delete"
+)
+
+// Plan is the output of `rollplan plan`.
+type Plan struct {
+	APIVersion string         `json:"apiVersion"`
+	Kind       string         `json:"kind"`
+	Metadata   Metadata       `json:"metadata"`
+	Workloads  []WorkloadPlan `json:"workloads"`
+}
+
+// Metadata identifies what the plan was computed from.
+type Metadata struct {
+	SnapshotDigest string `json:"snapshotDigest"`
+	PolicyDigest   string `json:"policyDigest"`
+	Engine         string `json:"engine"`
+	// Now is the snapshot time the plan was computed at.
+	Now string `json:"now"`
+	// Warnings about the input as a whole (skipped kinds).
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// WorkloadPlan is the rollout of one workload.
+type WorkloadPlan struct {
+	Kind            string `json:"kind"`
+	Namespace       string `json:"namespace"`
+	Name            string `json:"name"`
+	FromRevision    string `json:"fromRevision"`
+	ToRevision      string `json:"toRevision"`
+	PodUpdatePolicy string `json:"podUpdatePolicy"`
+	Managed         bool   `json:"managed"`
+	Pacing          string `json:"pacing"`
+	// Budgets: resolved numbers, what is in use at snapshot time, and what binds.
+	Budgets []Budget `json:"budgets"`
+	Waves   []Wave   `json:"waves"`
+	Held    []Held   `json:"held"`
+	// Halted: stop reasons; when set, no wave is planned.
+	Halted []string `json:"halted"`
+	// Notes explain why nothing (or something unusual) is planned.
+	Notes    []string `json:"notes,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
+	Summary  Summary  `json:"summary"`
+	// EstimatedDuration of the whole rollout, from the per-action estimates.
+	EstimatedDuration string `json:"estimatedDuration"`
+}
+
+// Budget is a resolved budget.
+type Budget struct {
+	Name string `json:"name"`
+	// Limit is the budget's number: pods unavailable at once, surge pods at
+	// once (Type surge), or groups in flight (Type groups).
+	Limit int    `json:"limit"`
+	Type  string `json:"type"` // unavailable | surge | groups
+	// InUse at snapshot time.
+	InUse    int    `json:"inUse"`
+	GroupBy  string `json:"groupBy,omitempty"`
+	PDB      string `json:"pdb,omitempty"`
+	Advisory bool   `json:"advisory,omitempty"`
+	Source   string `json:"source"`
+}
+
+// Wave is a step in time: everything that can happen at once, before
+// something has to become available.
+type Wave struct {
+	Index int `json:"index"`
+	// Start: when the wave starts, as an offset from the beginning of the rollout.
+	Start   string   `json:"start"`
+	Actions []Action `json:"actions"`
+}
+
+// Action is one change. Each updated pod appears in exactly one action.
+type Action struct {
+	Type string `json:"type"`
+	Pod  string `json:"pod,omitempty"`
+	Node string `json:"node,omitempty"`
+	// Surge: the new pod is created first; the old one is removed once the
+	// new one is available.
+	Surge bool `json:"surge,omitempty"`
+	// ReplicaSet scaling (Deployments): from → to replicas, and the pods a
+	// scale-down removes, in upstream deletion order.
+	ReplicaSet string   `json:"replicaSet,omitempty"`
+	From       *int     `json:"from,omitempty"`
+	To         *int     `json:"to,omitempty"`
+	Pods       []string `json:"pods,omitempty"`
+	Reasons    []string `json:"reasons"`
+}
+
+// Held is a pod kept out of the rollout.
+type Held struct {
+	Pod    string `json:"pod"`
+	Reason string `json:"reason"`
+}
+
+// Summary counts what the rollout does.
+type Summary struct {
+	Pods      int `json:"pods"`
+	Updated   int `json:"updated"`
+	ToUpdate  int `json:"toUpdate"`
+	InPlace   int `json:"inPlace"`
+	Recreate  int `json:"recreate"`
+	Held      int `json:"held"`
+	Waves     int `json:"waves"`
+}

@@ -1,0 +1,124 @@
+package render
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/rollplan/rollplan/planner/plan"
+)
+
+// Table prints a plan for a person: per workload a header with revisions
+// and budgets, one line per wave, then held pods, halts and warnings.
+type Table struct{}
+
+// Render implements Renderer.
+func (Table) Render(w io.Writer, p *plan.Plan) error {
+	if len(p.Workloads) == 0 {
+		_, err := fmt.Fprintln(w, "No Deployment, StatefulSet or DaemonSet in the snapshot: nothing to plan.")
+		return err
+	}
+	for i, wp := range p.Workloads {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		if err := workload(w, &wp); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func workload(out io.Writer, wp *plan.WorkloadPlan) error {
+	s := wp.Summary
+	fmt.Fprintf(out, "%s %s/%s  %s -> %s\n", wp.Kind, wp.Namespace, wp.Name, wp.FromRevision, wp.ToRevision)
+	mode := "native"
+	if wp.Managed {
+		mode = "managed by rollplan"
+	}
+	fmt.Fprintf(out, "  %d pods: %d updated, %d to update (%d in place, %d recreated), %d held; %d waves, pacing %s, %s, est. %s\n",
+		s.Pods, s.Updated, s.ToUpdate, s.InPlace, s.Recreate, s.Held, s.Waves, wp.Pacing, mode, wp.EstimatedDuration)
+	if len(wp.Budgets) > 0 {
+		var bs []string
+		for _, b := range wp.Budgets {
+			x := fmt.Sprintf("%s %d/%d", b.Name, b.InUse, b.Limit)
+			if b.Type != "unavailable" {
+				x += " " + b.Type
+			}
+			if b.GroupBy != "" {
+				x += " per " + b.GroupBy
+			}
+			if b.Advisory {
+				x += " (advisory)"
+			}
+			bs = append(bs, x)
+		}
+		fmt.Fprintf(out, "  budgets (in use/limit): %s\n", strings.Join(bs, ", "))
+	}
+	if len(wp.Halted) > 0 {
+		fmt.Fprintln(out, "  HALTED:")
+		for _, h := range wp.Halted {
+			fmt.Fprintf(out, "    - %s\n", h)
+		}
+	}
+	if len(wp.Waves) > 0 {
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  WAVE\tSTART\tACTIONS")
+		for _, wave := range wp.Waves {
+			fmt.Fprintf(tw, "  %d\t%s\t%s\n", wave.Index, wave.Start, actions(wave.Actions))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(wp.Held) > 0 {
+		var hs []string
+		for _, h := range wp.Held {
+			hs = append(hs, fmt.Sprintf("%s (%s)", h.Pod, h.Reason))
+		}
+		fmt.Fprintf(out, "  held: %s\n", strings.Join(hs, ", "))
+	}
+	for _, n := range wp.Notes {
+		fmt.Fprintf(out, "  note: %s\n", n)
+	}
+	for _, warn := range wp.Warnings {
+		fmt.Fprintf(out, "  warning: %s\n", warn)
+	}
+	return nil
+}
+
+// actions summarises a wave on one line, grouped by action type.
+func actions(as []plan.Action) string {
+	var parts []string
+	var group []string
+	typ := ""
+	flush := func() {
+		if len(group) > 0 {
+			parts = append(parts, fmt.Sprintf("%s %s", typ, strings.Join(group, " ")))
+		}
+		group = nil
+	}
+	for _, a := range as {
+		t := a.Type
+		if a.Surge {
+			t += "(surge)"
+		}
+		if t != typ {
+			flush()
+			typ = t
+		}
+		switch a.Type {
+		case plan.ActionScaleRS:
+			x := fmt.Sprintf("%s %d->%d", a.ReplicaSet, *a.From, *a.To)
+			if len(a.Pods) > 0 {
+				x += " [-" + strings.Join(a.Pods, " -") + "]"
+			}
+			group = append(group, x)
+		default:
+			group = append(group, a.Pod)
+		}
+	}
+	flush()
+	return strings.Join(parts, "; ")
+}
