@@ -27,6 +27,7 @@ type planFlags struct {
 	namespace    string
 	recreate     time.Duration
 	inPlace      time.Duration
+	terminate    time.Duration
 	timeout      time.Duration
 }
 
@@ -40,6 +41,7 @@ func (f *planFlags) register(cmd *cobra.Command) {
 	fl.StringVarP(&f.namespace, "namespace", "n", "", "plan only workloads in this namespace")
 	fl.DurationVar(&f.recreate, "recreate-duration", time.Duration(plan.DefaultOptions.RecreateSeconds)*time.Second, "estimated time from replacing a pod to the new pod being Ready")
 	fl.DurationVar(&f.inPlace, "inplace-duration", time.Duration(plan.DefaultOptions.InPlaceSeconds)*time.Second, "estimated time from an in-place update to the container being Ready")
+	fl.DurationVar(&f.terminate, "terminate-duration", time.Duration(plan.DefaultOptions.TerminateSeconds)*time.Second, "estimated time for a deleted pod that is not replaced to go")
 	fl.DurationVar(&f.timeout, "policy-timeout", time.Minute, "deadline for evaluating the policy for one workload")
 }
 
@@ -118,7 +120,7 @@ func (f *planFlags) run(ctx context.Context, stderr io.Writer) (*plan.Result, er
 		return nil, err
 	}
 	meta := plan.Metadata{SnapshotDigest: digest, Now: now.UTC().Format(time.RFC3339), Warnings: warnings}
-	opts := plan.Options{RecreateSeconds: int(f.recreate / time.Second), InPlaceSeconds: int(f.inPlace / time.Second)}
+	opts := plan.Options{RecreateSeconds: int(f.recreate / time.Second), InPlaceSeconds: int(f.inPlace / time.Second), TerminateSeconds: int(f.terminate / time.Second)}
 	return plan.Build(ctx, rollouts, eng, meta, opts)
 }
 

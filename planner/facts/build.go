@@ -62,6 +62,7 @@ func Build(s *snapshot.Snapshot, o Options) ([]*Rollout, error) {
 	}
 	for _, r := range out {
 		b.pdbs(r)
+		setRevisions(r)
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		a, c := out[i].Workload, out[j].Workload
@@ -83,14 +84,6 @@ type builder struct {
 	// podsByOwner: controller owner UID (or "Kind/ns/name" when the UID is empty) → pods.
 	podsByOwner map[string][]*corev1.Pod
 	nodes       map[string]*corev1.Node
-}
-
-func ownerKey(kind, ns, name string, uid types.UID) []string {
-	keys := []string{kind + "/" + ns + "/" + name}
-	if uid != "" {
-		keys = append(keys, "uid:"+string(uid))
-	}
-	return keys
 }
 
 func (b *builder) index() {
@@ -207,7 +200,7 @@ func annotationMaxUnavailable(r *Rollout, id string, native any, nativeField str
 		return nil
 	}
 	if !ok {
-		s.MaxUnavailable, s.MaxUnavailableSource = 1, "default 1 (annotation "+AnnMaxUnavailable+" not set)"
+		s.MaxUnavailable, s.MaxUnavailableSource = 1, "annotation "+AnnMaxUnavailable+" (not set, default)"
 		return nil
 	}
 	parsed, err := ParseIntOrPercentString(v, fmt.Sprintf("%s: annotation %s", id, AnnMaxUnavailable), max100)
@@ -433,4 +426,33 @@ func changesFor(r *Rollout, p *corev1.Pod, from *corev1.PodTemplateSpec, to *cor
 		out = []Change{{Path: "metadata.labels[controller-revision-hash]", Class: ClassOther, Detail: "revision " + rev + " is unknown: its template is not in the snapshot"}}
 	}
 	return out
+}
+
+// setRevisions lists the revisions whose pods share one changes list.
+func setRevisions(r *Rollout) {
+	r.Revisions = []Revision{}
+	shared := map[string]bool{}
+	first := map[string]*Pod{}
+	var names []string
+	for i := range r.Pods {
+		p := &r.Pods[i]
+		if p.Updated || p.Revision == "" {
+			continue
+		}
+		f, ok := first[p.Revision]
+		if !ok {
+			first[p.Revision], shared[p.Revision] = p, true
+			names = append(names, p.Revision)
+			continue
+		}
+		if len(f.Changes) != len(p.Changes) || (len(p.Changes) > 0 && &f.Changes[0] != &p.Changes[0]) {
+			shared[p.Revision] = false
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if shared[n] {
+			r.Revisions = append(r.Revisions, Revision{Name: n, Changes: first[n].Changes})
+		}
+	}
 }

@@ -126,12 +126,12 @@ func (b *builder) deployment(d *appsv1.Deployment) (*Rollout, error) {
 		r.ReplicaSets = append(r.ReplicaSets, f)
 	}
 	for _, rs := range rss {
+		updated := rs.Name == w.UpdateRevision
+		var changes []Change // one diff per ReplicaSet, shared by its pods
+		if !updated {
+			changes = Diff(templates[rs.Name], &d.Spec.Template)
+		}
 		for _, p := range sortPods(b.ownedPods("ReplicaSet", rs.Namespace, rs.Name, rs.UID)) {
-			updated := rs.Name == w.UpdateRevision
-			var changes []Change
-			if !updated {
-				changes = Diff(templates[rs.Name], &d.Spec.Template)
-			}
 			r.Pods = append(r.Pods, b.pod(p, podCtx{minReady: minReady[rs.Name], revision: rs.Name, updated: updated, owner: rs.Name, changes: changes}))
 		}
 	}
@@ -251,12 +251,20 @@ func (b *builder) statefulSet(set *appsv1.StatefulSet) (*Rollout, error) {
 	for _, rv := range revs {
 		byName[rv.name] = rv.template
 	}
+	diffs := map[string][]Change{} // one diff per revision, shared by its pods
 	for _, p := range sortPods(b.ownedPods("StatefulSet", set.Namespace, set.Name, set.UID)) {
 		rev := p.Labels[appsv1.ControllerRevisionHashLabelKey]
 		updated := rev == w.UpdateRevision
 		var changes []Change
 		if !updated {
-			changes = changesFor(r, p, byName[rev], &set.Spec.Template, rev)
+			if from := byName[rev]; from != nil {
+				if _, ok := diffs[rev]; !ok {
+					diffs[rev] = Diff(from, &set.Spec.Template)
+				}
+				changes = diffs[rev]
+			} else {
+				changes = changesFor(r, p, nil, &set.Spec.Template, rev)
+			}
 		}
 		r.Pods = append(r.Pods, b.pod(p, podCtx{minReady: set.Spec.MinReadySeconds, requireRun: true, revision: rev, updated: updated, owner: set.Name, changes: changes, sts: true, ordinalStart: w.OrdinalsStart}))
 	}
@@ -340,6 +348,7 @@ func (b *builder) daemonSet(ds *appsv1.DaemonSet) (*Rollout, error) {
 
 	pods := sortPods(b.ownedPods("DaemonSet", ds.Namespace, ds.Name, ds.UID))
 	currentBest := int64(-1)
+	diffs := map[string][]Change{} // one diff per revision, shared by its pods
 	for _, p := range pods {
 		h := p.Labels[appsv1.DefaultDaemonSetUniqueLabelKey]
 		updated := h == updateHash || (generation != "" && p.Labels["pod-template-generation"] == generation)
@@ -351,14 +360,16 @@ func (b *builder) daemonSet(ds *appsv1.DaemonSet) (*Rollout, error) {
 				currentBest, w.CurrentRevision = rv.cr.Revision, rv.name
 			}
 		}
-		if updated {
+		switch rv := byHash[h]; {
+		case updated:
 			rev = w.UpdateRevision
-		} else {
-			var from *corev1.PodTemplateSpec
-			if rv := byHash[h]; rv != nil {
-				from = rv.template
+		case rv != nil:
+			if _, ok := diffs[rev]; !ok {
+				diffs[rev] = Diff(rv.template, &ds.Spec.Template)
 			}
-			changes = changesFor(r, p, from, &ds.Spec.Template, rev)
+			changes = diffs[rev]
+		default:
+			changes = changesFor(r, p, nil, &ds.Spec.Template, rev)
 		}
 		r.Pods = append(r.Pods, b.pod(p, podCtx{minReady: ds.Spec.MinReadySeconds, revision: rev, updated: updated, owner: ds.Name, changes: changes}))
 	}

@@ -23,6 +23,11 @@ type Rollout struct {
 	Nodes []Node `json:"nodes"`
 	// PDBs that select at least one of the pods.
 	PDBs []PDB `json:"pdbs"`
+	// Revisions: each revision that pods still run, other than the update
+	// revision, with the changes every pod of it shares (pods whose revision
+	// is not in the snapshot are left out: their changes are their own).
+	// Policies may decide per revision instead of per pod.
+	Revisions []Revision `json:"revisions"`
 	// Warnings found while building the facts (reported in the plan).
 	Warnings []string `json:"warnings"`
 }
@@ -133,6 +138,12 @@ type Pod struct {
 	Changes []Change `json:"changes"`
 	// PDBs: names of the PodDisruptionBudgets selecting this pod.
 	PDBs []string `json:"pdbs"`
+}
+
+// Revision is a pod revision and its changes towards the update revision.
+type Revision struct {
+	Name    string   `json:"name"`
+	Changes []Change `json:"changes"`
 }
 
 // Change classes.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
@@ -53,11 +54,11 @@ type deploySim struct {
 	actions    []Action
 	created    int
 	pdbs       []Budget
-	warnedPDB  map[string]bool
+	pdbWaves   map[string][]string // PDB budget → waves that break it
 }
 
 func simulateDeployment(r *facts.Rollout, d *engine.Decisions, o Options) *simulation {
-	s := &deploySim{r: r, d: d, o: o, D: r.Workload.Replicas, warnedPDB: map[string]bool{}}
+	s := &deploySim{r: r, d: d, o: o, D: r.Workload.Replicas, pdbWaves: map[string][]string{}}
 	for _, b := range resolveBudgets(r, d) {
 		switch {
 		case b.Name == "maxSurge" && b.Type == "surge":
@@ -336,6 +337,11 @@ func (s *deploySim) run(sim *simulation) {
 		}
 	}
 	closeWave()
+	for _, b := range s.pdbs {
+		if waves := s.pdbWaves[b.Name]; len(waves) > 0 {
+			sim.warnings = append(sim.warnings, fmt.Sprintf("wave(s) %s leave more pods selected by PodDisruptionBudget %s unavailable than its limit of %d: the Deployment controller does not honour PDBs (annotate %s=\"true\" to let rollplan pace the rollout by it)", strings.Join(waves, ", "), b.PDB, b.Limit, facts.AnnManaged))
+		}
+	}
 	sim.end = s.t
 	if s.newRS == nil || s.newRS.spec != s.D || sumSpec(s.old) != 0 || s.newRS.avail(math.Inf(1)) < s.D {
 		sim.notes = append(sim.notes, "the rollout does not complete: pods that never become available hold it (upstream keeps waiting; see halt rules)")
@@ -348,9 +354,6 @@ func (s *deploySim) run(sim *simulation) {
 // allows after a wave's actions: upstream rollouts ignore PDBs.
 func (s *deploySim) checkPDBs(sim *simulation, wave int) {
 	for _, b := range s.pdbs {
-		if s.warnedPDB[b.Name] {
-			continue
-		}
 		available := 0
 		for _, rs := range s.all() {
 			available += rs.avail(s.t)
@@ -362,8 +365,7 @@ func (s *deploySim) checkPDBs(sim *simulation, wave int) {
 			}
 		}
 		if unavailable > b.Limit {
-			s.warnedPDB[b.Name] = true
-			sim.warnings = append(sim.warnings, fmt.Sprintf("wave %d leaves %d pods selected by PodDisruptionBudget %s unavailable, above its limit of %d: the Deployment controller does not honour PDBs (annotate %s=\"true\" to let rollplan pace the rollout by it)", wave, unavailable, b.PDB, b.Limit, facts.AnnManaged))
+			s.pdbWaves[b.Name] = append(s.pdbWaves[b.Name], fmt.Sprintf("%d (%d unavailable)", wave, unavailable))
 		}
 	}
 }

@@ -18,10 +18,12 @@ type Options struct {
 	RecreateSeconds int
 	// InPlaceSeconds: from the in-place patch to the container being Ready again.
 	InPlaceSeconds int
+	// TerminateSeconds: how long a deleted pod that is not replaced takes to go.
+	TerminateSeconds int
 }
 
 // DefaultOptions are conservative estimates for a typical pod.
-var DefaultOptions = Options{RecreateSeconds: 60, InPlaceSeconds: 20}
+var DefaultOptions = Options{RecreateSeconds: 60, InPlaceSeconds: 20, TerminateSeconds: 30}
 
 // Detail is everything that placed a workload's pods, for `explain`.
 type Detail struct {

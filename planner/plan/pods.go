@@ -26,7 +26,6 @@ type item struct {
 	relevant    []bool   // per budget
 	unavailable bool
 	surging     bool
-	removed     bool
 	until       float64
 }
 
@@ -126,11 +125,13 @@ func (s *podSim) newItem(pod int, p *facts.Pod, name string) item {
 }
 
 func (s *podSim) duration(action string) float64 {
-	base := s.o.RecreateSeconds
-	if action == ActionInPlace {
-		base = s.o.InPlaceSeconds
+	switch action {
+	case ActionInPlace:
+		return float64(s.o.InPlaceSeconds + s.r.Workload.MinReadySeconds)
+	case ActionDelete:
+		return float64(s.o.TerminateSeconds)
 	}
-	return float64(base + s.r.Workload.MinReadySeconds)
+	return float64(s.o.RecreateSeconds + s.r.Workload.MinReadySeconds)
 }
 
 // setup records the pods already unavailable and the DaemonSet's empty nodes.
@@ -229,9 +230,6 @@ func (s *podSim) complete(ii int) {
 			s.surge[bi]--
 		}
 	}
-	if it.surging && it.unavailable {
-		// The old pod was unavailable: the surge pod replaced it.
-	}
 	it.unavailable, it.surging = false, false
 }
 
@@ -304,13 +302,10 @@ func (s *podSim) run(sim *simulation) {
 			pd := &d.Pods[pi]
 			it := &s.items[pi]
 			forced := s.dsForced && it.unavailable
-			if s.r.Workload.Kind == "DaemonSet" && len(r.Nodes) > 0 && !nodeRuns[p.Node] {
-				// The node should no longer run the pod: deleted, not replaced.
-				actions = append(actions, Action{Type: ActionDelete, Pod: p.Name, Node: p.Node, Reasons: []string{fmt.Sprintf("node %s should no longer run this DaemonSet (selector, affinity or an untolerated taint): the pod is deleted and not recreated", p.Node)}})
-				it.removed = true
-				continue
-			}
-			surge := s.surgeMode && pd.Action == engine.Recreate
+			// A DaemonSet pod on a node that should no longer run it is
+			// deleted and not replaced (§3.6); it uses budget while it goes.
+			remove := s.r.Workload.Kind == "DaemonSet" && len(r.Nodes) > 0 && !nodeRuns[p.Node]
+			surge := s.surgeMode && pd.Action == engine.Recreate && !remove
 			if !forced {
 				ok, binding := s.fits(pi, surge)
 				if !ok {
@@ -327,9 +322,13 @@ func (s *podSim) run(sim *simulation) {
 				}
 			}
 			a := Action{Reasons: append([]string(nil), pd.Reasons...)}
-			if pd.Action == engine.InPlace {
+			switch {
+			case remove:
+				a.Type = ActionDelete
+				a.Reasons = []string{fmt.Sprintf("node %s should no longer run this DaemonSet (selector, affinity or an untolerated taint): the pod is deleted and not recreated", p.Node)}
+			case pd.Action == engine.InPlace:
 				a.Type = ActionInPlace
-			} else {
+			default:
 				a.Type = ActionRecreate
 				a.Surge = surge
 			}

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 
-	"sigs.k8s.io/yaml"
+	yamlv3 "go.yaml.in/yaml/v3"
 
 	"github.com/rollplan/rollplan/planner/plan"
 )
@@ -46,15 +46,34 @@ func (JSON) Render(w io.Writer, p *plan.Plan) error {
 	return err
 }
 
-// YAML prints the plan as YAML (the JSON field names).
+// YAML prints the plan as YAML with the JSON field names, in schema order
+// (JSON is YAML: decoding it into a node keeps the order of the fields).
 type YAML struct{}
 
 // Render implements Renderer.
 func (YAML) Render(w io.Writer, p *plan.Plan) error {
-	b, err := yaml.Marshal(p)
+	js, err := json.Marshal(p)
 	if err != nil {
 		return err
 	}
-	_, err = w.Write(b)
-	return err
+	var n yamlv3.Node
+	if err := yamlv3.Unmarshal(js, &n); err != nil {
+		return err
+	}
+	plainStyle(&n)
+	enc := yamlv3.NewEncoder(w)
+	enc.SetIndent(2)
+	if err := enc.Encode(&n); err != nil {
+		return err
+	}
+	return enc.Close()
+}
+
+// plainStyle drops the JSON flow style and quoting so the output reads as
+// ordinary block YAML.
+func plainStyle(n *yamlv3.Node) {
+	n.Style &^= yamlv3.FlowStyle | yamlv3.DoubleQuotedStyle
+	for _, c := range n.Content {
+		plainStyle(c)
+	}
 }

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden plans in testdata/scenarios")
+
+// Tests run from the repository root: scenario args name policies by their
+// path from there.
+func TestMain(m *testing.M) {
+	if err := os.Chdir("../.."); err != nil {
+		panic(err)
+	}
+	os.Exit(m.Run())
+}
+
+func run(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	cmd := newRootCommand()
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	return out.String(), errOut.String(), err
+}
+
+func scenarioArgs(t *testing.T, dir string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "args"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Fields(string(b))
+}
+
+// TestGoldenScenarios plans every scenario and compares the YAML plan and
+// the table with the golden files (go test ./cmd/rollplan -update rewrites them).
+func TestGoldenScenarios(t *testing.T) {
+	dirs, err := filepath.Glob("testdata/scenarios/*")
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("no scenarios found: %v", err)
+	}
+	for _, dir := range dirs {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			base := append([]string{"plan", "-f", filepath.Join(dir, "snapshot.yaml")}, scenarioArgs(t, dir)...)
+			for _, g := range []struct{ format, file string }{{"yaml", "plan.golden.yaml"}, {"table", "plan.golden.txt"}} {
+				out, stderr, err := run(t, append(base, "-o", g.format)...)
+				if err != nil {
+					t.Fatalf("plan failed: %v\n%s", err, stderr)
+				}
+				golden := filepath.Join(dir, g.file)
+				if *update {
+					if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				want, err := os.ReadFile(golden)
+				if err != nil {
+					t.Fatalf("missing golden file (run go test ./cmd/rollplan -update): %v", err)
+				}
+				if out != string(want) {
+					t.Errorf("%s differs from %s (run go test ./cmd/rollplan -update after checking the change):\n%s", g.format, golden, diff(string(want), out))
+				}
+			}
+		})
+	}
+}
+
+// TestPlanIsDeterministic: the same snapshot in another document order and
+// the same policy give byte-identical JSON.
+func TestPlanIsDeterministic(t *testing.T) {
+	dirs, _ := filepath.Glob("testdata/scenarios/*")
+	tmp := t.TempDir()
+	rng := rand.New(rand.NewSource(1))
+	for _, dir := range dirs {
+		snap, err := os.ReadFile(filepath.Join(dir, "snapshot.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs := strings.Split(string(snap), "\n---\n")
+		rng.Shuffle(len(docs), func(i, j int) { docs[i], docs[j] = docs[j], docs[i] })
+		shuffled := filepath.Join(tmp, filepath.Base(dir)+".yaml")
+		if err := os.WriteFile(shuffled, []byte(strings.Join(docs, "\n---\n")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args := scenarioArgs(t, dir)
+		a, _, err1 := run(t, append([]string{"plan", "-o", "json", "-f", filepath.Join(dir, "snapshot.yaml")}, args...)...)
+		b, _, err2 := run(t, append([]string{"plan", "-o", "json", "-f", shuffled}, args...)...)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("%s: %v %v", dir, err1, err2)
+		}
+		if a != b {
+			t.Errorf("%s: the plan depends on document order:\n%s", dir, diff(a, b))
+		}
+	}
+}
+
+func diff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	var sb strings.Builder
+	for i := 0; i < len(w) || i < len(g); i++ {
+		var a, b string
+		if i < len(w) {
+			a = w[i]
+		}
+		if i < len(g) {
+			b = g[i]
+		}
+		if a != b {
+			sb.WriteString("line " + strconv.Itoa(i+1) + ":\n  want: " + a + "\n  got:  " + b + "\n")
+			if sb.Len() > 3000 {
+				break
+			}
+		}
+	}
+	return sb.String()
+}

@@ -1,0 +1,89 @@
+package plan_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/rollplan/rollplan/planner/engine/rego"
+	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/plan"
+	"github.com/rollplan/rollplan/planner/synth"
+)
+
+func newEngine(tb testing.TB) *rego.Engine {
+	tb.Helper()
+	b, err := rego.LoadBundle(nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	e, err := rego.New(context.Background(), b, 10*time.Minute)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return e
+}
+
+// planSnapshot is the whole pipeline after decoding: facts, policy, waves.
+func planSnapshot(tb testing.TB, e *rego.Engine, n int) *plan.Result {
+	snap := synth.Snapshot(n)
+	rollouts, err := facts.Build(snap, facts.Options{Now: synth.Now})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	res, err := plan.Build(context.Background(), rollouts, e, plan.Metadata{}, plan.DefaultOptions)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return res
+}
+
+// BenchmarkPlan: go test ./planner/plan -run '^$' -bench BenchmarkPlan -benchmem
+func BenchmarkPlan(b *testing.B) {
+	e := newEngine(b)
+	for _, n := range []int{1000, 10000, 150000} {
+		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
+			var peak uint64
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				res := planSnapshot(b, e, n)
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				peak = max(peak, ms.HeapInuse)
+				if len(res.Plan.Workloads) == 0 {
+					b.Fatal("empty plan")
+				}
+			}
+			b.ReportMetric(float64(peak)/(1<<20), "MiB-heap")
+		})
+	}
+}
+
+// TestPlanScalesLinearly guards against quadratic policies or packing:
+// doubling the pods must not much more than double the time.
+func TestPlanScalesLinearly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("timing comparison")
+	}
+	e := newEngine(t)
+	measure := func(n int) time.Duration {
+		best := time.Duration(1<<63 - 1)
+		for i := 0; i < 3; i++ {
+			r := testing.Benchmark(func(b *testing.B) {
+				for j := 0; j < b.N; j++ {
+					planSnapshot(b, e, n)
+				}
+			})
+			best = min(best, time.Duration(r.NsPerOp()))
+		}
+		return best
+	}
+	t4, t8 := measure(4000), measure(8000)
+	ratio := float64(t8) / float64(t4)
+	t.Logf("t(4k)=%v t(8k)=%v ratio %.2f", t4, t8, ratio)
+	if ratio >= 2.5 {
+		t.Errorf("planning is not linear: t(8k)/t(4k) = %.2f, want < 2.5", ratio)
+	}
+}
