@@ -10,6 +10,7 @@ import (
 	"github.com/rollplan/rollplan/planner/engine/rego"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/plan"
+	"github.com/rollplan/rollplan/planner/snapshot"
 	"github.com/rollplan/rollplan/planner/synth"
 )
 
@@ -27,8 +28,7 @@ func newEngine(tb testing.TB) *rego.Engine {
 }
 
 // planSnapshot is the whole pipeline after decoding: facts, policy, waves.
-func planSnapshot(tb testing.TB, e *rego.Engine, n int) *plan.Result {
-	snap := synth.Snapshot(n)
+func planSnapshot(tb testing.TB, e *rego.Engine, snap *snapshot.Snapshot) *plan.Result {
 	rollouts, err := facts.Build(snap, facts.Options{Now: synth.Now})
 	if err != nil {
 		tb.Fatal(err)
@@ -46,9 +46,11 @@ func BenchmarkPlan(b *testing.B) {
 	for _, n := range []int{1000, 10000, 150000} {
 		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
 			var peak uint64
+			snap := synth.Snapshot(n)
 			b.ReportAllocs()
+			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				res := planSnapshot(b, e, n)
+				res := planSnapshot(b, e, snap)
 				var ms runtime.MemStats
 				runtime.ReadMemStats(&ms)
 				peak = max(peak, ms.HeapInuse)
@@ -70,10 +72,11 @@ func TestPlanScalesLinearly(t *testing.T) {
 	e := newEngine(t)
 	measure := func(n int) time.Duration {
 		best := time.Duration(1<<63 - 1)
+		snap := synth.Snapshot(n)
 		for i := 0; i < 3; i++ {
 			r := testing.Benchmark(func(b *testing.B) {
 				for j := 0; j < b.N; j++ {
-					planSnapshot(b, e, n)
+					planSnapshot(b, e, snap)
 				}
 			})
 			best = min(best, time.Duration(r.NsPerOp()))

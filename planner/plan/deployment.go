@@ -24,9 +24,9 @@ type rsPod struct {
 }
 
 type simRS struct {
-	name string
-	spec int
-	pods []rsPod
+	name    string
+	spec    int
+	pods    []rsPod
 	isNew   bool
 	created bool
 }
@@ -42,19 +42,19 @@ func (rs *simRS) avail(t float64) int {
 }
 
 type deploySim struct {
-	r          *facts.Rollout
-	d          *engine.Decisions
-	o          Options
-	D          int
-	surge      int
-	unavail    int
-	old        []*simRS // oldest first
-	newRS      *simRS
-	t          float64
-	actions    []Action
-	created    int
-	pdbs       []Budget
-	pdbWaves   map[string][]string // PDB budget → waves that break it
+	r        *facts.Rollout
+	d        *engine.Decisions
+	o        Options
+	D        int
+	surge    int
+	unavail  int
+	old      []*simRS // oldest first
+	newRS    *simRS
+	t        float64
+	actions  []Action
+	created  int
+	pdbs     []Budget
+	pdbWaves map[string][]string // PDB budget → waves that break it
 }
 
 func simulateDeployment(r *facts.Rollout, d *engine.Decisions, o Options) *simulation {

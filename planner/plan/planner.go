@@ -66,7 +66,7 @@ func Workload(r *facts.Rollout, d *engine.Decisions, o Options) (WorkloadPlan, *
 		FromRevision: w.CurrentRevision, ToRevision: w.UpdateRevision,
 		PodUpdatePolicy: w.PodUpdatePolicy, Managed: w.Managed, Pacing: d.Pacing,
 		Budgets: []Budget{}, Waves: []Wave{}, Held: []Held{}, Halted: []string{},
-		Warnings: append([]string(nil), r.Warnings...),
+		Warnings:          append([]string(nil), r.Warnings...),
 		EstimatedDuration: "0s",
 	}
 	det := &Detail{Facts: r, Decisions: d, Wave: map[string]int{}, Overrides: map[string]string{}}

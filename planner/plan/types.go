@@ -11,7 +11,7 @@ const (
 
 // Action types.
 const (
-	ActionInPlace = "InPlaceUpdate"
+	ActionInPlace  = "InPlaceUpdate"
 	ActionRecreate = "Recreate"
 	ActionScaleRS  = "ScaleReplicaSet"
 	// ActionDelete removes a pod that is not replaced (a DaemonSet pod on a
@@ -111,11 +111,11 @@ type Held struct {
 
 // Summary counts what the rollout does.
 type Summary struct {
-	Pods      int `json:"pods"`
-	Updated   int `json:"updated"`
-	ToUpdate  int `json:"toUpdate"`
-	InPlace   int `json:"inPlace"`
-	Recreate  int `json:"recreate"`
-	Held      int `json:"held"`
-	Waves     int `json:"waves"`
+	Pods     int `json:"pods"`
+	Updated  int `json:"updated"`
+	ToUpdate int `json:"toUpdate"`
+	InPlace  int `json:"inPlace"`
+	Recreate int `json:"recreate"`
+	Held     int `json:"held"`
+	Waves    int `json:"waves"`
 }

@@ -58,7 +58,9 @@ test_missing_or_null_labels_are_not_leaders if {
 test_order_prefixes_the_default if {
 	p := member(2, {"role": "leader"}, true)
 	strategy.order(p) == array.concat([1], defaults.order(p)) with input as sts_input
-	strategy.order(p) == [1, 1, -2] with input as sts_input
+
+	# A native StatefulSet: the default key is the ordinal alone.
+	strategy.order(p) == [1, -2] with input as sts_input
 }
 
 test_other_rules_are_left_to_the_defaults if {
