@@ -1,0 +1,81 @@
+package plan
+
+import (
+	"math"
+	"testing"
+
+	"github.com/rollplan/rollplan/planner/facts"
+)
+
+func rsWith(name string, spec, avail int) *simRS {
+	rs := &simRS{name: name, spec: spec}
+	for i := 0; i < spec; i++ {
+		at := 0.0
+		if i >= avail {
+			at = math.Inf(1)
+		}
+		rs.pods = append(rs.pods, rsPod{name: name + "-p", fact: -1, availableAt: at})
+	}
+	return rs
+}
+
+func newDeploySim(d, surge, unavail int, old, newRS *simRS) *deploySim {
+	s := &deploySim{r: &facts.Rollout{Workload: facts.Workload{UpdateRevision: "new"}}, o: DefaultOptions, D: d, surge: surge, unavail: unavail, newRS: newRS, pdbWaves: map[string][]string{}}
+	if old != nil {
+		s.old = []*simRS{old}
+	}
+	if newRS != nil {
+		newRS.isNew = true
+	}
+	return s
+}
+
+// One rolloutRolling sync against the upstream cases of reference §6.1
+// (the budgets are the resolved MaxSurge/MaxUnavailable, as the policy gives them).
+func TestSyncRollingUpstreamCases(t *testing.T) {
+	cases := []struct {
+		id                string
+		d, surge, unavail int
+		oldSpec, oldAvail int
+		newSpec, newAvail int
+		wantOld, wantNew  int
+	}{
+		// TestDeploymentController_reconcileNewReplicaSet (maxUnavailable 0 → 1 by the fencepost when surge is 0).
+		{"D36", 10, 0, 1, 10, 10, 0, 0, 9, 0},  // no scale-up; the same sync then scales old down by the budget
+		{"D37", 10, 2, 0, 10, 10, 0, 0, 10, 2}, // new → 2
+		{"D38", 10, 2, 0, 5, 5, 0, 0, 5, 7},    // new → 7
+		{"D39", 10, 2, 0, 10, 10, 2, 2, 8, 2},  // no scale-up; old scaled down by availability (12 available − 10)
+		{"D40", 10, 2, 0, 2, 2, 11, 11, 2, 10}, // new scaled down to D
+		// TestDeploymentController_reconcileOldReplicaSets (maxSurge 0).
+		{"D41", 10, 0, 1, 10, 10, 0, 0, 9, 0},
+		{"D42", 10, 0, 2, 10, 10, 0, 0, 8, 0},
+		{"D43", 10, 0, 2, 10, 8, 0, 0, 8, 0}, // cleanup of 2 unhealthy
+		{"D44", 10, 0, 2, 10, 9, 0, 0, 8, 0}, // 1 unhealthy + 1 healthy
+		{"D45", 10, 0, 2, 8, 8, 2, 0, 8, 2},  // maxScaledDown 0: not scaled
+	}
+	for _, c := range cases {
+		t.Run(c.id, func(t *testing.T) {
+			old := rsWith("old", c.oldSpec, c.oldAvail)
+			s := newDeploySim(c.d, c.surge, c.unavail, old, rsWith("new", c.newSpec, c.newAvail))
+			s.syncRolling()
+			if old.spec != c.wantOld || s.newRS.spec != c.wantNew {
+				t.Errorf("after one sync old/new = %d/%d, want %d/%d", old.spec, s.newRS.spec, c.wantOld, c.wantNew)
+			}
+		})
+	}
+}
+
+// The computed NewRSNewReplicas table of reference §6.1.
+func TestNewRSNewReplicas(t *testing.T) {
+	cases := []struct{ d, surge, newSpec, oldSpec, want int }{
+		{10, 3, 0, 10, 3}, {10, 3, 3, 10, 3}, {10, 3, 3, 7, 6}, {10, 3, 0, 10, 3},
+		{10, 0, 0, 10, 0}, {10, 0, 0, 9, 1}, {3, 1, 0, 3, 1}, {3, 2, 1, 3, 2},
+		{1, 1, 0, 1, 1}, {1, 0, 0, 1, 0}, {5, 5, 0, 5, 5}, {10, 3, 8, 4, 9},
+	}
+	for _, c := range cases {
+		s := newDeploySim(c.d, c.surge, 0, rsWith("old", c.oldSpec, c.oldSpec), nil)
+		if got := s.newRSNewReplicas(c.newSpec); got != c.want {
+			t.Errorf("D=%d surge=%d new=%d old=%d: got %d, want %d", c.d, c.surge, c.newSpec, c.oldSpec, got, c.want)
+		}
+	}
+}
