@@ -43,7 +43,7 @@ lint:
 ## fuzz: run each fuzz target for a while (FUZZTIME=30s)
 FUZZTIME ?= 30s
 fuzz:
-	$(GO) test ./planner/snapshot -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME)
+	$(GO) test ./planner/snapshot -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME) -fuzzminimizetime 200x
 	$(GO) test ./planner/facts -run '^$$' -fuzz FuzzParseIntOrPercentString -fuzztime $(FUZZTIME)
 
 ## bench: the planning benchmarks recorded in BENCHMARKS.md

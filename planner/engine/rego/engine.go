@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -218,8 +219,12 @@ func decodeScope(t *ast.Term, p *engine.PodDecision) error {
 	if !ok {
 		return fmt.Errorf("want an object {\"in\": bool, \"reason\": string}, got %v", t)
 	}
-	in, ok := o.Get(ast.StringTerm("in")).Value.(ast.Boolean)
-	if o.Get(ast.StringTerm("in")) == nil || !ok {
+	inTerm := o.Get(ast.StringTerm("in"))
+	if inTerm == nil {
+		return fmt.Errorf("want \"in\" to be a boolean, got %v", t)
+	}
+	in, ok := inTerm.Value.(ast.Boolean)
+	if !ok {
 		return fmt.Errorf("want \"in\" to be a boolean, got %v", t)
 	}
 	p.InScope = bool(in)
@@ -278,8 +283,10 @@ func decodeOrder(t *ast.Term, p *engine.PodDecision) error {
 		case ast.Number:
 			if n, ok := v.Int64(); ok {
 				p.Order[i] = n
-			} else if f, ok := v.Float64(); ok {
+			} else if f, ok := v.Float64(); ok && !math.IsInf(f, 0) {
 				p.Order[i] = f
+			} else {
+				return fmt.Errorf("order key %v is out of range", v)
 			}
 		case ast.String:
 			p.Order[i] = string(v)

@@ -1,0 +1,263 @@
+package snapshot
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// FuzzDecode checks that Decode never panics, that every error names the
+// file, and that every snapshot it returns has a stable digest.
+func FuzzDecode(f *testing.F) {
+	seeds, err := filepath.Glob("../../testdata/scenarios/*/snapshot.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	if len(seeds) == 0 {
+		f.Fatal("no seed snapshots under ../../testdata/scenarios")
+	}
+	for _, p := range seeds {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	for _, s := range []string{
+		"",
+		"---",
+		"kind: List\nitems: [1]",
+		"apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: 5}",
+		"{",
+		"kind: Deployment\nmetadata: {name: [}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, _, err := Decode("fuzz.yaml", data)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "fuzz.yaml") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			return
+		}
+		if s == nil {
+			t.Fatal("Decode returned neither a snapshot nor an error")
+		}
+		d1, err := s.Digest()
+		if err != nil {
+			t.Fatalf("Digest of a decoded snapshot: %v", err)
+		}
+		d2, err := s.Digest()
+		if err != nil {
+			t.Fatalf("second Digest: %v", err)
+		}
+		if d1 != d2 {
+			t.Fatalf("Digest is not stable: %s then %s", d1, d2)
+		}
+	})
+}
+
+func TestDecodeErrors(t *testing.T) {
+	const (
+		deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d, namespace: default}\nspec: {replicas: 2}\n"
+		pod        = "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\nspec: {containers: [{name: app, image: nginx}]}\n"
+	)
+	tests := []struct {
+		name string
+		in   string
+		// wantErr: substrings the error must contain; none means success.
+		wantErr []string
+		check   func(t *testing.T, s *Snapshot, warnings []string)
+	}{
+		{
+			name:    "malformed YAML",
+			in:      "kind: Deployment\nmetadata: {name: [}",
+			wantErr: []string{"in.yaml", "document 1"},
+		},
+		{
+			name:    "second document bad",
+			in:      "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n---\nkind: [\n",
+			wantErr: []string{"in.yaml", "document 2"},
+		},
+		{
+			name:    "List with a bad item",
+			in:      "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Node\n  metadata: {name: n1}\n- apiVersion: v1\n  metadata: {name: n2}\n",
+			wantErr: []string{"in.yaml", "document 1", "items[1]", "has no kind"},
+		},
+		{
+			name:    "List with a non-object item",
+			in:      "kind: List\nitems: [1]",
+			wantErr: []string{"in.yaml", "items[0]"},
+		},
+		{
+			name:    "wrong field type",
+			in:      "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\nspec: {containers: 5}",
+			wantErr: []string{"in.yaml", "document 1", "Pod default/p", "spec.containers"},
+		},
+		{
+			name:    "no kind",
+			in:      "apiVersion: v1\nmetadata: {name: x}\n",
+			wantErr: []string{"in.yaml", "has no kind"},
+		},
+		{
+			name:    "no name",
+			in:      "apiVersion: v1\nkind: Pod\nmetadata: {namespace: default}\n",
+			wantErr: []string{"in.yaml", "Pod has no metadata.name"},
+		},
+		{
+			name:    "duplicate object",
+			in:      pod + "---\n" + pod,
+			wantErr: []string{"in.yaml: document 2", "Pod default/p is defined twice", "document 1"},
+		},
+		{
+			name: "unknown kind is skipped with a warning",
+			in:   "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: default}\ndata: {a: b}\n---\n" + pod,
+			check: func(t *testing.T, s *Snapshot, warnings []string) {
+				if len(warnings) != 1 || !strings.Contains(warnings[0], "ConfigMap") {
+					t.Errorf("warnings = %q, want one mentioning ConfigMap", warnings)
+				}
+				if len(s.Pods) != 1 {
+					t.Errorf("len(Pods) = %d, want 1", len(s.Pods))
+				}
+			},
+		},
+		{
+			name: "List holding a Deployment and a Pod",
+			in:   "apiVersion: v1\nkind: List\nitems:\n- " + indent(deployment) + "- " + indent(pod),
+			check: func(t *testing.T, s *Snapshot, warnings []string) {
+				if len(s.Deployments) != 1 || len(s.Pods) != 1 {
+					t.Fatalf("got %d deployments and %d pods, want 1 and 1", len(s.Deployments), len(s.Pods))
+				}
+				if s.Deployments[0].Name != "d" || s.Pods[0].Name != "p" {
+					t.Errorf("got deployment %q and pod %q", s.Deployments[0].Name, s.Pods[0].Name)
+				}
+				if len(warnings) != 0 {
+					t.Errorf("warnings = %q, want none", warnings)
+				}
+			},
+		},
+		{
+			name: "JSON input",
+			in:   `{"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "web", "namespace": "default"}, "spec": {"replicas": 3}}`,
+			check: func(t *testing.T, s *Snapshot, warnings []string) {
+				if len(s.StatefulSets) != 1 {
+					t.Fatalf("len(StatefulSets) = %d, want 1", len(s.StatefulSets))
+				}
+				if r := s.StatefulSets[0].Spec.Replicas; r == nil || *r != 3 {
+					t.Errorf("spec.replicas = %v, want 3", r)
+				}
+			},
+		},
+		{
+			name: "empty documents are skipped",
+			in:   "---\n---\n# only a comment\n---\n" + pod,
+			check: func(t *testing.T, s *Snapshot, warnings []string) {
+				if len(s.Pods) != 1 {
+					t.Errorf("len(Pods) = %d, want 1", len(s.Pods))
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, warnings, err := Decode("in.yaml", []byte(tt.in))
+			if len(tt.wantErr) > 0 {
+				if err == nil {
+					t.Fatalf("Decode succeeded, want an error containing %q", tt.wantErr)
+				}
+				if !strings.HasPrefix(err.Error(), "in.yaml") {
+					t.Errorf("error %q does not start with the file name", err)
+				}
+				for _, w := range tt.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not contain %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Decode: %v", err)
+			}
+			if tt.check != nil {
+				tt.check(t, s, warnings)
+			}
+		})
+	}
+}
+
+// indent indents every line but the first by two spaces, to nest a YAML
+// document as a list item.
+func indent(doc string) string {
+	return strings.ReplaceAll(strings.TrimSuffix(doc, "\n"), "\n", "\n  ") + "\n"
+}
+
+func TestLoadFilesDirectory(t *testing.T) {
+	dir := t.TempDir()
+	write := func(rel, content string) {
+		t.Helper()
+		p := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("pods.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p1, namespace: default}\n")
+	write("nested/deeper/sts.json", `{"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "web", "namespace": "default"}}`)
+	// Not a snapshot file: it would fail to decode if it were read.
+	write("nested/notes.txt", "kind: [ this is not YAML\n")
+
+	s, warnings, err := LoadFiles([]string{dir})
+	if err != nil {
+		t.Fatalf("LoadFiles: %v", err)
+	}
+	if len(s.Pods) != 1 || s.Pods[0].Name != "p1" {
+		t.Errorf("pods = %d, want p1 from pods.yaml", len(s.Pods))
+	}
+	if len(s.StatefulSets) != 1 || s.StatefulSets[0].Name != "web" {
+		t.Errorf("statefulsets = %d, want web from nested/deeper/sts.json", len(s.StatefulSets))
+	}
+	if len(warnings) != 0 {
+		t.Errorf("warnings = %q, want none", warnings)
+	}
+
+	t.Run("empty directory", func(t *testing.T) {
+		empty := t.TempDir()
+		if err := os.Mkdir(filepath.Join(empty, "sub"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := LoadFiles([]string{empty})
+		if err == nil {
+			t.Fatal("LoadFiles of an empty directory succeeded")
+		}
+		if !strings.Contains(err.Error(), "no .yaml") || !strings.Contains(err.Error(), empty) {
+			t.Errorf("error %q should name the directory and say it holds no .yaml", err)
+		}
+	})
+
+	t.Run("nonexistent path", func(t *testing.T) {
+		missing := filepath.Join(dir, "does-not-exist.yaml")
+		_, _, err := LoadFiles([]string{missing})
+		if err == nil {
+			t.Fatal("LoadFiles of a missing path succeeded")
+		}
+		if !strings.Contains(err.Error(), missing) {
+			t.Errorf("error %q does not name %s", err, missing)
+		}
+	})
+
+	t.Run("decode error names the file", func(t *testing.T) {
+		bad := t.TempDir()
+		p := filepath.Join(bad, "bad.yml")
+		if err := os.WriteFile(p, []byte("apiVersion: v1\nkind: Node\nmetadata: {name: node-1}\n---\nkind: [\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := LoadFiles([]string{bad})
+		if err == nil || !strings.Contains(err.Error(), p+": document 2") {
+			t.Errorf("err = %v, want one naming %s: document 2", err, p)
+		}
+	})
+}
