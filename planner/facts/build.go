@@ -410,18 +410,10 @@ func changesFor(r *Rollout, p *corev1.Pod, from *corev1.PodTemplateSpec, to *cor
 		return Diff(from, to)
 	}
 	r.Warnings = append(r.Warnings, fmt.Sprintf("pod %s: revision %q is not in the snapshot; changes are taken from the pod's own spec", p.Name, rev))
-	podTmpl := &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: p.Labels}, Spec: *p.Spec.DeepCopy()}
-	// Only compare what a template carries and the API server does not fill in.
-	spec := to.Spec.DeepCopy()
-	podTmpl.Spec = corev1.PodSpec{Containers: podTmpl.Spec.Containers, InitContainers: podTmpl.Spec.InitContainers}
-	tmpl := &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: to.Labels}, Spec: corev1.PodSpec{Containers: spec.Containers, InitContainers: spec.InitContainers}}
-	var out []Change
-	for _, c := range Diff(podTmpl, tmpl) {
-		if c.Class == ClassLabels {
-			continue // pods carry labels their template does not (pod-name, index)
-		}
-		out = append(out, c)
-	}
+	// Only compare the containers: the API server fills in the rest of a pod's spec.
+	podTmpl := &corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: p.Spec.Containers, InitContainers: p.Spec.InitContainers}}
+	tmpl := &corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: to.Spec.Containers, InitContainers: to.Spec.InitContainers}}
+	out := Diff(podTmpl, tmpl)
 	if len(out) == 0 {
 		out = []Change{{Path: "metadata.labels[controller-revision-hash]", Class: ClassOther, Detail: "revision " + rev + " is unknown: its template is not in the snapshot"}}
 	}

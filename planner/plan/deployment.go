@@ -24,11 +24,9 @@ type rsPod struct {
 }
 
 type simRS struct {
-	name    string
-	spec    int
-	pods    []rsPod
-	isNew   bool
-	created bool
+	name string
+	spec int
+	pods []rsPod
 }
 
 func (rs *simRS) avail(t float64) int {
@@ -77,7 +75,7 @@ func simulateDeployment(r *facts.Rollout, d *engine.Decisions, o Options) *simul
 		}
 	}
 	for _, f := range r.ReplicaSets {
-		rs := &simRS{name: f.Name, spec: f.Replicas, isNew: f.New}
+		rs := &simRS{name: f.Name, spec: f.Replicas}
 		for _, i := range ordered(r, d, byRS[f.Name]) {
 			rs.pods = append(rs.pods, rsPod{name: r.Pods[i].Name, fact: i, availableAt: s.initialAvailability(&r.Pods[i])})
 		}
@@ -131,8 +129,8 @@ func (s *deploySim) all() []*simRS {
 
 // reconcilePods is the ReplicaSet controller: delete the first pods in
 // deletion order, or create missing ones.
-func (s *deploySim) reconcilePods(rs *simRS) []string {
-	var removed []string
+func (s *deploySim) reconcilePods(rs *simRS) []rsPod {
+	var removed []rsPod
 	if len(rs.pods) > rs.spec {
 		// Pods are kept in policy (deletion) order: not-yet-available
 		// simulated pods first, as upstream ranks unready pods first.
@@ -144,9 +142,7 @@ func (s *deploySim) reconcilePods(rs *simRS) []string {
 			return false
 		})
 		n := len(rs.pods) - rs.spec
-		for _, p := range rs.pods[:n] {
-			removed = append(removed, p.name)
-		}
+		removed = append(removed, rs.pods[:n]...)
 		rs.pods = rs.pods[n:]
 	}
 	for len(rs.pods) < rs.spec {
@@ -160,17 +156,13 @@ func (s *deploySim) scale(rs *simRS, to int, reason string) {
 	from := rs.spec
 	rs.spec = to
 	a := Action{Type: ActionScaleRS, ReplicaSet: rs.name, From: intp(from), To: intp(to), Reasons: []string{reason}}
-	removed := s.reconcilePods(rs)
-	for _, name := range removed {
-		if len(name) > 0 && name[len(name)-1] != '>' && !isSimulated(name, rs.name) {
-			a.Pods = append(a.Pods, name)
+	// The plan names the snapshot's pods; pods the simulation made up have no name to give.
+	for _, p := range s.reconcilePods(rs) {
+		if p.fact >= 0 {
+			a.Pods = append(a.Pods, p.name)
 		}
 	}
 	s.actions = append(s.actions, a)
-}
-
-func isSimulated(name, rs string) bool {
-	return len(name) > len(rs)+5 && name[:len(rs)+5] == rs+"-new-"
 }
 
 func intp(v int) *int { return &v }
@@ -198,7 +190,7 @@ func (s *deploySim) syncRolling() bool {
 	wrote := false
 	if s.newRS == nil {
 		n := s.newRSNewReplicas(0)
-		s.newRS = &simRS{name: s.r.Workload.UpdateRevision, isNew: true, created: true}
+		s.newRS = &simRS{name: s.r.Workload.UpdateRevision}
 		s.scale(s.newRS, n, fmt.Sprintf("create ReplicaSet %s at the update revision with %d replicas (maxSurge %d over %d desired)", s.newRS.name, n, s.surge, s.D))
 		wrote = true // creating is not a scale-up: the same sync goes on to the old ReplicaSets
 	} else {
@@ -282,7 +274,7 @@ func (s *deploySim) syncRecreate() bool {
 		return true
 	}
 	if s.newRS == nil {
-		s.newRS = &simRS{name: s.r.Workload.UpdateRevision, isNew: true, created: true}
+		s.newRS = &simRS{name: s.r.Workload.UpdateRevision}
 		s.scale(s.newRS, s.D, fmt.Sprintf("Recreate: create ReplicaSet %s with all %d replicas once the old pods are gone", s.newRS.name, s.D))
 		return true
 	}
@@ -295,14 +287,14 @@ func (s *deploySim) syncRecreate() bool {
 
 func (s *deploySim) run(sim *simulation) {
 	recreate := s.r.Workload.Strategy.Type == "Recreate"
-	waveStart := 0.0
+	waveStart := -1.0 // time of the current wave's first action; -1 before it
 	closeWave := func() {
 		if len(s.actions) == 0 {
 			return
 		}
 		sim.waves = append(sim.waves, Wave{Index: len(sim.waves) + 1, Start: formatDuration(waveStart), Actions: s.actions})
 		s.checkPDBs(sim, len(sim.waves))
-		s.actions = nil
+		s.actions, waveStart = nil, -1
 	}
 	for i := 0; i < 100000; i++ {
 		var wrote bool
@@ -312,7 +304,7 @@ func (s *deploySim) run(sim *simulation) {
 			wrote = s.syncRolling()
 		}
 		if wrote {
-			if len(s.actions) > 0 && waveStart < 0 {
+			if waveStart < 0 {
 				waveStart = s.t
 			}
 			s.t += tick
@@ -331,10 +323,6 @@ func (s *deploySim) run(sim *simulation) {
 			break
 		}
 		s.t = next
-		waveStart = -1
-		if len(sim.waves) == 0 {
-			waveStart = s.t
-		}
 	}
 	closeWave()
 	for _, b := range s.pdbs {

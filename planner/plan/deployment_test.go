@@ -24,9 +24,6 @@ func newDeploySim(d, surge, unavail int, old, newRS *simRS) *deploySim {
 	if old != nil {
 		s.old = []*simRS{old}
 	}
-	if newRS != nil {
-		newRS.isNew = true
-	}
 	return s
 }
 

@@ -164,7 +164,7 @@ func inPlaceDeployment(r *facts.Rollout, d *engine.Decisions) bool {
 	if !r.Workload.Managed || r.Workload.PodUpdatePolicy == "Recreate" {
 		return false
 	}
-	any := false
+	found := false
 	for i, p := range r.Pods {
 		if p.Updated || !d.Pods[i].InScope {
 			continue
@@ -172,9 +172,9 @@ func inPlaceDeployment(r *facts.Rollout, d *engine.Decisions) bool {
 		if d.Pods[i].Action != engine.InPlace {
 			return false
 		}
-		any = true
+		found = true
 	}
-	return any
+	return found
 }
 
 func resolveBudgets(r *facts.Rollout, d *engine.Decisions) []Budget {
@@ -260,11 +260,7 @@ func formatDuration(sec float64) string {
 	d := time.Duration(sec+0.5) * time.Second
 	s := d.String()
 	s = strings.Replace(s, "m0s", "m", 1)
-	s = strings.Replace(s, "h0m", "h", 1)
-	if strings.HasSuffix(s, "h") || strings.HasSuffix(s, "m") {
-		return s
-	}
-	return s
+	return strings.Replace(s, "h0m", "h", 1)
 }
 
 // compareKeys orders two policy sort keys element by element.
