@@ -12,7 +12,9 @@ import (
 	"github.com/rollplan/rollplan/planner/facts"
 )
 
-// Engine evaluates the decision points for one workload rollout.
+// Engine evaluates the decision points for one workload rollout. The planner
+// calls Decide for several workloads at once: implementations must be safe
+// for concurrent use.
 type Engine interface {
 	// Name is rego, cel or native.
 	Name() string

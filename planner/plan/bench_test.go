@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,6 +50,7 @@ func BenchmarkPlan(b *testing.B) {
 			snap := synth.Snapshot(n)
 			b.ReportAllocs()
 			b.ResetTimer()
+			cpu0 := processCPU()
 			for i := 0; i < b.N; i++ {
 				res := planSnapshot(b, e, snap)
 				var ms runtime.MemStats
@@ -58,9 +60,20 @@ func BenchmarkPlan(b *testing.B) {
 					b.Fatal("empty plan")
 				}
 			}
+			b.ReportMetric((processCPU()-cpu0).Seconds()/float64(b.N), "cpu-s/op")
 			b.ReportMetric(float64(peak)/(1<<20), "MiB-heap")
 		})
 	}
+}
+
+// processCPU is the user+system CPU time of the process, GC workers included:
+// planning runs on every core, so wall time alone hides its cost.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // TestPlanScalesLinearly guards against quadratic policies or packing:

@@ -3,9 +3,12 @@ package plan
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
@@ -45,17 +48,33 @@ type Result struct {
 func Build(ctx context.Context, rollouts []*facts.Rollout, eng engine.Engine, meta Metadata, o Options) (*Result, error) {
 	meta.Engine = eng.Name()
 	meta.PolicyDigest = eng.Digest()
-	res := &Result{Plan: &Plan{APIVersion: APIVersion, Kind: Kind, Metadata: meta, Workloads: []WorkloadPlan{}}}
-	for _, r := range rollouts {
-		d, err := eng.Decide(ctx, r)
+	plans := make([]WorkloadPlan, len(rollouts))
+	details := make([]*Detail, len(rollouts))
+	// Workloads are independent and an engine is safe for concurrent use, so
+	// they are planned on every core. Every workload runs to the end (no
+	// cancellation) so that the error reported is the first in snapshot
+	// order, exactly as a sequential run would report it.
+	errs := make([]error, len(rollouts))
+	var g errgroup.Group
+	g.SetLimit(max(1, runtime.GOMAXPROCS(0)))
+	for i, r := range rollouts {
+		g.Go(func() error {
+			d, err := eng.Decide(ctx, r)
+			if err != nil {
+				errs[i] = err
+				return nil
+			}
+			plans[i], details[i] = Workload(r, d, o)
+			return nil
+		})
+	}
+	_ = g.Wait() // errors are collected per workload
+	for _, err := range errs {
 		if err != nil {
 			return nil, err
 		}
-		wp, det := Workload(r, d, o)
-		res.Plan.Workloads = append(res.Plan.Workloads, wp)
-		res.Details = append(res.Details, det)
 	}
-	return res, nil
+	return &Result{Plan: &Plan{APIVersion: APIVersion, Kind: Kind, Metadata: meta, Workloads: plans}, Details: details}, nil
 }
 
 // Workload packs one workload's decisions into waves.

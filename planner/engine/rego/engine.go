@@ -72,7 +72,7 @@ func (e *Engine) Decide(ctx context.Context, r *facts.Rollout) (*engine.Decision
 	if err != nil {
 		return nil, fmt.Errorf("%s: convert facts: %w", workloadID(r), err)
 	}
-	rs, err := e.query.Eval(ctx, rego.EvalParsedInput(in), rego.EvalGenerateJSON(func(t *ast.Term, _ *rego.EvalContext) (any, error) { return t, nil }))
+	rs, err := e.query.Eval(ctx, rego.EvalVirtualCache(newRuleCache()), rego.EvalParsedInput(in), rego.EvalGenerateJSON(func(t *ast.Term, _ *rego.EvalContext) (any, error) { return t, nil }))
 	if err != nil {
 		return nil, fmt.Errorf("policy evaluation for %s: %w", workloadID(r), err)
 	}
