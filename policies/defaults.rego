@@ -384,3 +384,9 @@ in_place_only_halts := {msg |
 	blocking[0]
 	msg := sprintf("InPlaceOnly: pod %s cannot be updated in place: %s", [p.name, concat(", ", blocking)])
 }
+
+# ---------------------------------------------------------------------------
+# deny: guard rails against a workload's spec (the gate refuses such an
+# update). Upstream has none; organisations add theirs in the entry policy.
+
+deny := []

@@ -517,6 +517,11 @@ test_pacing if {
 	defaults.pacing == "rolling" with input as daemonset(null, 1, 3)
 }
 
+test_deny_none_by_default if {
+	defaults.deny == [] with input as base_input
+	defaults.deny == [] with input as managed_statefulset
+}
+
 # ---------------------------------------------------------------------------
 # scope
 

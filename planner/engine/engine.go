@@ -47,6 +47,9 @@ type Decisions struct {
 	Pacing string
 	// Halt: reasons the rollout must not continue; empty to proceed.
 	Halt []string
+	// Deny: guard-rail messages against the workload's current spec (the gate
+	// refuses such an update); empty to allow.
+	Deny []string
 }
 
 // PodDecision answers the per-pod points.

@@ -106,6 +106,7 @@ func Workload(r *facts.Rollout, d *engine.Decisions, o Options) (WorkloadPlan, *
 	wp.Summary.Held = len(wp.Held)
 	wp.Budgets = resolveBudgets(r, d)
 
+	wp.Denied = append(wp.Denied, d.Deny...)
 	if len(d.Halt) > 0 {
 		wp.Halted = append(wp.Halted, d.Halt...)
 		wp.Notes = append(wp.Notes, "halted: no wave is planned until the halt reasons are resolved")

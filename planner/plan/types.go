@@ -54,6 +54,9 @@ type WorkloadPlan struct {
 	Held    []Held   `json:"held"`
 	// Halted: stop reasons; when set, no wave is planned.
 	Halted []string `json:"halted"`
+	// Denied: the policy's guard rails refuse the workload's current spec
+	// (the gate would deny the update that produced it).
+	Denied []string `json:"denied,omitempty"`
 	// Notes explain why nothing (or something unusual) is planned.
 	Notes    []string `json:"notes,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`

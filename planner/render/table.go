@@ -56,6 +56,12 @@ func workload(out io.Writer, wp *plan.WorkloadPlan) error {
 		}
 		fmt.Fprintf(out, "  budgets (in use/limit): %s\n", strings.Join(bs, ", "))
 	}
+	if len(wp.Denied) > 0 {
+		fmt.Fprintln(out, "  DENIED by policy (the gate refuses this spec):")
+		for _, h := range wp.Denied {
+			fmt.Fprintf(out, "    - %s\n", h)
+		}
+	}
 	if len(wp.Halted) > 0 {
 		fmt.Fprintln(out, "  HALTED:")
 		for _, h := range wp.Halted {

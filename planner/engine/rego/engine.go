@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 	"strings"
 	"time"
 
@@ -158,6 +159,12 @@ func (e *Engine) decode(ctx context.Context, r *facts.Rollout, in ast.Value, ter
 	if err := decodeJSON(obj.Get(ast.StringTerm("halt")), &d.Halt); err != nil {
 		return nil, fmt.Errorf("policy %s: rule halt for %s: want a list of strings: %w", e.bundle.where("halt"), id, err)
 	}
+	if err := decodeJSON(obj.Get(ast.StringTerm("deny")), &d.Deny); err != nil {
+		return nil, fmt.Errorf("policy %s: rule deny for %s: want a list of strings: %w", e.bundle.where("deny"), id, err)
+	}
+	// A set answer arrives sorted; a list keeps the policy's order. Sorting
+	// here keeps the plan independent of how the policy built it.
+	sort.Strings(d.Deny)
 	return d, nil
 }
 
