@@ -26,3 +26,9 @@ var Defaults string
 //
 //go:embed examples
 var Examples embed.FS
+
+// CELDefaults is the default strategy as a CEL RolloutPolicy
+// (cel/defaults.yaml); the CEL engine always evaluates it.
+//
+//go:embed cel/defaults.yaml
+var CELDefaults string

@@ -1,0 +1,45 @@
+package cel
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/synth"
+)
+
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkDecide: the CEL default strategy over synthetic snapshots,
+// engine only (facts built outside the timer).
+// go test ./planner/engine/cel -run '^$' -bench Decide -benchmem
+func BenchmarkDecide(b *testing.B) {
+	e := celEngine(b)
+	for _, n := range []int{1000, 10000, 150000} {
+		rs, err := facts.Build(synth.Snapshot(n), facts.Options{Now: synth.Now})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			cpu0 := processCPU()
+			for b.Loop() {
+				for _, r := range rs {
+					if _, err := e.Decide(context.Background(), r); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric((processCPU()-cpu0).Seconds()/float64(b.N), "cpu-s/op")
+		})
+	}
+}

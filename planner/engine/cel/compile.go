@@ -1,0 +1,376 @@
+package cel
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+
+	celgo "github.com/google/cel-go/cel"
+	celast "github.com/google/cel-go/common/ast"
+	"github.com/google/cel-go/ext"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apiserver/pkg/cel/library"
+
+	"github.com/rollplan/rollplan/planner/facts"
+)
+
+// DefaultCostLimit is Kubernetes' per-call CEL cost limit
+// (PerCallLimit in k8s.io/apiserver/pkg/apis/cel).
+const DefaultCostLimit = 1_000_000
+
+// baseEnv declares what every expression may read. Per-pod names (pod,
+// defaults.order) are declared in every environment so that the checker
+// gives a clear error; compile decides per expression whether it is
+// evaluated per pod.
+func baseEnv() (*celgo.Env, error) {
+	return celgo.NewEnv(
+		// The Kubernetes CEL libraries (as in ValidatingAdmissionPolicy).
+		// Optional types and ip/cidr come before NativeTypes (engines
+		// reference, tooling gotchas).
+		celgo.OptionalTypes(),
+		library.URLs(), library.Regex(), library.Lists(), library.Quantity(),
+		library.IP(), library.CIDR(), library.SemverLib(), library.Format(),
+		ext.Strings(), ext.Sets(), ext.Lists(), ext.Math(),
+		ext.NativeTypes(
+			reflect.TypeFor[facts.Pod](), reflect.TypeFor[facts.Change](),
+			reflect.TypeFor[facts.PDB](), reflect.TypeFor[facts.Revision](),
+			reflect.TypeFor[facts.Node](), reflect.TypeFor[facts.ReplicaSet](),
+			reflect.TypeFor[Workload](), reflect.TypeFor[Strategy](),
+			ext.ParseStructTag("json"),
+		),
+		celgo.Variable("workload", celgo.ObjectType("cel.Workload")),
+		celgo.Variable("pods", celgo.IntType), // the pod count; no list, so no whole-snapshot comprehension
+		celgo.Variable("pdbs", celgo.ListType(celgo.ObjectType("facts.PDB"))),
+		celgo.Variable("revisions", celgo.ListType(celgo.ObjectType("facts.Revision"))),
+		celgo.Variable("nodes", celgo.ListType(celgo.ObjectType("facts.Node"))),
+		celgo.Variable("replicaSets", celgo.ListType(celgo.ObjectType("facts.ReplicaSet"))),
+		celgo.Variable("featureGates", celgo.MapType(celgo.StringType, celgo.BoolType)),
+		celgo.Variable("now", celgo.StringType),
+		celgo.Variable("params", celgo.DynType),
+		celgo.Variable("pod", celgo.ObjectType("facts.Pod")),
+		celgo.Variable("defaults.order", celgo.ListType(celgo.DynType)),
+	)
+}
+
+// program is one compiled expression.
+type program struct {
+	prg    celgo.Program
+	perPod bool   // reads pod (directly or through a per-pod variable)
+	field  string // spec path, for messages
+	src    string
+	// podFields: the pod fields read (through variables too); podWhole:
+	// pod is used as a whole value, so any field may matter.
+	podFields map[string]bool
+	podWhole  bool
+}
+
+// revisionOnly reports programs whose answer depends on the pod only
+// through its revision and changes (the same for every pod of a revision),
+// so that one evaluation per revision answers all its pods.
+func revisionOnly(ps ...*program) bool {
+	for _, p := range ps {
+		if p == nil {
+			continue
+		}
+		if p.podWhole {
+			return false
+		}
+		for f := range p.podFields {
+			if f != "changes" && f != "revision" {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// compiled is a RolloutPolicy ready to evaluate.
+type compiled struct {
+	policy   *RolloutPolicy
+	selector labels.Selector
+
+	vars     []*program
+	varIndex map[string]int
+
+	scope, scopeMsg   *program
+	inPlace, reasons  *program
+	order             []orderVariant
+	orderAll          *program // all variants as one expression
+	budgets           []budgetProgram
+	pacing            *program
+	halt, deny        []messageProgram
+	readsDefaultOrder bool
+	// eligibilityByRevision: see revisionOnly.
+	eligibilityByRevision bool
+}
+
+type orderVariant struct {
+	when *program
+	keys []*program
+}
+
+type budgetProgram struct {
+	spec                                                      BudgetSpec
+	forEach, when, name                                       *program
+	maxUnavailable, maxSurge, groupBy, maxGroups, pdb, advise *program
+	source                                                    *program
+}
+
+type messageProgram struct {
+	when, msg *program
+}
+
+// compiler compiles one policy's expressions in an environment that grows
+// with its variables.
+type compiler struct {
+	env       *celgo.Env
+	p         *RolloutPolicy
+	c         *compiled
+	costLimit uint64
+	podVars   map[string]bool
+	varProgs  map[string]*program
+}
+
+func compilePolicy(base *celgo.Env, p *RolloutPolicy, costLimit uint64) (*compiled, error) {
+	c := &compiled{policy: p, varIndex: map[string]int{}, selector: labels.Everything()}
+	if mc := p.Spec.MatchConstraints; mc != nil && mc.LabelSelector != nil {
+		sel, err := metav1LabelSelector(mc.LabelSelector)
+		if err != nil {
+			return nil, fmt.Errorf("%s: spec.matchConstraints.labelSelector: %w", p.where(), err)
+		}
+		c.selector = sel
+	}
+	cc := &compiler{env: base, p: p, c: c, costLimit: costLimit, podVars: map[string]bool{}, varProgs: map[string]*program{}}
+	for i, v := range p.Spec.Variables {
+		field := fmt.Sprintf("spec.variables[%d] (%s)", i, v.Name)
+		if v.Name == "" || strings.ContainsAny(v.Name, ". ") {
+			return nil, fmt.Errorf("%s: %s: name must be a non-empty identifier", p.where(), field)
+		}
+		if _, dup := c.varIndex[v.Name]; dup {
+			return nil, fmt.Errorf("%s: %s: variable %q is defined twice", p.where(), field, v.Name)
+		}
+		prg, out, err := cc.compile(field+".expression", v.Expression, nil)
+		if err != nil {
+			return nil, err
+		}
+		env, err := cc.env.Extend(celgo.Variable("variables."+v.Name, out))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", p.where(), field, err)
+		}
+		cc.env = env
+		c.varIndex[v.Name] = len(c.vars)
+		c.vars = append(c.vars, prg)
+		if prg.perPod {
+			cc.podVars["variables."+v.Name] = true
+		}
+		cc.varProgs["variables."+v.Name] = prg
+	}
+	var err error
+	s := p.Spec
+	if s.Scope != nil {
+		if c.scope, _, err = cc.compile("spec.scope.expression", s.Scope.Expression, celgo.BoolType); err != nil {
+			return nil, err
+		}
+		if c.scopeMsg, _, err = cc.compile("spec.scope.messageExpression", s.Scope.MessageExpression, celgo.StringType); err != nil {
+			return nil, err
+		}
+	}
+	if s.Eligibility != nil {
+		if c.inPlace, _, err = cc.compile("spec.eligibility.expression", s.Eligibility.Expression, celgo.BoolType); err != nil {
+			return nil, err
+		}
+		if s.Eligibility.ReasonsExpression != "" {
+			if c.reasons, _, err = cc.compile("spec.eligibility.reasonsExpression", s.Eligibility.ReasonsExpression, celgo.ListType(celgo.StringType)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	c.eligibilityByRevision = revisionOnly(c.inPlace, c.reasons)
+	var combined strings.Builder
+	closing := ""
+	for i, o := range s.Order {
+		var v orderVariant
+		if len(o.Keys) == 0 {
+			return nil, fmt.Errorf("%s: spec.order[%d].keys: at least one key expression is required", p.where(), i)
+		}
+		if o.When != "" {
+			if v.when, _, err = cc.compile(fmt.Sprintf("spec.order[%d].when", i), o.When, celgo.BoolType); err != nil {
+				return nil, err
+			}
+		}
+		var parts []string
+		for j, k := range o.Keys {
+			prg, _, err := cc.compile(fmt.Sprintf("spec.order[%d].keys[%d]", i, j), k, nil)
+			if err != nil {
+				return nil, err
+			}
+			v.keys = append(v.keys, prg)
+			parts = append(parts, "("+k+")")
+		}
+		c.order = append(c.order, v)
+		// Every variant folds into one conditional list expression: one
+		// evaluation per pod instead of one per key and per `when`.
+		list := "dyn([" + strings.Join(parts, ", ") + "])"
+		if o.When == "" {
+			combined.WriteString(list)
+			break
+		}
+		fmt.Fprintf(&combined, "(%s) ? %s : (", o.When, list)
+		closing += ")"
+	}
+	if len(s.Order) > 0 {
+		if last := s.Order[len(s.Order)-1]; last.When != "" || len(c.order) < len(s.Order) {
+			if last.When != "" {
+				combined.WriteString("dyn(false)") // no variant applies: reported by orderKey
+			}
+		}
+		combined.WriteString(closing)
+		if c.orderAll, _, err = cc.compile("spec.order", combined.String(), nil); err != nil {
+			return nil, err
+		}
+	}
+	for i, b := range s.Budgets {
+		bp, err := cc.budget(i, b)
+		if err != nil {
+			return nil, err
+		}
+		c.budgets = append(c.budgets, bp)
+	}
+	if s.Pacing != nil {
+		if c.pacing, _, err = cc.compile("spec.pacing.expression", s.Pacing.Expression, celgo.StringType); err != nil {
+			return nil, err
+		}
+	}
+	for _, rules := range []struct {
+		name string
+		in   []MessageRule
+		out  *[]messageProgram
+	}{{"halt", s.Halt, &c.halt}, {"deny", s.Deny, &c.deny}} {
+		for i, r := range rules.in {
+			field := fmt.Sprintf("spec.%s[%d]", rules.name, i)
+			var m messageProgram
+			if m.when, _, err = cc.compile(field+".expression", r.Expression, celgo.BoolType); err != nil {
+				return nil, err
+			}
+			if m.msg, _, err = cc.compile(field+".messageExpression", r.MessageExpression, celgo.StringType); err != nil {
+				return nil, err
+			}
+			if rules.name == "deny" && (m.when.perPod || m.msg.perPod) {
+				return nil, fmt.Errorf("%s: %s: deny rules judge the workload's spec and cannot read pod", p.where(), field)
+			}
+			*rules.out = append(*rules.out, m)
+		}
+	}
+	return c, nil
+}
+
+func (cc *compiler) budget(i int, b BudgetSpec) (budgetProgram, error) {
+	bp := budgetProgram{spec: b}
+	field := fmt.Sprintf("spec.budgets[%d]", i)
+	if (b.Name == "") == (b.NameExpression == "") {
+		return bp, fmt.Errorf("%s: %s: set exactly one of name and nameExpression", cc.p.where(), field)
+	}
+	if b.MaxUnavailable == "" && b.MaxSurge == "" && b.MaxGroups == "" {
+		return bp, fmt.Errorf("%s: %s: set maxUnavailable, maxSurge or maxGroups", cc.p.where(), field)
+	}
+	env := cc.env
+	if b.ForEach != "" {
+		prg, _, err := cc.compile(field+".forEach", b.ForEach, celgo.ListType(celgo.DynType))
+		if err != nil {
+			return bp, err
+		}
+		bp.forEach = prg
+		e, err := cc.env.Extend(celgo.Variable("item", celgo.DynType))
+		if err != nil {
+			return bp, err
+		}
+		cc.env = e
+	}
+	defer func() { cc.env = env }()
+	var err error
+	for _, f := range []struct {
+		name, src string
+		typ       *celgo.Type
+		out       **program
+	}{
+		{"when", b.When, celgo.BoolType, &bp.when},
+		{"nameExpression", b.NameExpression, celgo.StringType, &bp.name},
+		{"maxUnavailable", b.MaxUnavailable, celgo.IntType, &bp.maxUnavailable},
+		{"maxSurge", b.MaxSurge, celgo.IntType, &bp.maxSurge},
+		{"groupBy", b.GroupBy, celgo.StringType, &bp.groupBy},
+		{"maxGroups", b.MaxGroups, celgo.IntType, &bp.maxGroups},
+		{"pdb", b.PDB, celgo.StringType, &bp.pdb},
+		{"advisory", b.Advisory, celgo.BoolType, &bp.advise},
+		{"source", b.Source, celgo.StringType, &bp.source},
+	} {
+		if f.src == "" {
+			continue
+		}
+		if *f.out, _, err = cc.compile(field+"."+f.name, f.src, f.typ); err != nil {
+			return bp, err
+		}
+		if (*f.out).perPod {
+			return bp, fmt.Errorf("%s: %s.%s: budgets are per workload and cannot read pod", cc.p.where(), field, f.name)
+		}
+	}
+	return bp, nil
+}
+
+// compile type-checks one expression; want nil accepts any type. Errors
+// name the policy, the field and the position in the expression.
+func (cc *compiler) compile(field, src string, want *celgo.Type) (*program, *celgo.Type, error) {
+	if strings.TrimSpace(src) == "" {
+		return nil, nil, fmt.Errorf("%s: %s: expression is empty", cc.p.where(), field)
+	}
+	ast, iss := cc.env.Compile(src)
+	if iss.Err() != nil {
+		return nil, nil, fmt.Errorf("%s: %s: %s", cc.p.where(), field, iss.Err())
+	}
+	out := ast.OutputType()
+	if want != nil && !want.IsAssignableType(out) && out != celgo.DynType {
+		return nil, nil, fmt.Errorf("%s: %s: expression returns %s, want %s", cc.p.where(), field, out, want)
+	}
+	perPod, fields, whole := false, map[string]bool{}, false
+	for _, ref := range ast.NativeRep().ReferenceMap() {
+		if ref.Name == "pod" || ref.Name == "defaults.order" || cc.podVars[ref.Name] {
+			perPod = true
+		}
+		if ref.Name == "defaults.order" {
+			cc.c.readsDefaultOrder = true
+			whole = true
+		}
+		if v := cc.varProgs[ref.Name]; v != nil {
+			whole = whole || v.podWhole
+			for f := range v.podFields {
+				fields[f] = true
+			}
+		}
+	}
+	idents, selects := 0, 0
+	celast.PreOrderVisit(ast.NativeRep().Expr(), celast.NewExprVisitor(func(e celast.Expr) {
+		switch e.Kind() {
+		case celast.IdentKind:
+			if e.AsIdent() == "pod" {
+				idents++
+			}
+		case celast.SelectKind:
+			if op := e.AsSelect().Operand(); op.Kind() == celast.IdentKind && op.AsIdent() == "pod" {
+				selects++
+				fields[e.AsSelect().FieldName()] = true
+			}
+		}
+	}))
+	whole = whole || idents > selects
+	prg, err := cc.env.Program(ast,
+		celgo.EvalOptions(celgo.OptOptimize),
+		celgo.CostLimit(cc.costLimit),
+	)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %s: %w", cc.p.where(), field, err)
+	}
+	return &program{prg: prg, perPod: perPod, field: field, src: src, podFields: fields, podWhole: whole}, out, nil
+}
+
+func (p *RolloutPolicy) where() string {
+	return fmt.Sprintf("policy %s (RolloutPolicy %s)", p.File, p.Metadata.Name)
+}

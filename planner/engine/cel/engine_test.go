@@ -1,0 +1,159 @@
+package cel
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/rollplan/rollplan/planner/engine"
+	"github.com/rollplan/rollplan/planner/facts"
+)
+
+func policy(t *testing.T, spec string) []*RolloutPolicy {
+	t.Helper()
+	src := "apiVersion: rollplan.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: p\nspec:\n" + spec
+	ps, err := Parse("p.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
+func TestLoadErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, doc, want string
+	}{
+		{"unknown field", "apiVersion: rollplan.dev/v1alpha1\nkind: RolloutPolicy\nmetadata: {name: p}\nspec:\n  scop: {}\n", `unknown field "scop"`},
+		{"wrong kind", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n", `want apiVersion rollplan.dev/v1alpha1, kind RolloutPolicy`},
+		{"no name", "apiVersion: rollplan.dev/v1alpha1\nkind: RolloutPolicy\nspec: {}\n", "metadata.name is required"},
+		{"empty", "# nothing\n", "no RolloutPolicy document"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("bad.yaml", []byte(tc.doc))
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "bad.yaml") {
+				t.Fatalf("got %v, want an error naming bad.yaml and containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestCompileErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, spec string
+		want       []string
+	}{
+		{"syntax error with position", "  scope:\n    expression: pod.ordinal >\n    messageExpression: \"'x'\"\n",
+			[]string{"spec.scope.expression", "1:14", "RolloutPolicy p"}},
+		{"undefined field", "  scope:\n    expression: pod.ordinl > 1\n    messageExpression: \"'x'\"\n",
+			[]string{"spec.scope.expression", "undefined field 'ordinl'"}},
+		{"wrong type", "  pacing:\n    expression: \"1\"\n", []string{"spec.pacing.expression", "returns int, want string"}},
+		{"deny reads pod", "  deny:\n  - expression: pod.ready\n    messageExpression: \"'x'\"\n", []string{"spec.deny[0]", "cannot read pod"}},
+		{"budget reads pod", "  budgets:\n  - name: b\n    maxUnavailable: pod.ordinal\n", []string{"spec.budgets[0].maxUnavailable", "cannot read pod"}},
+		{"budget without limit", "  budgets:\n  - name: b\n", []string{"spec.budgets[0]", "set maxUnavailable, maxSurge or maxGroups"}},
+		{"variable order", "  variables:\n  - name: a\n    expression: variables.b\n  - name: b\n    expression: \"1\"\n", []string{"spec.variables[0] (a)", "undeclared reference"}},
+		{"bad selector", "  matchConstraints:\n    labelSelector:\n      matchExpressions:\n      - {key: a, operator: Bogus}\n", []string{"spec.matchConstraints.labelSelector"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New(policy(t, tc.spec), Options{})
+			if err == nil {
+				t.Fatal("compiled, want an error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func rollout() *facts.Rollout {
+	return &facts.Rollout{
+		Workload: facts.Workload{Kind: "StatefulSet", Namespace: "prod", Name: "db", Replicas: 3, Labels: map[string]string{"tier": "critical"},
+			Strategy: facts.Strategy{Type: "RollingUpdate", MaxUnavailable: "50%"}, UpdateRevision: "r2", PodManagementPolicy: "Parallel"},
+		Pods: []facts.Pod{
+			{Name: "db-0", Ordinal: 0, Index: 0, Revision: "r1", Ready: true, Available: true, Zone: "a", Labels: map[string]string{"role": "leader"}},
+			{Name: "db-1", Ordinal: 1, Index: 1, Revision: "r1", Ready: true, Available: true, Zone: "b"},
+			{Name: "db-2", Ordinal: 2, Index: 2, Revision: "r2", Updated: true, Ready: true, Available: true, Zone: "c", Restarts: 5},
+		},
+	}
+}
+
+func decide(t *testing.T, ps []*RolloutPolicy) *engine.Decisions {
+	t.Helper()
+	e, err := New(ps, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := e.Decide(context.Background(), rollout())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestComposition(t *testing.T) {
+	t.Run("scope intersects with the default", func(t *testing.T) {
+		d := decide(t, policy(t, "  scope:\n    expression: pod.zone != 'a'\n    messageExpression: \"'zone ' + pod.zone + ' is frozen'\"\n"))
+		if d.Pods[0].InScope || d.Pods[0].HeldReason != "zone a is frozen" || !d.Pods[1].InScope {
+			t.Fatalf("got %+v", d.Pods)
+		}
+	})
+	t.Run("recreate beats in place", func(t *testing.T) {
+		d := decide(t, policy(t, "  eligibility:\n    expression: \"true\"\n    reasonsExpression: \"['policy says in place']\"\n"))
+		if d.Pods[0].Action != engine.Recreate {
+			t.Fatalf("the default (not opted in) says Recreate; got %+v", d.Pods[0])
+		}
+	})
+	t.Run("order replaces the default and splices defaults.order", func(t *testing.T) {
+		d := decide(t, policy(t, "  order:\n  - keys: [\"'role' in pod.labels ? 1 : 0\", defaults.order]\n"))
+		if got := d.Pods[0].Order; len(got) != 2 || got[0] != int64(1) || got[1] != int64(0) {
+			t.Fatalf("leader key: got %#v, want [1 0] (native StatefulSet default key [-ordinal])", got)
+		}
+		if got := d.Pods[1].Order; got[0] != int64(0) || got[1] != int64(-1) {
+			t.Fatalf("got %#v", got)
+		}
+	})
+	t.Run("budgets, halts and denials add up; params and match", func(t *testing.T) {
+		d := decide(t, policy(t, `  matchConstraints:
+    kinds: [StatefulSet]
+    labelSelector: {matchLabels: {tier: critical}}
+  params: {limit: 40}
+  budgets:
+  - name: zones
+    groupBy: "'zone'"
+    maxGroups: "1"
+    source: "'one zone'"
+  deny:
+  - expression: int(workload.strategy.maxUnavailable.replace('%', '')) > params.limit
+    messageExpression: "'maxUnavailable %s above %d%% on tier=critical'.format([workload.strategy.maxUnavailable, params.limit])"
+`))
+		if n := len(d.Budgets); n != 2 || d.Budgets[1].Name != "zones" || *d.Budgets[1].MaxGroups != 1 {
+			t.Fatalf("budgets %+v", d.Budgets)
+		}
+		if len(d.Deny) != 1 || d.Deny[0] != "maxUnavailable 50% above 40% on tier=critical" {
+			t.Fatalf("deny %q", d.Deny)
+		}
+		if len(d.Halt) != 1 || !strings.Contains(d.Halt[0], "db-2 is crash-looping") {
+			t.Fatalf("halt %q", d.Halt)
+		}
+	})
+	t.Run("a policy that does not match adds nothing", func(t *testing.T) {
+		d := decide(t, policy(t, "  matchConstraints:\n    namespaces: [staging]\n  deny:\n  - expression: \"true\"\n    messageExpression: \"'no'\"\n"))
+		if len(d.Deny) != 0 {
+			t.Fatalf("deny %q", d.Deny)
+		}
+	})
+}
+
+func TestCostLimit(t *testing.T) {
+	ps := policy(t, "  halt:\n  - expression: \"[1,2,3,4,5,6,7,8,9,10].all(a, [1,2,3,4,5,6,7,8,9,10].all(b, [1,2,3,4,5,6,7,8,9,10].all(c, a+b+c > 0)))\"\n    messageExpression: \"'x'\"\n")
+	e, err := New(ps, Options{CostLimit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.Decide(context.Background(), rollout())
+	if err == nil || !strings.Contains(err.Error(), "cost limit") || !strings.Contains(err.Error(), "spec.halt[0].expression") {
+		t.Fatalf("got %v, want a cost-limit error naming the field", err)
+	}
+}

@@ -1,0 +1,260 @@
+// Package cel is the CEL policy engine: RolloutPolicy documents (shaped like
+// ValidatingAdmissionPolicy) compiled once with cel-go and evaluated per pod
+// with one reused activation over typed facts.
+package cel
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	yamlutil "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+// APIVersion and Kind of a policy document.
+const (
+	APIVersion = "rollplan.dev/v1alpha1"
+	Kind       = "RolloutPolicy"
+)
+
+// RolloutPolicy is one policy document.
+type RolloutPolicy struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   metav1.ObjectMeta `json:"metadata"`
+	Spec       Spec              `json:"spec"`
+
+	// File the policy was read from, for messages.
+	File string `json:"-"`
+}
+
+// Spec holds one expression (or list) per decision point; every point is
+// optional. See docs/policy-contract.md (CEL).
+type Spec struct {
+	MatchConstraints *MatchConstraints `json:"matchConstraints,omitempty"`
+	// Params are available to every expression as `params`.
+	Params    map[string]any `json:"params,omitempty"`
+	Variables []Variable     `json:"variables,omitempty"`
+
+	Scope       *Scope        `json:"scope,omitempty"`
+	Eligibility *Eligibility  `json:"eligibility,omitempty"`
+	Order       []OrderKeys   `json:"order,omitempty"`
+	Budgets     []BudgetSpec  `json:"budgets,omitempty"`
+	Pacing      *Expression   `json:"pacing,omitempty"`
+	Halt        []MessageRule `json:"halt,omitempty"`
+	Deny        []MessageRule `json:"deny,omitempty"`
+}
+
+// MatchConstraints select the workloads a policy answers for; empty lists
+// match everything.
+type MatchConstraints struct {
+	Kinds         []string              `json:"kinds,omitempty"`
+	Namespaces    []string              `json:"namespaces,omitempty"`
+	LabelSelector *metav1.LabelSelector `json:"labelSelector,omitempty"`
+}
+
+// Variable is a named expression, read as `variables.<name>`. Variables
+// that read `pod` are evaluated per pod, on first use; the others once per
+// workload.
+type Variable struct {
+	Name       string `json:"name"`
+	Expression string `json:"expression"`
+}
+
+// Scope: expression (bool) true keeps the pod in this rollout;
+// messageExpression (string) says why a pod is held.
+type Scope struct {
+	Expression        string `json:"expression"`
+	MessageExpression string `json:"messageExpression"`
+}
+
+// Eligibility: expression (bool) true asks for an in-place update;
+// reasonsExpression (list of strings) explains the answer.
+type Eligibility struct {
+	Expression        string `json:"expression"`
+	ReasonsExpression string `json:"reasonsExpression,omitempty"`
+}
+
+// OrderKeys is one variant of the sort key: the first variant whose `when`
+// holds (no `when`: always) gives the keys. A key that evaluates to a list
+// is spliced in (so `defaults.order` composes).
+type OrderKeys struct {
+	When string   `json:"when,omitempty"`
+	Keys []string `json:"keys"`
+}
+
+// BudgetSpec is one budget, or one per element of forEach (bound as `item`).
+// Name is a literal; every other field is an expression.
+type BudgetSpec struct {
+	Name           string `json:"name,omitempty"`
+	NameExpression string `json:"nameExpression,omitempty"`
+	ForEach        string `json:"forEach,omitempty"`
+	When           string `json:"when,omitempty"`
+	MaxUnavailable string `json:"maxUnavailable,omitempty"`
+	MaxSurge       string `json:"maxSurge,omitempty"`
+	GroupBy        string `json:"groupBy,omitempty"`
+	MaxGroups      string `json:"maxGroups,omitempty"`
+	PDB            string `json:"pdb,omitempty"`
+	Advisory       string `json:"advisory,omitempty"`
+	Source         string `json:"source,omitempty"`
+}
+
+// Expression is a single expression.
+type Expression struct {
+	Expression string `json:"expression"`
+}
+
+// MessageRule: when expression (bool) holds, messageExpression (string) is
+// reported. A halt rule that reads `pod` is evaluated for every pod.
+type MessageRule struct {
+	Name              string `json:"name,omitempty"`
+	Expression        string `json:"expression"`
+	MessageExpression string `json:"messageExpression"`
+}
+
+// Load reads RolloutPolicy documents from files and directories (recursive;
+// *.yaml, *.yml, *.json). Documents of other kinds in those files are an
+// error: a policy path holds policies only. Policies are returned sorted by
+// name; two with one name are an error.
+func Load(paths []string) ([]*RolloutPolicy, error) {
+	var files []string
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("policy %s: %w", p, err)
+		}
+		if !st.IsDir() {
+			files = append(files, p)
+			continue
+		}
+		err = filepath.WalkDir(p, func(path string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if !d.IsDir() && IsPolicyFile(path) {
+				files = append(files, path)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("policy %s: %w", p, err)
+		}
+	}
+	sort.Strings(files)
+	var out []*RolloutPolicy
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("policy %s: %w", f, err)
+		}
+		ps, err := Parse(f, b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ps...)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Metadata.Name < out[j].Metadata.Name })
+	for i := 1; i < len(out); i++ {
+		if out[i].Metadata.Name == out[i-1].Metadata.Name {
+			return nil, fmt.Errorf("policy %s: RolloutPolicy %q is also defined in %s", out[i].File, out[i].Metadata.Name, out[i-1].File)
+		}
+	}
+	return out, nil
+}
+
+// IsPolicyFile reports a file name a CEL policy may live in.
+func IsPolicyFile(path string) bool {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".yaml", ".yml", ".json":
+		return !strings.HasSuffix(strings.TrimSuffix(path, filepath.Ext(path)), "_test")
+	}
+	return false
+}
+
+// Parse decodes the RolloutPolicy documents of one file strictly: an unknown
+// field is an error naming the file, document and field.
+func Parse(file string, data []byte) ([]*RolloutPolicy, error) {
+	r := yamlutil.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var out []*RolloutPolicy
+	for doc := 0; ; doc++ {
+		raw, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("policy %s: document %d: %w", file, doc, err)
+		}
+		if len(bytes.TrimSpace(stripComments(raw))) == 0 {
+			continue
+		}
+		var p RolloutPolicy
+		if err := yaml.UnmarshalStrict(raw, &p, func(d *json.Decoder) *json.Decoder { d.UseNumber(); return d }); err != nil {
+			return nil, fmt.Errorf("policy %s: document %d: %w", file, doc, err)
+		}
+		where := fmt.Sprintf("policy %s: document %d", file, doc)
+		if p.Kind != Kind || p.APIVersion != APIVersion {
+			return nil, fmt.Errorf("%s: want apiVersion %s, kind %s; got apiVersion %q, kind %q", where, APIVersion, Kind, p.APIVersion, p.Kind)
+		}
+		if p.Metadata.Name == "" {
+			return nil, fmt.Errorf("%s: metadata.name is required", where)
+		}
+		p.File = file
+		p.Spec.Params = normalizeNumbers(p.Spec.Params).(map[string]any)
+		out = append(out, &p)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("policy %s: no RolloutPolicy document", file)
+	}
+	return out, nil
+}
+
+// normalizeNumbers turns json.Number into int64 (integral) or float64, the
+// types CEL knows.
+func normalizeNumbers(v any) any {
+	switch x := v.(type) {
+	case nil:
+		return map[string]any{}
+	case map[string]any:
+		for k, e := range x {
+			if e == nil {
+				x[k] = nil
+				continue
+			}
+			x[k] = normalizeNumbers(e)
+		}
+		return x
+	case []any:
+		for i, e := range x {
+			if e != nil {
+				x[i] = normalizeNumbers(e)
+			}
+		}
+		return x
+	case json.Number:
+		if n, err := x.Int64(); err == nil {
+			return n
+		}
+		f, _ := x.Float64()
+		return f
+	}
+	return v
+}
+
+func stripComments(b []byte) []byte {
+	var out [][]byte
+	for _, l := range bytes.Split(b, []byte("\n")) {
+		if t := bytes.TrimSpace(l); len(t) > 0 && t[0] != '#' && !bytes.Equal(t, []byte("---")) {
+			out = append(out, l)
+		}
+	}
+	return bytes.Join(out, []byte("\n"))
+}
