@@ -1,0 +1,109 @@
+package native
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rollplan/rollplan/planner/engine"
+	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/synth"
+)
+
+var benchSizes = []int{1000, 10000, 150000}
+
+// benchFacts caches the facts of synth.Snapshot(n): both benchmarks run on
+// the same rollouts.
+var (
+	benchMu    sync.Mutex
+	benchFacts = map[int][]*facts.Rollout{}
+)
+
+func benchRollouts(b *testing.B, n int) []*facts.Rollout {
+	b.Helper()
+	benchMu.Lock()
+	defer benchMu.Unlock()
+	if rs, ok := benchFacts[n]; ok {
+		return rs
+	}
+	rs, err := facts.Build(synth.Snapshot(n), facts.Options{Now: synth.Now})
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchFacts[n] = rs
+	return rs
+}
+
+// decideAll is one op: Decide over every rollout of the snapshot.
+func decideAll(b *testing.B, e engine.Engine, rs []*facts.Rollout) {
+	for _, r := range rs {
+		d, err := e.Decide(context.Background(), r)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(d.Pods) != len(r.Pods) {
+			b.Fatalf("%s: %d decisions for %d pods", wid(r), len(d.Pods), len(r.Pods))
+		}
+	}
+}
+
+// cpuPerOp runs b.N ops and reports the process CPU time per op (GC
+// workers included: allocation cost shows up here, not in ns/op).
+func cpuPerOp(b *testing.B, e engine.Engine, rs []*facts.Rollout) time.Duration {
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := processCPU()
+	for i := 0; i < b.N; i++ {
+		decideAll(b, e, rs)
+	}
+	cpu := (processCPU() - cpu0) / time.Duration(b.N)
+	b.ReportMetric(cpu.Seconds(), "cpu-s/op")
+	return cpu
+}
+
+// BenchmarkDecide: the native engine over synth.Snapshot(n), all rollouts.
+//
+//	go test ./planner/engine/native -run '^$' -bench . -benchmem
+func BenchmarkDecide(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
+			cpuPerOp(b, New(), benchRollouts(b, n))
+		})
+	}
+}
+
+// BenchmarkDecideRego: the Rego engine with the default policy on the same
+// facts. It also times the native engine in the same run and reports the
+// ratio (x-native: Rego CPU / native CPU).
+func BenchmarkDecideRego(b *testing.B) {
+	e := regoEngine(b)
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
+			rs := benchRollouts(b, n)
+			regoCPU := cpuPerOp(b, e, rs)
+			b.StopTimer()
+			nat := New()
+			var nativeCPU time.Duration
+			runs := 0
+			for cpu0 := processCPU(); runs < 10 || (nativeCPU < 200*time.Millisecond && runs < 1000); runs++ {
+				decideAll(b, nat, rs)
+				nativeCPU = processCPU() - cpu0
+			}
+			b.ReportMetric((nativeCPU / time.Duration(runs)).Seconds(), "native-cpu-s/op")
+			b.ReportMetric(float64(regoCPU)/float64(nativeCPU/time.Duration(runs)), "x-native")
+		})
+	}
+}
+
+// processCPU is the user+system CPU time of the process (as in
+// planner/plan/bench_test.go).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
