@@ -10,7 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rollplan/rollplan/planner/engine/rego"
+	"github.com/rollplan/rollplan/planner/engine"
+	celpolicy "github.com/rollplan/rollplan/planner/engine/cel"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/render"
@@ -29,12 +30,14 @@ type planFlags struct {
 	inPlace      time.Duration
 	terminate    time.Duration
 	timeout      time.Duration
+	engine       string
 }
 
 func (f *planFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringSliceVarP(&f.files, "filename", "f", nil, "snapshot files or directories (YAML or JSON, kubectl get -o yaml output; directories are read recursively)")
-	fl.StringSliceVar(&f.policies, "policy", nil, "Rego policy files or directories (entry package rollplan.strategy); default: the built-in strategy")
+	fl.StringSliceVar(&f.policies, "policy", nil, "policy files or directories: Rego (entry package rollplan.strategy) or CEL RolloutPolicy YAML; default: the built-in strategy")
+	fl.StringVar(&f.engine, "engine", "", "policy engine: rego, cel or native (the default strategy in Go); default: cel when --policy names YAML files, else rego")
 	fl.StringVar(&f.now, "now", "", "snapshot time (RFC 3339); default: the latest time recorded in the snapshot")
 	fl.StringVar(&f.featureGates, "feature-gates", "", "cluster feature gates that change upstream behaviour, e.g. MaxUnavailableStatefulSet=true")
 	fl.StringVar(&f.workload, "workload", "", "plan only this workload: KIND/NAME or KIND/NAMESPACE/NAME")
@@ -100,28 +103,69 @@ func (f *planFlags) run(ctx context.Context, stderr io.Writer) (*plan.Result, er
 	if now.IsZero() {
 		return nil, fmt.Errorf("the snapshot records no time (no creation or condition timestamps): pass --now")
 	}
-	rollouts, err := facts.Build(snap, facts.Options{Now: now, FeatureGates: gates})
+	in := planInput{snap: snap, warnings: warnings, now: now, gates: gates,
+		opts: plan.Options{RecreateSeconds: int(f.recreate / time.Second), InPlaceSeconds: int(f.inPlace / time.Second), TerminateSeconds: int(f.terminate / time.Second)}}
+	rollouts, err := in.rollouts()
 	if err != nil {
 		return nil, err
 	}
 	if rollouts, err = f.filter(rollouts); err != nil {
 		return nil, err
 	}
-	bundle, err := rego.LoadBundle(f.policies)
+	kind, err := f.engineKind()
 	if err != nil {
 		return nil, err
 	}
-	eng, err := rego.New(ctx, bundle, f.timeout)
+	eng, err := newEngine(ctx, kind, f.policies, f.timeout)
 	if err != nil {
 		return nil, err
 	}
-	digest, err := snap.Digest()
+	return in.build(ctx, rollouts, eng)
+}
+
+// engineKind is --engine, or the engine the policy files call for.
+func (f *planFlags) engineKind() (string, error) {
+	switch f.engine {
+	case "rego", "cel", "native":
+		if f.engine == "native" && len(f.policies) > 0 {
+			return "", usageError{fmt.Errorf("--engine native runs the built-in default strategy only: drop --policy, or pick --engine rego or cel")}
+		}
+		return f.engine, nil
+	case "":
+		for _, p := range f.policies {
+			if celpolicy.IsPolicyFile(p) {
+				return "cel", nil
+			}
+		}
+		return "rego", nil
+	}
+	return "", usageError{fmt.Errorf("--engine %q: want rego, cel or native", f.engine)}
+}
+
+// planInput is what a plan is computed from once the snapshot is loaded.
+// rollplan plan and rollplan test both plan through it, so that a policy
+// test sees the facts and the plan that rollplan plan computes.
+type planInput struct {
+	snap     *snapshot.Snapshot
+	warnings []string
+	now      time.Time
+	gates    map[string]bool
+	opts     plan.Options
+}
+
+// rollouts builds the facts of every workload in the snapshot.
+func (in *planInput) rollouts() ([]*facts.Rollout, error) {
+	return facts.Build(in.snap, facts.Options{Now: in.now, FeatureGates: in.gates})
+}
+
+// build evaluates the engine and packs the plan of the rollouts.
+func (in *planInput) build(ctx context.Context, rollouts []*facts.Rollout, eng engine.Engine) (*plan.Result, error) {
+	digest, err := in.snap.Digest()
 	if err != nil {
 		return nil, err
 	}
-	meta := plan.Metadata{SnapshotDigest: digest, Now: now.UTC().Format(time.RFC3339), Warnings: warnings}
-	opts := plan.Options{RecreateSeconds: int(f.recreate / time.Second), InPlaceSeconds: int(f.inPlace / time.Second), TerminateSeconds: int(f.terminate / time.Second)}
-	return plan.Build(ctx, rollouts, eng, meta, opts)
+	meta := plan.Metadata{SnapshotDigest: digest, Now: in.now.UTC().Format(time.RFC3339), Warnings: in.warnings}
+	return plan.Build(ctx, rollouts, eng, meta, in.opts)
 }
 
 func (f *planFlags) filter(rs []*facts.Rollout) ([]*facts.Rollout, error) {

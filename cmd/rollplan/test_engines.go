@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rollplan/rollplan/planner/engine"
+	"github.com/rollplan/rollplan/planner/engine/cel"
+	"github.com/rollplan/rollplan/planner/engine/native"
+	"github.com/rollplan/rollplan/planner/engine/rego"
+	"github.com/rollplan/rollplan/planner/plan"
+	"github.com/rollplan/rollplan/planner/policytest"
+)
+
+// newEngine builds the policy engine of a kind (rego, cel, native) over
+// policy paths (none: the default strategy). rollplan test builds every
+// suite's engine through it.
+func newEngine(ctx context.Context, kind string, paths []string, timeout time.Duration) (engine.Engine, error) {
+	switch kind {
+	case policytest.EngineRego:
+		bundle, err := rego.LoadBundle(paths)
+		if err != nil {
+			return nil, err
+		}
+		return rego.New(ctx, bundle, timeout)
+	case policytest.EngineCEL:
+		ps, err := cel.Load(paths)
+		if err != nil {
+			return nil, err
+		}
+		return cel.New(ps, cel.Options{})
+	case policytest.EngineNative:
+		if len(paths) > 0 {
+			return nil, fmt.Errorf("engine native is the built-in default strategy and takes no policy (got %s)", strings.Join(paths, ", "))
+		}
+		return native.New(), nil
+	}
+	return nil, fmt.Errorf("unknown engine %q: want rego, cel or native", kind)
+}
+
+// testEngines is the engine factory of rollplan test.
+func testEngines(timeout time.Duration) policytest.EngineFactory {
+	return func(ctx context.Context, kind string, paths []string) (engine.Engine, error) {
+		return newEngine(ctx, kind, paths, timeout)
+	}
+}
+
+// testPlan plans one test's snapshot exactly as rollplan plan does, with the
+// default duration estimates.
+func testPlan(ctx context.Context, req policytest.PlanRequest) (*plan.Result, error) {
+	names := make([]string, 0, len(req.FeatureGates))
+	for k := range req.FeatureGates {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	kv := make([]string, len(names))
+	for i, k := range names {
+		kv[i] = fmt.Sprintf("%s=%t", k, req.FeatureGates[k])
+	}
+	gates, err := parseFeatureGates(strings.Join(kv, ","))
+	if err != nil {
+		return nil, fmt.Errorf("featureGates: %s", strings.TrimPrefix(err.Error(), "--feature-gates: "))
+	}
+	now := req.Now
+	if now.IsZero() {
+		now = req.Snapshot.Latest()
+	}
+	if now.IsZero() {
+		return nil, fmt.Errorf("the snapshot records no time (no creation or condition timestamps): set now")
+	}
+	in := planInput{snap: req.Snapshot, warnings: req.Warnings, now: now, gates: gates, opts: plan.DefaultOptions}
+	rollouts, err := in.rollouts()
+	if err != nil {
+		return nil, err
+	}
+	f := planFlags{workload: req.Workload}
+	if rollouts, err = f.filter(rollouts); err != nil {
+		return nil, fmt.Errorf("workload: %w", err)
+	}
+	return in.build(ctx, rollouts, req.Engine)
+}

@@ -1,0 +1,414 @@
+package policytest
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/rollplan/rollplan/planner/plan"
+)
+
+// LoadFile reads the RolloutPolicyTest documents of a YAML file; documents
+// of other kinds are ignored. Errors name the file, the document, the test
+// and the field.
+func LoadFile(path string) ([]*Suite, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Decode(path, data)
+}
+
+// Decode reads the RolloutPolicyTest documents of one file's content; name
+// is used in messages and relative paths are resolved against its directory.
+func Decode(name string, data []byte) ([]*Suite, error) {
+	var out []*Suite
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for doc := 1; ; doc++ {
+		raw, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: document %d: %w", name, doc, err)
+		}
+		if len(bytes.TrimSpace(raw)) == 0 {
+			continue
+		}
+		js, err := yaml.YAMLToJSONStrict(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%s: document %d: not valid YAML: %s", name, doc, strings.Join(strings.Fields(err.Error()), " "))
+		}
+		var tm struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+		}
+		if json.Unmarshal(js, &tm) != nil || tm.Kind != Kind {
+			continue
+		}
+		s, err := decodeSuite(name, doc, js)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+}
+
+func decodeSuite(file string, doc int, js []byte) (*Suite, error) {
+	var generic any
+	if err := json.Unmarshal(js, &generic); err != nil {
+		return nil, fmt.Errorf("%s: document %d: %w", file, doc, err)
+	}
+	// fail names the file, the document or the test, and the field (relative
+	// to the test when it is in one).
+	fail := func(path, msg string) error {
+		if i, ok := testIndex(path); ok {
+			rel := strings.TrimPrefix(strings.TrimPrefix(path, fmt.Sprintf("spec.tests[%d]", i)), ".")
+			if rel == "" {
+				return fmt.Errorf("%s: test %s: %s", file, testLabel(generic, i), msg)
+			}
+			return fmt.Errorf("%s: test %s: field %s: %s", file, testLabel(generic, i), rel, msg)
+		}
+		return fmt.Errorf("%s: document %d: field %s: %s", file, doc, path, msg)
+	}
+	if path, msg := check(generic, reflect.TypeFor[Suite](), ""); msg != "" {
+		return nil, fail(path, msg)
+	}
+	s := &Suite{File: file, Doc: doc}
+	if err := json.Unmarshal(js, s); err != nil {
+		// check accepts only what decodes; this is a safety net.
+		return nil, fmt.Errorf("%s: document %d: %w", file, doc, err)
+	}
+	if path, msg := s.validate(); msg != "" {
+		return nil, fail(path, msg)
+	}
+	return s, nil
+}
+
+// testIndex finds N in a path starting spec.tests[N].
+func testIndex(path string) (int, bool) {
+	rest, ok := strings.CutPrefix(path, "spec.tests[")
+	if !ok {
+		return 0, false
+	}
+	n, _, ok := strings.Cut(rest, "]")
+	if !ok {
+		return 0, false
+	}
+	i, err := strconv.Atoi(n)
+	return i, err == nil
+}
+
+func testLabel(generic any, i int) string {
+	name := ""
+	if m, ok := generic.(map[string]any); ok {
+		if spec, ok := m["spec"].(map[string]any); ok {
+			if tests, ok := spec["tests"].([]any); ok && i < len(tests) {
+				if t, ok := tests[i].(map[string]any); ok {
+					name, _ = t["name"].(string)
+				}
+			}
+		}
+	}
+	if name == "" {
+		return fmt.Sprintf("spec.tests[%d]", i)
+	}
+	return fmt.Sprintf("%q (spec.tests[%d])", name, i)
+}
+
+var (
+	rawMessageType = reflect.TypeFor[json.RawMessage]()
+	pathsType      = reflect.TypeFor[Paths]()
+)
+
+// check walks a decoded JSON value along a Go type and reports the first
+// field that is unknown or of the wrong type, with its path
+// (spec.tests[0].expect.decisions[Kind/ns/name].pods[web-0].scope).
+func check(v any, t reflect.Type, path string) (string, string) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if v == nil {
+		return "", "" // null: the zero value
+	}
+	switch {
+	case t == rawMessageType || t.Kind() == reflect.Interface:
+		return "", ""
+	case t == pathsType:
+		switch x := v.(type) {
+		case string:
+			return "", ""
+		case []any:
+			for i, e := range x {
+				if _, ok := e.(string); !ok {
+					return fmt.Sprintf("%s[%d]", path, i), "want a path (a string), got " + jsonKind(e)
+				}
+			}
+			return "", ""
+		}
+		return path, "want a path or a list of paths, got " + jsonKind(v)
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return path, "want an object, got " + jsonKind(v)
+		}
+		fields := map[string]reflect.StructField{}
+		var names []string
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "" || name == "-" || !f.IsExported() {
+				continue
+			}
+			fields[name] = f
+			names = append(names, name)
+		}
+		for _, k := range sortedKeys(m) {
+			f, ok := fields[k]
+			if !ok {
+				return join(path, k), "unknown field; want one of " + strings.Join(names, ", ")
+			}
+			if p, msg := check(m[k], f.Type, join(path, k)); msg != "" {
+				return p, msg
+			}
+		}
+		return "", ""
+	case reflect.Map:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return path, "want an object, got " + jsonKind(v)
+		}
+		for _, k := range sortedKeys(m) {
+			if p, msg := check(m[k], t.Elem(), path+"["+k+"]"); msg != "" {
+				return p, msg
+			}
+		}
+		return "", ""
+	case reflect.Slice:
+		xs, ok := v.([]any)
+		if !ok {
+			return path, "want a list, got " + jsonKind(v)
+		}
+		for i, x := range xs {
+			if p, msg := check(x, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); msg != "" {
+				return p, msg
+			}
+		}
+		return "", ""
+	case reflect.String:
+		if _, ok := v.(string); !ok {
+			return path, "want a string, got " + jsonKind(v)
+		}
+	case reflect.Bool:
+		if _, ok := v.(bool); !ok {
+			return path, "want true or false, got " + jsonKind(v)
+		}
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		f, ok := v.(float64)
+		if !ok || f != float64(int64(f)) {
+			return path, "want an integer, got " + jsonKind(v)
+		}
+	case reflect.Float64:
+		if _, ok := v.(float64); !ok {
+			return path, "want a number, got " + jsonKind(v)
+		}
+	}
+	return "", ""
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func join(path, field string) string {
+	if path == "" {
+		return field
+	}
+	return path + "." + field
+}
+
+func jsonKind(v any) string {
+	switch x := v.(type) {
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "a list"
+	case string:
+		return fmt.Sprintf("the string %q", x)
+	case bool:
+		return fmt.Sprintf("%t", x)
+	case float64:
+		return "the number " + strconv.FormatFloat(x, 'g', -1, 64)
+	}
+	return fmt.Sprintf("%v", v)
+}
+
+// validate checks what the types cannot say; it returns the field and the message.
+func (s *Suite) validate() (string, string) {
+	if s.APIVersion != APIVersion {
+		return "apiVersion", fmt.Sprintf("%q: want %s", s.APIVersion, APIVersion)
+	}
+	if s.Metadata.Name == "" {
+		return "metadata.name", "missing: name the suite"
+	}
+	switch s.Spec.Engine {
+	case "", EngineRego, EngineCEL, EngineNative:
+	default:
+		return "spec.engine", fmt.Sprintf("%q: want rego, cel or native", s.Spec.Engine)
+	}
+	for i, p := range s.Spec.Policy {
+		if p == "" {
+			return fmt.Sprintf("spec.policy[%d]", i), "empty path"
+		}
+	}
+	if len(s.Spec.Tests) == 0 {
+		return "spec.tests", "no tests"
+	}
+	seen := map[string]int{}
+	for i := range s.Spec.Tests {
+		t := &s.Spec.Tests[i]
+		at := func(f string) string { return fmt.Sprintf("spec.tests[%d].%s", i, f) }
+		if t.Name == "" {
+			return at("name"), "missing: name the test"
+		}
+		if j, dup := seen[t.Name]; dup {
+			return at("name"), fmt.Sprintf("%q is also the name of spec.tests[%d]", t.Name, j)
+		}
+		seen[t.Name] = i
+		switch {
+		case len(t.Snapshot) == 0 && len(t.Objects) == 0:
+			return at("snapshot"), "missing: give snapshot (paths) or objects (inline)"
+		case len(t.Snapshot) > 0 && len(t.Objects) > 0:
+			return at("objects"), "give snapshot or objects, not both"
+		}
+		if t.Now != "" {
+			if _, err := time.Parse(time.RFC3339, t.Now); err != nil {
+				return at("now"), fmt.Sprintf("%q: want an RFC 3339 time such as 2026-03-01T12:00:00Z", t.Now)
+			}
+		}
+		if t.Workload != "" {
+			if _, _, _, err := ParseWorkload(t.Workload); err != nil {
+				return at("workload"), err.Error()
+			}
+		}
+		if t.Expect.Decisions == nil && t.Expect.Plan == nil {
+			return at("expect"), "missing: expect decisions, a plan or both"
+		}
+		for _, key := range sortedKeys(t.Expect.Decisions) {
+			wd := t.Expect.Decisions[key]
+			if _, ns, _, err := ParseWorkload(key); err != nil || ns == "" {
+				return at("expect.decisions[" + key + "]"), fmt.Sprintf("key %q: want KIND/NAMESPACE/NAME, e.g. StatefulSet/default/web", key)
+			}
+			for _, pod := range sortedKeys(wd.Pods) {
+				pd := wd.Pods[pod]
+				pf := at("expect.decisions[" + key + "].pods[" + pod + "]")
+				switch pd.Scope {
+				case "", ScopeIn, ScopeHeld:
+				default:
+					return pf + ".scope", fmt.Sprintf("%q: want in or held", pd.Scope)
+				}
+				switch pd.Action {
+				case "", "InPlace", "Recreate":
+				default:
+					return pf + ".action", fmt.Sprintf("%q: want InPlace or Recreate", pd.Action)
+				}
+				if pd.Scope == ScopeIn && pd.HeldReason != nil {
+					return pf + ".heldReason", "a pod in scope has no held reason"
+				}
+			}
+		}
+		if p := t.Expect.Plan; p != nil {
+			var ws any
+			if len(p.Workloads) == 0 || json.Unmarshal(p.Workloads, &ws) != nil || ws == nil {
+				return at("expect.plan.workloads"), "missing: the workloads of the plan, as `rollplan plan -o yaml` prints them"
+			}
+			if path, msg := check(ws, reflect.TypeFor[[]plan.WorkloadPlan](), at("expect.plan.workloads")); msg != "" {
+				return path, msg
+			}
+		}
+	}
+	return "", ""
+}
+
+// ParseWorkload reads KIND/NAME or KIND/NAMESPACE/NAME; KIND may be
+// abbreviated as --workload accepts it (deploy, sts, ds).
+func ParseWorkload(s string) (kind, ns, name string, err error) {
+	parts := strings.Split(s, "/")
+	switch len(parts) {
+	case 2:
+		kind, name = parts[0], parts[1]
+	case 3:
+		kind, ns, name = parts[0], parts[1], parts[2]
+	default:
+		return "", "", "", fmt.Errorf("%q: want KIND/NAME or KIND/NAMESPACE/NAME", s)
+	}
+	switch strings.ToLower(kind) {
+	case "deployment", "deployments", "deploy":
+		kind = "Deployment"
+	case "statefulset", "statefulsets", "sts":
+		kind = "StatefulSet"
+	case "daemonset", "daemonsets", "ds":
+		kind = "DaemonSet"
+	default:
+		return "", "", "", fmt.Errorf("%q: kind must be Deployment, StatefulSet or DaemonSet", s)
+	}
+	if name == "" || (len(parts) == 3 && ns == "") {
+		return "", "", "", fmt.Errorf("%q: empty namespace or name", s)
+	}
+	return kind, ns, name, nil
+}
+
+// InferEngine picks the engine for policy paths when a suite names none:
+// no policy is the default strategy as `rollplan plan` runs it without
+// --policy (rego); a .yaml or .yml file is a CEL RolloutPolicy; a .rego
+// file or a directory is Rego, unless the directory holds YAML but no
+// .rego files (CEL).
+func InferEngine(paths []string) string {
+	for _, p := range paths {
+		switch strings.ToLower(filepath.Ext(p)) {
+		case ".yaml", ".yml":
+			return EngineCEL
+		case ".rego":
+			return EngineRego
+		}
+		if st, err := os.Stat(p); err == nil && st.IsDir() {
+			hasRego, hasYAML := false, false
+			_ = filepath.WalkDir(p, func(path string, d os.DirEntry, err error) error {
+				if err != nil || d.IsDir() {
+					return nil
+				}
+				switch strings.ToLower(filepath.Ext(path)) {
+				case ".rego":
+					hasRego = true
+				case ".yaml", ".yml":
+					hasYAML = true
+				}
+				return nil
+			})
+			if !hasRego && hasYAML {
+				return EngineCEL
+			}
+		}
+	}
+	return EngineRego
+}
