@@ -1,0 +1,1270 @@
+package parity
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rollplan/rollplan/planner/engine"
+	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/plan"
+)
+
+// Rules the checker enforces. Each Violation names one.
+const (
+	// RuleStructure: waves are numbered 1…n, none is empty, start times
+	// parse and never go back, details align with workloads.
+	RuleStructure = "structure"
+	// RuleUnknownPod: an action names a pod the workload does not have.
+	RuleUnknownPod = "unknown-pod"
+	// RuleDuplicatePod: a pod appears in more than one action.
+	RuleDuplicatePod = "duplicate-pod"
+	// RuleHeldTouched: a pod held out of the rollout (out of scope) is acted on.
+	RuleHeldTouched = "held-touched"
+	// RuleHeldList: plan.held is exactly the pods not updated and out of scope.
+	RuleHeldList = "held-list"
+	// RuleNotPending: a pod action on a pod that is already at the update
+	// revision, or terminating.
+	RuleNotPending = "not-pending"
+	// RuleActionDecision: the action type disagrees with the eligibility
+	// decision (after Go's feasibility override), or with the node (DaemonSet
+	// Delete only where the node should no longer run the pod).
+	RuleActionDecision = "action-decision"
+	// RuleInPlace: an InPlaceUpdate on a pod with a change a running pod
+	// cannot take (only images, labels and annotations other than the
+	// mirror-pod and AppArmor keys, and cpu/memory resizes keeping the QoS
+	// class, that is changes facts marks inPlace), or on a workload that did
+	// not opt in (managed with an in-place pod update policy).
+	RuleInPlace = "in-place"
+	// RuleBudgetUnavailable, RuleBudgetSurge, RuleBudgetGroups: starting an
+	// action took a non-advisory budget past its limit.
+	RuleBudgetUnavailable = "budget-unavailable"
+	RuleBudgetSurge       = "budget-surge"
+	RuleBudgetGroups      = "budget-groups"
+	// RuleStatefulSetBudget: a StatefulSet pod was deleted while its budget
+	// was already spent (upstream §4.7: unavailable ≥ budget ends the sync;
+	// replacing an unavailable pod spends budget too).
+	RuleStatefulSetBudget = "sts-budget"
+	// RulePacing: with pacing "wave", a wave starts before every pod of the
+	// previous wave is available.
+	RulePacing = "pacing"
+	// RuleOrder: pods are not acted on in ascending policy order.
+	RuleOrder = "order"
+	// RuleIncomplete: a pod that should be updated is in no wave, and the
+	// plan does not say the rollout stalls; or the plan says it stalls and
+	// every pod is placed.
+	RuleIncomplete = "incomplete"
+	// RuleStall: the plan says the rollout stalls after T on a pod, but at
+	// T, with every pod due by then available again (the planner's own
+	// estimates), the next pod in policy order fits every budget.
+	RuleStall = "stall"
+	// RuleNoWaves: a halted, paused or unmanaged OnDelete workload has waves.
+	RuleNoWaves = "no-waves"
+	// RuleSummary: the summary does not count what the waves do.
+	RuleSummary = "summary"
+	// RuleReplicaSet: a ScaleReplicaSet step is inconsistent (unknown
+	// ReplicaSet, from ≠ the replica count reached so far, pods that are not
+	// the ReplicaSet's, an old ReplicaSet scaled up, mixed action kinds).
+	RuleReplicaSet = "rs-step"
+	// RuleRSSurge: after a scale-up, Σ spec.replicas > replicas + maxSurge,
+	// or the new ReplicaSet above replicas (upstream NewRSNewReplicas).
+	RuleRSSurge = "rs-surge"
+	// RuleRSAvailable: a scale-down removes an available pod and leaves
+	// fewer than replicas − maxUnavailable available (upstream §2.5 (c)/(d)).
+	RuleRSAvailable = "rs-available"
+	// RuleRSRank: a scale-down removes a Ready, Running pod while a pod the
+	// ReplicaSet created is not Ready yet (upstream's deletion rank, §2.10
+	// rules 1–3, puts unassigned, Pending and not-Ready pods first).
+	RuleRSRank = "rs-rank"
+	// RuleRSFinal: a Deployment plan ends short of new = replicas, old = 0
+	// without saying the rollout does not complete.
+	RuleRSFinal = "rs-final"
+)
+
+// Violation is one broken invariant, with the workload, wave and pod it is
+// about.
+type Violation struct {
+	Workload string // "Kind namespace/name"
+	Wave     int    // 1-based; 0 when the rule is not about one wave
+	Pod      string // the pod (or ReplicaSet) concerned, "" if none
+	Rule     string
+	Message  string
+}
+
+func (v Violation) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: rule %s", v.Workload, v.Rule)
+	if v.Wave > 0 {
+		fmt.Fprintf(&b, ", wave %d", v.Wave)
+	}
+	if v.Pod != "" {
+		fmt.Fprintf(&b, ", pod %s", v.Pod)
+	}
+	return b.String() + ": " + v.Message
+}
+
+// Check verifies every workload plan of a result, assuming the default
+// per-action duration estimates (plan.DefaultOptions).
+func Check(res *plan.Result) []Violation {
+	return CheckOptions(res, plan.DefaultOptions)
+}
+
+// CheckOptions verifies a result planned with the given duration estimates.
+func CheckOptions(res *plan.Result, o plan.Options) []Violation {
+	if res == nil || res.Plan == nil {
+		return []Violation{{Rule: RuleStructure, Message: "no plan"}}
+	}
+	if len(res.Details) != len(res.Plan.Workloads) {
+		return []Violation{{Rule: RuleStructure, Message: fmt.Sprintf("%d workload plans but %d details", len(res.Plan.Workloads), len(res.Details))}}
+	}
+	var out []Violation
+	for i := range res.Plan.Workloads {
+		out = append(out, CheckWorkload(&res.Plan.Workloads[i], res.Details[i], o)...)
+	}
+	return out
+}
+
+// CheckWorkload verifies one workload plan against the facts and decisions
+// behind it (det.Decisions after Go's feasibility override, as plan.Build
+// leaves them).
+func CheckWorkload(wp *plan.WorkloadPlan, det *plan.Detail, o plan.Options) []Violation {
+	c := &checker{wp: wp, o: o, id: fmt.Sprintf("%s %s/%s", wp.Kind, wp.Namespace, wp.Name)}
+	if det == nil || det.Facts == nil || det.Decisions == nil {
+		c.add(RuleStructure, 0, "", "no facts or decisions behind the plan")
+		return c.out
+	}
+	c.r, c.d = det.Facts, det.Decisions
+	if len(c.d.Pods) != len(c.r.Pods) {
+		c.add(RuleStructure, 0, "", "%d pod decisions for %d pods", len(c.d.Pods), len(c.r.Pods))
+		return c.out
+	}
+	c.byName = map[string]int{}
+	for i, p := range c.r.Pods {
+		c.byName[p.Name] = i
+	}
+	c.structure()
+	c.pods()
+	c.summary()
+	if c.stopped() {
+		return c.out
+	}
+	if c.r.Workload.Kind == "Deployment" && !c.inPlaceDeployment() {
+		c.replicaSets()
+	} else {
+		for wi, w := range c.wp.Waves {
+			for _, a := range w.Actions {
+				if a.Type == plan.ActionScaleRS {
+					c.add(RuleReplicaSet, wi+1, a.ReplicaSet, "ScaleReplicaSet in a pod-by-pod plan")
+				}
+			}
+		}
+		c.podReplay()
+		c.order()
+		c.complete()
+		c.upstream()
+	}
+	return c.out
+}
+
+// stopped: nothing may be planned (halt, paused Deployment, OnDelete
+// workload rollplan does not drive); RuleNoWaves covers these.
+func (c *checker) stopped() bool {
+	w := c.r.Workload
+	return len(c.d.Halt) > 0 || (w.Strategy.Type == "OnDelete" && !w.Managed) || w.Paused
+}
+
+// inPlaceDeployment: the documented condition under which a Deployment's
+// pods are patched pod by pod instead of rolled through ReplicaSets: the
+// workload opted in (managed, in-place pod update policy) and every pod
+// still to update and in scope goes in place (after Go's feasibility
+// override); at least one such pod.
+func (c *checker) inPlaceDeployment() bool {
+	w := c.r.Workload
+	if !w.Managed || w.PodUpdatePolicy == "Recreate" {
+		return false
+	}
+	found := false
+	for i, p := range c.r.Pods {
+		if p.Updated || !c.d.Pods[i].InScope {
+			continue
+		}
+		if c.d.Pods[i].Action != engine.InPlace {
+			return false
+		}
+		found = true
+	}
+	return found
+}
+
+type checker struct {
+	wp     *plan.WorkloadPlan
+	r      *facts.Rollout
+	d      *engine.Decisions
+	o      plan.Options
+	id     string
+	byName map[string]int
+	starts []float64 // parsed wave start times, seconds
+	out    []Violation
+}
+
+func (c *checker) add(rule string, wave int, pod string, format string, args ...any) {
+	c.out = append(c.out, Violation{Workload: c.id, Wave: wave, Pod: pod, Rule: rule, Message: fmt.Sprintf(format, args...)})
+}
+
+func (c *checker) hasNote(sub string) bool {
+	for _, n := range c.wp.Notes {
+		if strings.Contains(n, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// ---- structure, pods, summary ----
+
+func (c *checker) structure() {
+	prev := 0.0
+	for i, w := range c.wp.Waves {
+		if w.Index != i+1 {
+			c.add(RuleStructure, i+1, "", "wave index %d at position %d", w.Index, i+1)
+		}
+		if len(w.Actions) == 0 {
+			c.add(RuleStructure, i+1, "", "empty wave")
+		}
+		d, err := time.ParseDuration(w.Start)
+		if err != nil {
+			c.add(RuleStructure, i+1, "", "start %q does not parse: %v", w.Start, err)
+		}
+		t := d.Seconds()
+		if t < prev {
+			c.add(RuleStructure, i+1, "", "starts at %s, before the previous wave (%gs)", w.Start, prev)
+		}
+		prev = math.Max(prev, t)
+		c.starts = append(c.starts, t)
+	}
+	w := c.r.Workload
+	if len(c.wp.Waves) > 0 {
+		switch {
+		case len(c.d.Halt) > 0:
+			c.add(RuleNoWaves, 0, "", "halted (%s) but %d waves are planned", strings.Join(c.d.Halt, "; "), len(c.wp.Waves))
+		case w.Paused:
+			c.add(RuleNoWaves, 0, "", "paused Deployment but %d waves are planned", len(c.wp.Waves))
+		case w.Strategy.Type == "OnDelete" && !w.Managed:
+			c.add(RuleNoWaves, 0, "", "unmanaged OnDelete %s but %d waves are planned", w.Kind, len(c.wp.Waves))
+		}
+	}
+}
+
+// actionPods lists the pods an action names.
+func actionPods(a *plan.Action) []string {
+	if a.Type == plan.ActionScaleRS {
+		return a.Pods
+	}
+	return []string{a.Pod}
+}
+
+func (c *checker) pods() {
+	held := map[string]bool{}
+	for _, h := range c.wp.Held {
+		held[h.Pod] = true
+		i, ok := c.byName[h.Pod]
+		if !ok || c.r.Pods[i].Updated || c.d.Pods[i].InScope {
+			c.add(RuleHeldList, 0, h.Pod, "listed as held but it is not a pod out of scope that still needs the update")
+		}
+	}
+	for i, p := range c.r.Pods {
+		if !p.Updated && !c.d.Pods[i].InScope && !held[p.Name] {
+			c.add(RuleHeldList, 0, p.Name, "out of scope (%s) but not listed as held", c.d.Pods[i].HeldReason)
+		}
+	}
+	nodeRuns := map[string]bool{}
+	for _, n := range c.r.Nodes {
+		nodeRuns[n.Name] = n.ShouldRun
+	}
+	seen := map[string]int{}
+	for wi, w := range c.wp.Waves {
+		for ai := range w.Actions {
+			a := &w.Actions[ai]
+			for _, name := range actionPods(a) {
+				if name == "" {
+					c.add(RuleStructure, wi+1, "", "%s action names no pod", a.Type)
+					continue
+				}
+				if prev, dup := seen[name]; dup {
+					c.add(RuleDuplicatePod, wi+1, name, "already acted on in wave %d", prev)
+					continue
+				}
+				seen[name] = wi + 1
+				i, ok := c.byName[name]
+				if !ok {
+					c.add(RuleUnknownPod, wi+1, name, "%s names a pod the workload does not have", a.Type)
+					continue
+				}
+				p, pd := &c.r.Pods[i], &c.d.Pods[i]
+				if !p.Updated && !pd.InScope {
+					c.add(RuleHeldTouched, wi+1, name, "%s on a pod held out of the rollout (%s)", a.Type, pd.HeldReason)
+				}
+				if a.Type == plan.ActionScaleRS {
+					if p.Owner != a.ReplicaSet {
+						c.add(RuleReplicaSet, wi+1, name, "scaling ReplicaSet %s removes a pod of ReplicaSet %s", a.ReplicaSet, p.Owner)
+					}
+					if p.Terminating || p.Terminal {
+						c.add(RuleNotPending, wi+1, name, "scaling ReplicaSet %s removes a pod that is already terminating or terminal", a.ReplicaSet)
+					}
+					continue
+				}
+				if p.Updated {
+					c.add(RuleNotPending, wi+1, name, "%s on a pod already at the update revision", a.Type)
+				}
+				if p.Terminating {
+					c.add(RuleNotPending, wi+1, name, "%s on a terminating pod", a.Type)
+				}
+				c.actionMatches(wi+1, a, p, pd, nodeRuns)
+			}
+		}
+	}
+}
+
+// inPlaceClasses: the change classes a running pod may take (reference §5).
+var inPlaceClasses = map[string]bool{
+	facts.ClassImage: true, facts.ClassInitImage: true, facts.ClassLabels: true,
+	facts.ClassAnnotations: true, facts.ClassResources: true,
+}
+
+func (c *checker) actionMatches(wave int, a *plan.Action, p *facts.Pod, pd *engine.PodDecision, nodeRuns map[string]bool) {
+	ds := c.r.Workload.Kind == "DaemonSet" && len(c.r.Nodes) > 0
+	if a.Surge && (a.Type != plan.ActionRecreate || c.r.Workload.Kind != "DaemonSet") {
+		c.add(RuleActionDecision, wave, p.Name, "surge %s: only a DaemonSet Recreate surges", a.Type)
+	}
+	switch a.Type {
+	case plan.ActionInPlace:
+		if pd.Action != engine.InPlace {
+			c.add(RuleActionDecision, wave, p.Name, "InPlaceUpdate but the decision is %s", pd.Action)
+		}
+		w := c.r.Workload
+		if !w.Managed || w.PodUpdatePolicy == "Recreate" {
+			c.add(RuleInPlace, wave, p.Name, "InPlaceUpdate on a workload that did not opt in (managed %v, podUpdatePolicy %s)", w.Managed, w.PodUpdatePolicy)
+		}
+		for _, ch := range p.Changes {
+			key := strings.TrimSuffix(strings.TrimPrefix(ch.Path, "metadata.annotations["), "]")
+			switch {
+			case !ch.InPlace:
+				c.add(RuleInPlace, wave, p.Name, "InPlaceUpdate but %s (%s) cannot change on a running pod: %s", ch.Path, ch.Class, ch.Detail)
+			case !inPlaceClasses[ch.Class]:
+				c.add(RuleInPlace, wave, p.Name, "InPlaceUpdate but %s is of class %s, which no running pod may change", ch.Path, ch.Class)
+			case ch.Class == facts.ClassAnnotations && (key == "kubernetes.io/config.mirror" || strings.HasPrefix(key, "container.apparmor.security.beta.kubernetes.io/")):
+				c.add(RuleInPlace, wave, p.Name, "InPlaceUpdate but annotation %s is immutable on a running pod", key)
+			}
+		}
+		if ds && !nodeRuns[p.Node] {
+			c.add(RuleActionDecision, wave, p.Name, "InPlaceUpdate on node %s, which should no longer run the DaemonSet", p.Node)
+		}
+	case plan.ActionRecreate:
+		if pd.Action != engine.Recreate {
+			c.add(RuleActionDecision, wave, p.Name, "Recreate but the decision is %s", pd.Action)
+		}
+		if ds && !nodeRuns[p.Node] {
+			c.add(RuleActionDecision, wave, p.Name, "Recreate on node %s, which should no longer run the DaemonSet", p.Node)
+		}
+	case plan.ActionDelete:
+		if !ds {
+			c.add(RuleActionDecision, wave, p.Name, "Delete outside a DaemonSet with nodes")
+		} else if nodeRuns[p.Node] {
+			c.add(RuleActionDecision, wave, p.Name, "Delete without replacement on node %s, which should run the DaemonSet", p.Node)
+		}
+	default:
+		c.add(RuleStructure, wave, p.Name, "unknown action type %q", a.Type)
+	}
+}
+
+func (c *checker) summary() {
+	s := c.wp.Summary
+	want := plan.Summary{Pods: len(c.r.Pods), Held: len(c.wp.Held), Waves: len(c.wp.Waves)}
+	for _, p := range c.r.Pods {
+		if p.Updated {
+			want.Updated++
+		}
+	}
+	for _, w := range c.wp.Waves {
+		for _, a := range w.Actions {
+			switch a.Type {
+			case plan.ActionInPlace:
+				want.InPlace++
+			case plan.ActionRecreate:
+				want.Recreate++
+			case plan.ActionScaleRS:
+				want.Recreate += len(a.Pods)
+			}
+		}
+	}
+	// A stopped workload (halted, paused, unmanaged OnDelete) updates
+	// nothing: the planner leaves toUpdate at 0 for it.
+	if !c.stopped() {
+		want.ToUpdate = want.Pods - want.Updated - want.Held
+	}
+	if s != want {
+		c.add(RuleSummary, 0, "", "summary %+v, the waves give %+v", s, want)
+	}
+}
+
+// ---- order ----
+
+// compareOrder compares two policy sort keys element by element as the
+// contract defines them: numbers (numerically) < strings < anything else;
+// a shorter key that is a prefix sorts first.
+func compareOrder(a, b []any) int {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if c := compareOrderValue(a[i], b[i]); c != 0 {
+			return c
+		}
+	}
+	return len(a) - len(b)
+}
+
+func orderNumber(v any) (float64, bool) {
+	switch x := v.(type) {
+	case int:
+		return float64(x), true
+	case int32:
+		return float64(x), true
+	case int64:
+		return float64(x), true
+	case float32:
+		return float64(x), true
+	case float64:
+		return x, true
+	}
+	return 0, false
+}
+
+func compareOrderValue(a, b any) int {
+	rank := func(v any) int {
+		if _, ok := orderNumber(v); ok {
+			return 0
+		}
+		if _, ok := v.(string); ok {
+			return 1
+		}
+		return 2
+	}
+	ra, rb := rank(a), rank(b)
+	if ra != rb {
+		return ra - rb
+	}
+	switch ra {
+	case 0:
+		x, _ := orderNumber(a)
+		y, _ := orderNumber(b)
+		switch {
+		case x < y:
+			return -1
+		case x > y:
+			return 1
+		}
+	case 1:
+		return strings.Compare(a.(string), b.(string))
+	case 2:
+		// Booleans: false < true (engines reject them today).
+		x, xok := a.(bool)
+		y, yok := b.(bool)
+		if xok && yok && x != y {
+			if !x {
+				return -1
+			}
+			return 1
+		}
+	}
+	return 0
+}
+
+// podLess: policy order, pod name breaking ties.
+func (c *checker) podCompare(i, j int) int {
+	if k := compareOrder(c.d.Pods[i].Order, c.d.Pods[j].Order); k != 0 {
+		return k
+	}
+	return strings.Compare(c.r.Pods[i].Name, c.r.Pods[j].Name)
+}
+
+func (c *checker) key(i int) string {
+	return fmt.Sprintf("%v", c.d.Pods[i].Order)
+}
+
+// order: a pod-by-pod plan acts on pods in ascending policy order, across
+// waves and inside each. The packer starts, in each wave, a prefix of the
+// pods still waiting (once one pod does not fit, every later pod waits, the
+// DaemonSet's budget-free replacements of unavailable pods included; with
+// the default order those come first anyway), so the concatenation of all
+// waves is sorted. No exception is documented in planner/plan/pods.go.
+func (c *checker) order() {
+	prev := -1
+	prevWave := 0
+	for wi, w := range c.wp.Waves {
+		for _, a := range w.Actions {
+			i, ok := c.byName[a.Pod]
+			if !ok {
+				continue
+			}
+			if prev >= 0 && c.podCompare(prev, i) > 0 {
+				c.add(RuleOrder, wi+1, a.Pod, "planned after pod %s (wave %d, order key %s) but its order key %s sorts first", c.r.Pods[prev].Name, prevWave, c.key(prev), c.key(i))
+			}
+			prev, prevWave = i, wi+1
+		}
+	}
+}
+
+// complete: every pod that needs the update (not updated, in scope, not
+// terminating) is in a wave unless the plan says why not.
+func (c *checker) complete() {
+	placed := map[string]bool{}
+	for _, w := range c.wp.Waves {
+		for _, a := range w.Actions {
+			placed[a.Pod] = true
+		}
+	}
+	var missing []string
+	for i, p := range c.r.Pods {
+		if !p.Updated && c.d.Pods[i].InScope && !p.Terminating && !placed[p.Name] {
+			missing = append(missing, p.Name)
+		}
+	}
+	stalls := c.hasNote("the rollout stalls")
+	switch {
+	case len(missing) > 0 && !stalls:
+		c.add(RuleIncomplete, 0, missing[0], "%d pod(s) that need the update are in no wave (%s) and no note says the rollout stalls", len(missing), strings.Join(missing, ", "))
+	case len(missing) == 0 && stalls:
+		c.add(RuleIncomplete, 0, "", "the plan says the rollout stalls but every pod is placed")
+	}
+}
+
+// ---- pod-by-pod replay ----
+
+// slot is a pod (or a DaemonSet node that should run a pod and has none)
+// whose availability the replay follows.
+type slot struct {
+	name        string
+	pod         *facts.Pod
+	unavailable bool
+	surging     bool
+	until       float64 // when it is available again; +Inf: not by itself
+}
+
+type budgetState struct {
+	b         plan.Budget
+	elsewhere int // a PDB's unavailable pods outside the workload
+}
+
+// relevant: the budget counts the slot. A PDB budget counts only the pods
+// the PDB selects. Exception (planner/plan/pods.go, reference §4.5): a
+// native StatefulSet with MaxUnavailableStatefulSet off and Parallel pod
+// management is only blocked by pods at or above the partition.
+func (c *checker) relevant(b plan.Budget, p *facts.Pod) bool {
+	if b.PDB != "" && !containsString(p.PDBs, b.PDB) {
+		return false
+	}
+	w := c.r.Workload
+	if b.Type == "unavailable" && w.Kind == "StatefulSet" && !c.r.FeatureGates[GateMaxUnavailableStatefulSet] && !w.Managed && w.PodManagementPolicy == "Parallel" {
+		return p.Index >= w.Strategy.Partition
+	}
+	return true
+}
+
+func groupOf(p *facts.Pod, by string) string {
+	switch {
+	case by == "zone":
+		return p.Zone
+	case by == "node":
+		return p.Node
+	case strings.HasPrefix(by, "label:"):
+		return p.Labels[strings.TrimPrefix(by, "label:")]
+	}
+	return ""
+}
+
+func containsString(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *checker) duration(action string) float64 {
+	m := c.r.Workload.MinReadySeconds
+	switch action {
+	case plan.ActionInPlace:
+		return float64(c.o.InPlaceSeconds + m)
+	case plan.ActionDelete:
+		return float64(c.o.TerminateSeconds)
+	}
+	return float64(c.o.RecreateSeconds + m)
+}
+
+// initialSlots: every pod, unavailable ones as the planner counts them at
+// snapshot time (pods.go setup): a Ready pod short of minReadySeconds is
+// available once it has been Ready that long; a terminating or updated pod
+// after a replacement's estimated duration; any other unavailable pod not
+// by itself. A DaemonSet node that should run a pod and has none (and no
+// terminating pod) counts as one unavailable slot until its pod is created.
+func (c *checker) initialSlots() []slot {
+	r := c.r
+	var slots []slot
+	for i := range r.Pods {
+		p := &r.Pods[i]
+		s := slot{name: p.Name, pod: p, until: math.Inf(1)}
+		if !p.Available {
+			s.unavailable = true
+			switch {
+			case p.Ready && p.ReadySeconds >= 0:
+				s.until = math.Max(0, float64(int64(r.Workload.MinReadySeconds)-p.ReadySeconds))
+			case p.Terminating || p.Updated:
+				s.until = c.duration(plan.ActionRecreate)
+			}
+		}
+		slots = append(slots, s)
+	}
+	if r.Workload.Kind == "DaemonSet" {
+		terminating := map[string]bool{}
+		for _, p := range r.Pods {
+			if p.Terminating {
+				terminating[p.Node] = true
+			}
+		}
+		for _, n := range r.Nodes {
+			if n.ShouldRun && n.Pods == 0 && !terminating[n.Name] {
+				p := &facts.Pod{Name: "node/" + n.Name, Node: n.Name, Zone: n.Zone, Labels: map[string]string{}, Index: -1, Ordinal: -1}
+				slots = append(slots, slot{name: p.Name, pod: p, unavailable: true, until: c.duration(plan.ActionRecreate)})
+			}
+		}
+	}
+	return slots
+}
+
+// podReplay rolls the waves forward in time and checks every budget each
+// time an action starts. Whatever the packer decided, the property is: an
+// action that adds to a budget's consumption (a pod newly unavailable in
+// its group, a new surge pod, a group newly in flight) leaves it within the
+// limit — except that a DaemonSet replaces an unavailable old pod whatever
+// the budget (reference §3.6, §3.7: budget-free, though it keeps counting).
+// StatefulSets add upstream's rule that deleting a pod, even an unavailable
+// one, needs unavailable < budget first (§4.7).
+func (c *checker) podReplay() {
+	var budgets []budgetState
+	for _, b := range c.wp.Budgets {
+		if b.Advisory {
+			continue
+		}
+		bs := budgetState{b: b}
+		for _, pdb := range c.r.PDBs {
+			if b.PDB != "" && pdb.Name == b.PDB {
+				bs.elsewhere = pdb.UnavailableElsewhere
+			}
+		}
+		budgets = append(budgets, bs)
+	}
+	slots := c.initialSlots()
+	kind := c.r.Workload.Kind
+	// Replicas the StatefulSet controller creates first: unavailable until
+	// a created pod could be (the planner's recreate estimate, the earliest
+	// they can be). They are not in the planner's counts, so only the
+	// StatefulSet rule (RuleSTSMissing) reads them.
+	var missing []slot
+	if c.stsCountsMissing() {
+		for _, idx := range c.stsMissing() {
+			missing = append(missing, slot{name: fmt.Sprintf("ordinal %d", idx+c.r.Workload.OrdinalsStart), unavailable: true, until: c.duration(plan.ActionRecreate)})
+		}
+	}
+	noExecute := map[string]bool{}
+	for _, n := range c.r.Nodes {
+		noExecute[n.Name] = !n.ShouldContinueRunning
+	}
+	// counts of the current state
+	unavail := func(bs budgetState, g string) int {
+		n := 0
+		for _, s := range slots {
+			if s.unavailable && c.relevant(bs.b, s.pod) && groupOf(s.pod, bs.b.GroupBy) == g {
+				n++
+			}
+		}
+		return n + bs.elsewhere
+	}
+	surging := func(bs budgetState) int {
+		n := 0
+		for _, s := range slots {
+			if s.surging && c.relevant(bs.b, s.pod) {
+				n++
+			}
+		}
+		return n
+	}
+	inFlight := func(bs budgetState) map[string]bool {
+		m := map[string]bool{}
+		for _, s := range slots {
+			if (s.unavailable || s.surging) && c.relevant(bs.b, s.pod) {
+				m[groupOf(s.pod, bs.b.GroupBy)] = true
+			}
+		}
+		return m
+	}
+	prevEnd := math.Inf(-1)
+	for wi, w := range c.wp.Waves {
+		t := c.starts[wi]
+		// Pods in flight are available again once their estimate has
+		// passed. The planner only advances time after its first step, so
+		// nothing completes before a first wave at 0s.
+		if wi > 0 || t > 0 {
+			for i := range slots {
+				if slots[i].until <= t {
+					slots[i].unavailable, slots[i].surging = false, false
+					slots[i].until = math.Inf(1)
+				}
+			}
+			for i := range missing {
+				if missing[i].until <= t {
+					missing[i].unavailable = false
+				}
+			}
+		}
+		if c.d.Pacing == engine.PacingWave && wi > 0 && t < prevEnd {
+			c.add(RulePacing, wi+1, "", "pacing wave, but the wave starts at %s, before every pod of wave %d is available (%gs)", w.Start, wi, prevEnd)
+		}
+		waveEnd := t
+		for _, a := range w.Actions {
+			i, ok := c.byName[a.Pod]
+			if !ok {
+				continue
+			}
+			s := &slots[i]
+			wasUnavailable, wasInFlight := s.unavailable, s.unavailable || s.surging
+			// DaemonSet: an unavailable old pod is replaced whatever the
+			// budget (§3.6, §3.7), and manage() deletes pods of nodes with
+			// an untolerated NoExecute taint whatever the budget (§3.4).
+			forced := kind == "DaemonSet" && (wasUnavailable || (a.Type == plan.ActionDelete && noExecute[s.pod.Node]))
+			for _, bs := range budgets {
+				if !c.relevant(bs.b, s.pod) {
+					continue
+				}
+				g := groupOf(s.pod, bs.b.GroupBy)
+				if kind == "StatefulSet" && bs.b.Type == "unavailable" {
+					cur := unavail(bs, g)
+					var pending []string
+					if bs.b.PDB == "" && bs.b.GroupBy == "" {
+						for _, m := range missing {
+							if m.unavailable {
+								pending = append(pending, m.name)
+							}
+						}
+					}
+					switch {
+					case cur >= bs.b.Limit:
+						c.add(RuleStatefulSetBudget, wi+1, a.Pod, "%s while budget %s%s already has %d unavailable of %d: upstream deletes nothing once unavailable ≥ maxUnavailable", a.Type, bs.b.Name, groupSuffix(bs.b, g), cur, bs.b.Limit)
+					case cur+len(pending) >= bs.b.Limit:
+						c.add(RuleSTSMissing, wi+1, a.Pod, "%s while budget %s (limit %d) has %d unavailable pod(s) plus missing replica(s) %s that the controller creates first and that are not available before %gs (upstream counts them, §4.3/§4.4/§4.7)", a.Type, bs.b.Name, bs.b.Limit, cur, strings.Join(pending, ", "), c.duration(plan.ActionRecreate))
+					}
+				}
+			}
+			fresh := map[int]bool{}
+			groupsBefore := map[int]map[string]bool{}
+			for bi, bs := range budgets {
+				if bs.b.Type == "groups" {
+					groupsBefore[bi] = inFlight(bs)
+				}
+				if g := groupOf(s.pod, bs.b.GroupBy); bs.b.Type == "groups" && !groupsBefore[bi][g] {
+					fresh[bi] = true
+				}
+			}
+			dur := c.duration(a.Type)
+			if a.Surge {
+				s.surging = true
+			} else {
+				s.unavailable = true
+			}
+			s.until = t + dur
+			waveEnd = math.Max(waveEnd, s.until)
+			if forced {
+				continue
+			}
+			for bi, bs := range budgets {
+				if !c.relevant(bs.b, s.pod) {
+					continue
+				}
+				g := groupOf(s.pod, bs.b.GroupBy)
+				switch bs.b.Type {
+				case "unavailable":
+					if !a.Surge && !wasUnavailable {
+						if n := unavail(bs, g); n > bs.b.Limit {
+							c.add(RuleBudgetUnavailable, wi+1, a.Pod, "%s makes %d pod(s) unavailable under budget %s%s, limit %d", a.Type, n, bs.b.Name, groupSuffix(bs.b, g), bs.b.Limit)
+						}
+					}
+				case "surge":
+					if a.Surge {
+						if n := surging(bs); n > bs.b.Limit {
+							c.add(RuleBudgetSurge, wi+1, a.Pod, "surge replacement makes %d surge pod(s) under budget %s, limit %d", n, bs.b.Name, bs.b.Limit)
+						}
+					}
+				case "groups":
+					if !wasInFlight && fresh[bi] {
+						if n := len(inFlight(bs)); n > bs.b.Limit {
+							c.add(RuleBudgetGroups, wi+1, a.Pod, "%s brings %s %q in flight: %d groups in flight under budget %s, limit %d", a.Type, bs.b.GroupBy, g, n, bs.b.Name, bs.b.Limit)
+						}
+					}
+				}
+			}
+		}
+		prevEnd = waveEnd
+	}
+	c.checkStall(slots, budgets, missing)
+}
+
+var stallNote = regexp.MustCompile(`the rollout stalls after (\S+): pod (\S+) cannot start`)
+
+// checkStall: a stall the plan claims is real. At the stall time every
+// slot due by then is available again; the first pod still waiting, in
+// policy order, must then break some budget (or the StatefulSet rule) if it
+// started. A DaemonSet pod that is unavailable would start whatever the
+// budget, so it never stalls a plan.
+func (c *checker) checkStall(slots []slot, budgets []budgetState, missing []slot) {
+	var at float64
+	found := false
+	for _, n := range c.wp.Notes {
+		if m := stallNote.FindStringSubmatch(n); m != nil {
+			d, err := time.ParseDuration(m[1])
+			if err != nil {
+				return
+			}
+			at, found = d.Seconds(), true
+		}
+	}
+	if !found {
+		return
+	}
+	for i := range slots {
+		if slots[i].until <= at {
+			slots[i].unavailable, slots[i].surging = false, false
+		}
+	}
+	pendingMissing := 0
+	for _, m := range missing {
+		if m.until > at {
+			pendingMissing++
+		}
+	}
+	placed := map[string]bool{}
+	for _, w := range c.wp.Waves {
+		for _, a := range w.Actions {
+			placed[a.Pod] = true
+		}
+	}
+	next := -1
+	for i, p := range c.r.Pods {
+		if p.Updated || p.Terminating || !c.d.Pods[i].InScope || placed[p.Name] {
+			continue
+		}
+		if next < 0 || c.podCompare(i, next) < 0 {
+			next = i
+		}
+	}
+	if next < 0 {
+		return
+	}
+	p := &c.r.Pods[next]
+	s := &slots[next]
+	kind := c.r.Workload.Kind
+	if kind == "DaemonSet" && s.unavailable {
+		c.add(RuleStall, 0, p.Name, "the plan says the rollout stalls after %gs, but %s is an unavailable DaemonSet pod, which is replaced whatever the budget", at, p.Name)
+		return
+	}
+	nodeRuns := map[string]bool{}
+	for _, n := range c.r.Nodes {
+		nodeRuns[n.Name] = n.ShouldRun
+	}
+	remove := kind == "DaemonSet" && len(c.r.Nodes) > 0 && !nodeRuns[p.Node]
+	surgeMode := false
+	for _, bs := range budgets {
+		if bs.b.Type == "surge" && bs.b.Limit > 0 {
+			surgeMode = kind == "DaemonSet"
+		}
+	}
+	surge := surgeMode && !remove && c.d.Pods[next].Action != engine.InPlace
+	count := func(pred func(*slot) bool) int {
+		n := 0
+		for k := range slots {
+			if pred(&slots[k]) {
+				n++
+			}
+		}
+		return n
+	}
+	for _, bs := range budgets {
+		if !c.relevant(bs.b, p) {
+			continue
+		}
+		g := groupOf(p, bs.b.GroupBy)
+		inGroup := func(x *slot) bool { return c.relevant(bs.b, x.pod) && groupOf(x.pod, bs.b.GroupBy) == g }
+		switch bs.b.Type {
+		case "unavailable":
+			u := count(func(x *slot) bool { return x.unavailable && inGroup(x) }) + bs.elsewhere
+			if kind == "StatefulSet" && (u >= bs.b.Limit || (bs.b.PDB == "" && bs.b.GroupBy == "" && u+pendingMissing >= bs.b.Limit)) {
+				return
+			}
+			// An unavailable pod adds nothing, but the planner touches
+			// nothing while a budget is already over its limit: a real stall.
+			if add := 1; !surge {
+				if s.unavailable {
+					add = 0
+				}
+				if u+add > bs.b.Limit {
+					return
+				}
+			}
+		case "surge":
+			if surge && count(func(x *slot) bool { return x.surging && c.relevant(bs.b, x.pod) })+1 > bs.b.Limit {
+				return
+			}
+		case "groups":
+			groups := map[string]bool{}
+			for k := range slots {
+				if x := &slots[k]; (x.unavailable || x.surging) && c.relevant(bs.b, x.pod) {
+					groups[groupOf(x.pod, bs.b.GroupBy)] = true
+				}
+			}
+			if !groups[g] && len(groups)+1 > bs.b.Limit {
+				return
+			}
+		}
+	}
+	c.add(RuleStall, 0, p.Name, "the plan says the rollout stalls after %gs, but by then every pod due is available again and %s, next in policy order, fits every budget (the planner's own estimates)", at, p.Name)
+}
+
+func groupSuffix(b plan.Budget, g string) string {
+	if b.GroupBy == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (%s %q)", b.GroupBy, g)
+}
+
+// ---- Deployment ReplicaSet replay ----
+
+type rsPod struct {
+	name    string
+	fact    int     // facts index; -1 for a pod the snapshot does not name
+	availAt float64 // +Inf: never by itself
+	exact   bool    // availAt is exact (not a pod created mid-plan, whose time has sync ticks)
+	created bool    // created by the ReplicaSet during the plan (not a pod from the snapshot or its status)
+}
+
+type rsState struct {
+	name  string
+	spec  int
+	isNew bool
+	pods  []rsPod
+}
+
+// availableAt reports whether the pod is available at t for sure
+// (certain) and possibly (maybe): pods the plan creates become available an
+// estimate after their wave's start plus a few milliseconds of sync ticks,
+// which the rounded start times hide.
+func (p rsPod) availableAt(t float64) (certain, maybe bool) {
+	if p.exact {
+		return p.availAt <= t, p.availAt <= t
+	}
+	return p.availAt < t, p.availAt <= t
+}
+
+// replicaSets replays a Deployment's ScaleReplicaSet steps and checks
+// upstream's bounds step by step: a scale-up never takes Σ spec.replicas
+// past replicas + maxSurge nor the new ReplicaSet past replicas; a
+// scale-down that removes an available pod never leaves fewer than
+// replicas − maxUnavailable available (pod availability as the planner
+// estimates it: snapshot pods from their state, created pods an estimated
+// duration after their wave starts); a scale-down removes its ReplicaSet's
+// pods in deletion (policy) order; the plan ends at new = replicas, old = 0
+// unless it says the rollout does not complete.
+func (c *checker) replicaSets() {
+	r := c.r
+	dReplicas := r.Workload.Replicas
+	surge, maxUnavail := 0, 0
+	for _, b := range c.wp.Budgets {
+		switch {
+		case b.Name == "maxSurge" && b.Type == "surge":
+			surge = b.Limit
+		case b.Name == "maxUnavailable" && b.Type == "unavailable":
+			maxUnavail = b.Limit
+		}
+	}
+	minAvailable := dReplicas - maxUnavail
+	podDur := c.duration(plan.ActionRecreate)
+	initAvail := func(p *facts.Pod) float64 {
+		switch {
+		case p.Available:
+			return 0
+		case p.Ready && p.ReadySeconds >= 0:
+			return math.Max(0, float64(int64(r.Workload.MinReadySeconds)-p.ReadySeconds))
+		case p.Updated:
+			return podDur
+		}
+		return math.Inf(1)
+	}
+	var sets []*rsState
+	byName := map[string]*rsState{}
+	for _, f := range r.ReplicaSets {
+		rs := &rsState{name: f.Name, spec: f.Replicas, isNew: f.New}
+		var idx []int
+		for i, p := range r.Pods {
+			if p.Owner == f.Name && !p.Terminating && !p.Terminal {
+				idx = append(idx, i)
+			}
+		}
+		sort.SliceStable(idx, func(a, b int) bool { return c.podCompare(idx[a], idx[b]) < 0 })
+		for _, i := range idx {
+			rs.pods = append(rs.pods, rsPod{name: r.Pods[i].Name, fact: i, availAt: initAvail(&r.Pods[i]), exact: true})
+		}
+		if len(idx) == 0 {
+			for k := 0; k < f.Replicas; k++ {
+				at := 0.0
+				if k >= f.AvailableReplicas {
+					at = podDur
+				}
+				rs.pods = append(rs.pods, rsPod{fact: -1, availAt: at, exact: true})
+			}
+		}
+		// The ReplicaSet controller first makes the pods match spec: it
+		// removes the first pods in deletion order, or creates the missing ones.
+		if n := len(rs.pods) - rs.spec; n > 0 {
+			rs.pods = rs.pods[n:]
+		}
+		for len(rs.pods) < rs.spec {
+			rs.pods = append(rs.pods, rsPod{fact: -1, availAt: podDur, exact: true, created: true})
+		}
+		sets = append(sets, rs)
+		byName[rs.name] = rs
+	}
+	total := func() int {
+		n := 0
+		for _, rs := range sets {
+			n += rs.spec
+		}
+		return n
+	}
+	available := func(t float64) (certain, maybe int) {
+		for _, rs := range sets {
+			for _, p := range rs.pods {
+				cc, mm := p.availableAt(t)
+				if cc {
+					certain++
+				}
+				if mm {
+					maybe++
+				}
+			}
+		}
+		return
+	}
+	for wi, w := range c.wp.Waves {
+		t := c.starts[wi]
+		for _, a := range w.Actions {
+			if a.Type != plan.ActionScaleRS {
+				c.add(RuleReplicaSet, wi+1, a.Pod, "%s in a Deployment plan that rolls ReplicaSets", a.Type)
+				continue
+			}
+			if a.From == nil || a.To == nil {
+				c.add(RuleReplicaSet, wi+1, a.ReplicaSet, "ScaleReplicaSet without from/to")
+				continue
+			}
+			from, to := *a.From, *a.To
+			rs := byName[a.ReplicaSet]
+			if rs == nil {
+				if a.ReplicaSet != r.Workload.UpdateRevision {
+					c.add(RuleReplicaSet, wi+1, a.ReplicaSet, "scales a ReplicaSet that is neither in the snapshot nor the update revision %s", r.Workload.UpdateRevision)
+				}
+				rs = &rsState{name: a.ReplicaSet, isNew: a.ReplicaSet == r.Workload.UpdateRevision}
+				sets = append(sets, rs)
+				byName[rs.name] = rs
+			}
+			if from != rs.spec {
+				c.add(RuleReplicaSet, wi+1, a.ReplicaSet, "scales from %d but the ReplicaSet is at %d replicas by then", from, rs.spec)
+				rs.spec = from
+				for len(rs.pods) < from {
+					rs.pods = append(rs.pods, rsPod{fact: -1, availAt: math.Inf(1), exact: true})
+				}
+				if len(rs.pods) > from {
+					rs.pods = rs.pods[len(rs.pods)-from:]
+				}
+			}
+			if to < 0 {
+				c.add(RuleReplicaSet, wi+1, a.ReplicaSet, "scales to %d", to)
+				continue
+			}
+			switch {
+			case to > from:
+				if !rs.isNew {
+					c.add(RuleReplicaSet, wi+1, a.ReplicaSet, "scales old ReplicaSet up from %d to %d", from, to)
+				}
+				if len(a.Pods) > 0 {
+					c.add(RuleReplicaSet, wi+1, a.ReplicaSet, "a scale-up lists pods %v", a.Pods)
+				}
+				for k := from; k < to; k++ {
+					rs.pods = append(rs.pods, rsPod{fact: -1, availAt: t + podDur, created: true})
+				}
+				rs.spec = to
+				if n := total(); n > dReplicas+surge {
+					c.add(RuleRSSurge, wi+1, a.ReplicaSet, "scaling up from %d to %d makes %d pods in all, above replicas %d + maxSurge %d", from, to, n, dReplicas, surge)
+				}
+				if rs.isNew && to > dReplicas {
+					c.add(RuleRSSurge, wi+1, a.ReplicaSet, "scales the new ReplicaSet up to %d, above replicas %d", to, dReplicas)
+				}
+			case to < from:
+				c.scaleDown(wi+1, t, rs, &a, minAvailable, dReplicas, maxUnavail, available)
+			}
+		}
+	}
+	if c.hasNote("does not complete") {
+		return
+	}
+	for _, rs := range sets {
+		switch {
+		case rs.isNew && rs.spec != dReplicas:
+			c.add(RuleRSFinal, 0, rs.name, "the plan ends with the new ReplicaSet at %d replicas, not %d, and does not say the rollout does not complete", rs.spec, dReplicas)
+		case !rs.isNew && rs.spec != 0:
+			c.add(RuleRSFinal, 0, rs.name, "the plan ends with old ReplicaSet %s at %d replicas and does not say the rollout does not complete", rs.name, rs.spec)
+		}
+	}
+	if dReplicas > 0 {
+		found := false
+		for _, rs := range sets {
+			found = found || rs.isNew
+		}
+		if !found {
+			c.add(RuleRSFinal, 0, r.Workload.UpdateRevision, "the plan never creates the new ReplicaSet and does not say the rollout does not complete")
+		}
+	}
+}
+
+func (c *checker) minReadyZero() bool {
+	if c.r.Workload.MinReadySeconds != 0 {
+		return false
+	}
+	for _, rs := range c.r.ReplicaSets {
+		if rs.MinReadySeconds != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *checker) scaleDown(wave int, t float64, rs *rsState, a *plan.Action, minAvailable, dReplicas, maxUnavail int, available func(float64) (int, int)) {
+	from, to := *a.From, *a.To
+	removed := from - to
+	if len(a.Pods) > removed {
+		c.add(RuleReplicaSet, wave, rs.name, "scaling from %d to %d removes %d pods but lists %d", from, to, removed, len(a.Pods))
+	}
+	beforeCertain, _ := available(t)
+	// Named pods: in this ReplicaSet, and the first ones in deletion order
+	// among its named pods still there.
+	var named []int // positions in rs.pods
+	for _, name := range a.Pods {
+		pos := -1
+		for k, p := range rs.pods {
+			if p.fact >= 0 && p.name == name {
+				pos = k
+			}
+		}
+		if pos < 0 {
+			c.add(RuleReplicaSet, wave, name, "scaling ReplicaSet %s down removes a pod it does not hold at that point", rs.name)
+			continue
+		}
+		named = append(named, pos)
+	}
+	removedNamed := map[int]bool{}
+	for _, k := range named {
+		removedNamed[k] = true
+	}
+	for _, k := range named {
+		for j, p := range rs.pods {
+			if p.fact >= 0 && !removedNamed[j] && c.podCompare(p.fact, rs.pods[k].fact) < 0 {
+				c.add(RuleOrder, wave, rs.pods[k].name, "scaling ReplicaSet %s down removes it while pod %s (order key %s), earlier in deletion order, stays (its key %s)", rs.name, p.name, c.key(p.fact), c.key(rs.pods[k].fact))
+				break
+			}
+		}
+	}
+	var readyRemoved []string
+	for _, k := range named {
+		if p := c.r.Pods[rs.pods[k].fact]; p.Ready && p.Scheduled && p.Phase == "Running" {
+			readyRemoved = append(readyRemoved, p.Name)
+		}
+	}
+	removedAvailable := []string{}
+	for _, k := range named {
+		if cc, _ := rs.pods[k].availableAt(t); cc {
+			removedAvailable = append(removedAvailable, rs.pods[k].name)
+		}
+	}
+	// Unnamed pods: the plan cannot name them; take the least available
+	// first, which leaves the most pods available (the checker stays on the
+	// safe side of what it cannot see).
+	anon := removed - len(named)
+	var rest []rsPod
+	for k, p := range rs.pods {
+		if !removedNamed[k] {
+			rest = append(rest, p)
+		}
+	}
+	if anon > 0 {
+		var unnamed []int
+		for k, p := range rest {
+			if p.fact < 0 {
+				unnamed = append(unnamed, k)
+			}
+		}
+		if len(unnamed) < anon {
+			c.add(RuleReplicaSet, wave, rs.name, "scaling from %d to %d removes %d pods; it names %d and only %d others exist", from, to, removed, len(named), len(unnamed))
+			anon = len(unnamed)
+		}
+		sort.SliceStable(unnamed, func(x, y int) bool { return rest[unnamed[x]].availAt > rest[unnamed[y]].availAt })
+		drop := map[int]bool{}
+		for _, k := range unnamed[:anon] {
+			drop[k] = true
+			if cc, _ := rest[k].availableAt(t); cc {
+				removedAvailable = append(removedAvailable, "(unnamed pod)")
+			}
+		}
+		var kept []rsPod
+		for k, p := range rest {
+			if !drop[k] {
+				kept = append(kept, p)
+			}
+		}
+		rest = kept
+	}
+	rs.pods = rest
+	rs.spec = to
+	// Deletion rank against pods the plan cannot name (deployment.go: "not-
+	// yet-available simulated pods first, as upstream ranks unready pods
+	// first"; reference §2.10 rules 1–3: unassigned, Pending and not-Ready
+	// pods go before Ready ones): a Ready pod is never removed while a pod
+	// the ReplicaSet created is certainly not Ready yet (created pods are
+	// Ready a recreate estimate after their creation, the planner's model).
+	if len(readyRemoved) > 0 {
+		for _, p := range rest {
+			if readyAt := p.availAt - float64(c.r.Workload.MinReadySeconds); p.created && readyAt > t {
+				c.add(RuleRSRank, wave, readyRemoved[0], "scaling ReplicaSet %s from %d to %d removes Ready pod(s) %s while a pod the ReplicaSet created at %gs, not Ready before %gs, stays (upstream deletes unassigned, pending and unready pods first)", rs.name, from, to, strings.Join(readyRemoved, ", "), p.availAt-c.duration(plan.ActionRecreate), readyAt)
+				break
+			}
+		}
+	}
+	// Upstream keeps replicas − maxUnavailable available exactly when the
+	// ReplicaSet's deletion rank (Ready-based) agrees with availability,
+	// that is with minReadySeconds 0 everywhere; with minReadySeconds the
+	// rank may delete a Ready pod that is available before one that is
+	// Ready but not yet available, so the bound is not upstream's.
+	if !c.minReadyZero() {
+		return
+	}
+	_, afterMaybe := available(t)
+	if len(removedAvailable) > 0 && afterMaybe < minAvailable && afterMaybe < beforeCertain {
+		c.add(RuleRSAvailable, wave, rs.name, "scaling from %d to %d removes available pod(s) %s and leaves at most %d available, below replicas %d − maxUnavailable %d = %d", from, to, strings.Join(removedAvailable, ", "), afterMaybe, dReplicas, maxUnavail, minAvailable)
+	}
+}
