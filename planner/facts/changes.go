@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -141,7 +142,10 @@ func resizable(from, to *corev1.ResourceRequirements, qosChanged bool) (bool, st
 		return false, "resource claims cannot be resized"
 	}
 	for _, pair := range [][2]corev1.ResourceList{{from.Requests, to.Requests}, {from.Limits, to.Limits}} {
-		for name, q := range pair[0] {
+		// Sorted names: the first offending resource names the reason, and
+		// the plan must be byte-identical across runs.
+		for _, name := range sortedNames(pair[0]) {
+			q := pair[0][name]
 			nq, ok := pair[1][name]
 			if !ok {
 				return false, fmt.Sprintf("%s removed: requests and limits cannot be removed by a resize", name)
@@ -150,7 +154,7 @@ func resizable(from, to *corev1.ResourceRequirements, qosChanged bool) (bool, st
 				return false, fmt.Sprintf("%s changed: only cpu and memory are resizable", name)
 			}
 		}
-		for name := range pair[1] {
+		for _, name := range sortedNames(pair[1]) {
 			if _, ok := pair[0][name]; !ok && name != corev1.ResourceCPU && name != corev1.ResourceMemory {
 				return false, fmt.Sprintf("%s added: only cpu and memory are resizable", name)
 			}
@@ -160,6 +164,15 @@ func resizable(from, to *corev1.ResourceRequirements, qosChanged bool) (bool, st
 		return false, "the pod's QoS class would change"
 	}
 	return true, ""
+}
+
+func sortedNames(l corev1.ResourceList) []corev1.ResourceName {
+	names := make([]corev1.ResourceName, 0, len(l))
+	for n := range l {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // podQOS is the QoS class of a pod spec (upstream qos.GetPodQOS, for the

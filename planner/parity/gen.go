@@ -370,8 +370,22 @@ func revisionData(t corev1.PodTemplateSpec) runtime.RawExtension {
 type podOpts struct {
 	updated  bool // at the update revision: mostly healthy, so halts stay rare
 	minReady int
-	node     string // "" → pick one (or leave unscheduled)
-	daemon   bool   // DaemonSet pods are always bound to their node
+	node     string  // "" → pick one (or leave unscheduled)
+	daemon   bool    // DaemonSet pods are always bound to their node
+	sick     float64 // chance that the pod is unhealthy (pending, not Ready, terminal…)
+}
+
+// health: the share of unhealthy pods of one workload: most workloads are
+// healthy, some degraded, a few in a bad way (budgets spent, stalls).
+func (g *gen) health() float64 {
+	switch k := g.r.Intn(100); {
+	case k < 55:
+		return 0.03
+	case k < 85:
+		return 0.15
+	default:
+		return 0.45
+	}
 }
 
 // pod builds a pod from a template with a random but consistent state.
@@ -404,19 +418,21 @@ func (g *gen) pod(ns, name string, t corev1.PodTemplateSpec, owner metav1.OwnerR
 	p.CreationTimestamp = created
 	phase := corev1.PodRunning
 	ready := true
-	switch k := g.r.Intn(100); {
-	case k < 6 && !o.daemon:
-		phase, ready, node = corev1.PodPending, false, "" // unscheduled
-	case k < 11:
-		phase, ready = corev1.PodPending, false
-	case k < 13:
-		phase, ready = corev1.PodUnknown, false
-	case k < 14:
-		phase, ready = corev1.PodFailed, false
-	case k < 15:
-		phase, ready = corev1.PodSucceeded, false
-	case k < 29:
-		ready = false // Running, not Ready
+	if g.chance(o.sick) {
+		switch k := g.r.Intn(100); {
+		case k < 20 && !o.daemon:
+			phase, ready, node = corev1.PodPending, false, "" // unscheduled
+		case k < 35:
+			phase, ready = corev1.PodPending, false
+		case k < 42:
+			phase, ready = corev1.PodUnknown, false
+		case k < 47:
+			phase, ready = corev1.PodFailed, false
+		case k < 50:
+			phase, ready = corev1.PodSucceeded, false
+		default:
+			ready = false // Running, not Ready
+		}
 	}
 	if o.updated && !ready && g.chance(0.5) {
 		phase, ready = corev1.PodRunning, true
@@ -647,6 +663,7 @@ func (g *gen) deployment(ns, name string) appRef {
 	if hasNew {
 		plans = append(plans, rsPlan{t: cur, spec: newSpec, new: true})
 	}
+	sick := g.health()
 	for i, pl := range plans {
 		hash := g.suffix(9 + g.r.Intn(2))
 		rsName := name + "-" + hash
@@ -683,7 +700,7 @@ func (g *gen) deployment(ns, name string) appRef {
 		}
 		avail := 0
 		for j := 0; j < nPods; j++ {
-			p := g.pod(ns, g.podName(ns, rsName), t, ownerRef("ReplicaSet", rsName, rsUID), podOpts{updated: pl.new, minReady: rsMinReady})
+			p := g.pod(ns, g.podName(ns, rsName), t, ownerRef("ReplicaSet", rsName, rsUID), podOpts{updated: pl.new, minReady: rsMinReady, sick: sick})
 			if g.available(p, rsMinReady) {
 				avail++
 			}
@@ -774,6 +791,7 @@ func (g *gen) statefulSet(ns, name string) appRef {
 		updatedFrom = n
 	}
 	scatter := g.chance(0.1)
+	sick := g.health()
 	extra := 0
 	if g.chance(0.05) {
 		extra = 1
@@ -800,7 +818,7 @@ func (g *gen) statefulSet(ns, name string) appRef {
 				r = name + "-" + g.suffix(10) // a revision the snapshot does not hold
 			}
 		}
-		p := g.pod(ns, podName, t, ownerRef("StatefulSet", name, uid), podOpts{updated: updated, minReady: minReady})
+		p := g.pod(ns, podName, t, ownerRef("StatefulSet", name, uid), podOpts{updated: updated, minReady: minReady, sick: sick})
 		p.Labels["controller-revision-hash"] = r
 		p.Labels["statefulset.kubernetes.io/pod-name"] = podName
 		p.Labels["apps.kubernetes.io/pod-index"] = strconv.Itoa(ord)
@@ -889,6 +907,7 @@ func (g *gen) daemonSet(ns, name string) appRef {
 	g.s.ControllerRevisions = append(g.s.ControllerRevisions, g.controllerRevision(ns, name+"-"+updHash, "DaemonSet", name, uid, int64(len(olds)+1), ds.Spec.Template, map[string]string{"controller-revision-hash": updHash}))
 
 	share := g.r.Float64() // share of nodes already updated
+	sick := g.health()
 	for _, node := range g.nodeList {
 		run := g.shouldRun(node, cur)
 		count := 1
@@ -910,7 +929,7 @@ func (g *gen) daemonSet(ns, name string) appRef {
 					h = g.suffix(10) // unknown revision
 				}
 			}
-			p := g.pod(ns, g.podName(ns, name), t, ownerRef("DaemonSet", name, uid), podOpts{updated: updated, minReady: minReady, node: node.Name, daemon: true})
+			p := g.pod(ns, g.podName(ns, name), t, ownerRef("DaemonSet", name, uid), podOpts{updated: updated, minReady: minReady, node: node.Name, daemon: true, sick: sick})
 			p.Labels["controller-revision-hash"] = h
 			g.s.Pods = append(g.s.Pods, p)
 		}

@@ -3,6 +3,7 @@ package parity
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"math/rand"
@@ -88,20 +89,38 @@ func renderWorkloads(p *plan.Plan) ([]byte, error) {
 }
 
 // evaluate plans the case with every engine, compares the plans and checks
-// the invariants of each.
+// the invariants of each. The facts are built once and shared, so the plans
+// differ only if the engines do; building them twice checks that the facts
+// are deterministic, and comparing them after each engine checks that no
+// engine (nor the packer) changes its input.
 func evaluate(engs []engine.Engine, c *Case) *outcome {
 	o := &outcome{rules: map[string]bool{}}
-	for _, eng := range engs {
-		// Facts per engine: nothing an engine or the packer does may leak
-		// into another engine's input.
-		rollouts, err := facts.Build(c.Snap, c.FactsOptions())
-		if err != nil {
-			o.err = fmt.Errorf("facts: %w", err)
+	rollouts, err := facts.Build(c.Snap, c.FactsOptions())
+	if err != nil {
+		o.err = fmt.Errorf("facts: %w", err)
+		return o
+	}
+	before, err := json.Marshal(rollouts)
+	if err != nil {
+		o.err = fmt.Errorf("marshal the facts: %w", err)
+		return o
+	}
+	if again, err := facts.Build(c.Snap, c.FactsOptions()); err == nil {
+		if b, _ := json.Marshal(again); !bytes.Equal(before, b) {
+			o.parity = "facts/facts"
+			o.diff = "facts.Build is not deterministic:\n" + lineDiff(indentJSON(before), indentJSON(b), "build 1", "build 2")
 			return o
 		}
+	}
+	for _, eng := range engs {
 		res, err := plan.Build(context.Background(), rollouts, eng, plan.Metadata{}, plan.DefaultOptions)
 		if err != nil {
 			o.err = fmt.Errorf("plan with %s: %w", eng.Name(), err)
+			return o
+		}
+		if after, _ := json.Marshal(rollouts); !bytes.Equal(before, after) {
+			o.parity = "facts/" + eng.Name()
+			o.diff = "planning with " + eng.Name() + " changed its input facts:\n" + lineDiff(indentJSON(before), indentJSON(after), "before", "after")
 			return o
 		}
 		y, err := renderWorkloads(res.Plan)
@@ -114,10 +133,7 @@ func evaluate(engs []engine.Engine, c *Case) *outcome {
 		for wi := range res.Plan.Workloads {
 			for _, v := range CheckWorkload(&res.Plan.Workloads[wi], res.Details[wi], plan.DefaultOptions) {
 				if id := matchKnownIssue(v, res.Details[wi]); id != "" && !*flagStrict {
-					if o.known == nil {
-						o.known = map[string]string{}
-					}
-					o.known[id] = eng.Name() + ": " + v.String()
+					o.noteKnown(id, eng.Name()+": "+v.String())
 					continue
 				}
 				o.violations = append(o.violations, eng.Name()+": "+v.String())
@@ -132,6 +148,23 @@ func evaluate(engs []engine.Engine, c *Case) *outcome {
 		}
 	}
 	return o
+}
+
+func (o *outcome) noteKnown(id, example string) {
+	if o.known == nil {
+		o.known = map[string]string{}
+	}
+	if _, ok := o.known[id]; !ok {
+		o.known[id] = example
+	}
+}
+
+func indentJSON(b []byte) string {
+	var out bytes.Buffer
+	if err := json.Indent(&out, b, "", "  "); err != nil {
+		return string(b)
+	}
+	return out.String()
 }
 
 // TestRandomParityAndInvariants: for -parity.cases generated snapshots,
@@ -221,7 +254,11 @@ func fail(t *testing.T, engs []engine.Engine, c *Case, i int, o *outcome) {
 	}
 	path := filepath.Join(os.TempDir(), fmt.Sprintf("rollplan-parity-%d-%d.yaml", *flagSeed, i))
 	if err := os.WriteFile(path, []byte(repro), 0o644); err == nil {
-		fmt.Fprintf(&b, "minimal snapshot written to %s\n", path)
+		gates := ""
+		if small.Gates[GateMaxUnavailableStatefulSet] {
+			gates = " -parity.gates " + GateMaxUnavailableStatefulSet + "=true"
+		}
+		fmt.Fprintf(&b, "minimal snapshot written to %s\ncheck it again: go test ./planner/parity -run TestReplayFile -v -parity.file %s%s\n", path, path, gates)
 	}
 	fmt.Fprintf(&b, "minimal snapshot:\n%s", repro)
 	t.Fatal(b.String())
