@@ -8,6 +8,7 @@ package engine
 
 import (
 	"context"
+	"strings"
 
 	"github.com/rollplan/rollplan/planner/facts"
 )
@@ -64,6 +65,21 @@ type PodDecision struct {
 	// Order: the sort key; pods are updated in ascending key order
 	// (element by element; numbers < strings < booleans never mix in one position).
 	Order []any
+}
+
+// GroupKey is the group a pod belongs to under a budget's GroupBy: its zone,
+// its node, or the value of label <key> for "label:<key>" ("" without
+// GroupBy). The planner, the gate and the invariant checks share it.
+func GroupKey(p *facts.Pod, by string) string {
+	switch {
+	case by == "zone":
+		return p.Zone
+	case by == "node":
+		return p.Node
+	case strings.HasPrefix(by, "label:"):
+		return p.Labels[strings.TrimPrefix(by, "label:")]
+	}
+	return ""
 }
 
 // Budget is one unavailability (or surge) budget.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -561,7 +562,7 @@ type budgetState struct {
 // native StatefulSet with MaxUnavailableStatefulSet off and Parallel pod
 // management is only blocked by pods at or above the partition.
 func (c *checker) relevant(b plan.Budget, p *facts.Pod) bool {
-	if b.PDB != "" && !containsString(p.PDBs, b.PDB) {
+	if b.PDB != "" && !slices.Contains(p.PDBs, b.PDB) {
 		return false
 	}
 	w := c.r.Workload
@@ -569,27 +570,6 @@ func (c *checker) relevant(b plan.Budget, p *facts.Pod) bool {
 		return p.Index >= w.Strategy.Partition
 	}
 	return true
-}
-
-func groupOf(p *facts.Pod, by string) string {
-	switch {
-	case by == "zone":
-		return p.Zone
-	case by == "node":
-		return p.Node
-	case strings.HasPrefix(by, "label:"):
-		return p.Labels[strings.TrimPrefix(by, "label:")]
-	}
-	return ""
-}
-
-func containsString(xs []string, s string) bool {
-	for _, x := range xs {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func (c *checker) duration(action string) float64 {
@@ -685,7 +665,7 @@ func (c *checker) podReplay() {
 	unavail := func(bs budgetState, g string) int {
 		n := 0
 		for _, s := range slots {
-			if s.unavailable && c.relevant(bs.b, s.pod) && groupOf(s.pod, bs.b.GroupBy) == g {
+			if s.unavailable && c.relevant(bs.b, s.pod) && engine.GroupKey(s.pod, bs.b.GroupBy) == g {
 				n++
 			}
 		}
@@ -704,7 +684,7 @@ func (c *checker) podReplay() {
 		m := map[string]bool{}
 		for _, s := range slots {
 			if (s.unavailable || s.surging) && c.relevant(bs.b, s.pod) {
-				m[groupOf(s.pod, bs.b.GroupBy)] = true
+				m[engine.GroupKey(s.pod, bs.b.GroupBy)] = true
 			}
 		}
 		return m
@@ -747,7 +727,7 @@ func (c *checker) podReplay() {
 				if !c.relevant(bs.b, s.pod) {
 					continue
 				}
-				g := groupOf(s.pod, bs.b.GroupBy)
+				g := engine.GroupKey(s.pod, bs.b.GroupBy)
 				if kind == "StatefulSet" && bs.b.Type == "unavailable" {
 					cur := unavail(bs, g)
 					var pending []string
@@ -772,7 +752,7 @@ func (c *checker) podReplay() {
 				if bs.b.Type == "groups" {
 					groupsBefore[bi] = inFlight(bs)
 				}
-				if g := groupOf(s.pod, bs.b.GroupBy); bs.b.Type == "groups" && !groupsBefore[bi][g] {
+				if g := engine.GroupKey(s.pod, bs.b.GroupBy); bs.b.Type == "groups" && !groupsBefore[bi][g] {
 					fresh[bi] = true
 				}
 			}
@@ -791,7 +771,7 @@ func (c *checker) podReplay() {
 				if !c.relevant(bs.b, s.pod) {
 					continue
 				}
-				g := groupOf(s.pod, bs.b.GroupBy)
+				g := engine.GroupKey(s.pod, bs.b.GroupBy)
 				switch bs.b.Type {
 				case "unavailable":
 					if !a.Surge && !wasUnavailable {
@@ -902,8 +882,8 @@ func (c *checker) checkStall(slots []slot, budgets []budgetState, missing []slot
 		if !c.relevant(bs.b, p) {
 			continue
 		}
-		g := groupOf(p, bs.b.GroupBy)
-		inGroup := func(x *slot) bool { return c.relevant(bs.b, x.pod) && groupOf(x.pod, bs.b.GroupBy) == g }
+		g := engine.GroupKey(p, bs.b.GroupBy)
+		inGroup := func(x *slot) bool { return c.relevant(bs.b, x.pod) && engine.GroupKey(x.pod, bs.b.GroupBy) == g }
 		switch bs.b.Type {
 		case "unavailable":
 			u := count(func(x *slot) bool { return x.unavailable && inGroup(x) }) + bs.elsewhere
@@ -928,7 +908,7 @@ func (c *checker) checkStall(slots []slot, budgets []budgetState, missing []slot
 			groups := map[string]bool{}
 			for k := range slots {
 				if x := &slots[k]; (x.unavailable || x.surging) && c.relevant(bs.b, x.pod) {
-					groups[groupOf(x.pod, bs.b.GroupBy)] = true
+					groups[engine.GroupKey(x.pod, bs.b.GroupBy)] = true
 				}
 			}
 			if !groups[g] && len(groups)+1 > bs.b.Limit {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -225,7 +226,7 @@ func inUse(r *facts.Rollout, b engine.Budget, typ string) int {
 		groups := map[string]bool{}
 		for _, p := range r.Pods {
 			if !p.Available {
-				groups[groupOf(&p, b.GroupBy)] = true
+				groups[engine.GroupKey(&p, b.GroupBy)] = true
 			}
 		}
 		return len(groups)
@@ -240,39 +241,16 @@ func inUse(r *facts.Rollout, b engine.Budget, typ string) int {
 	}
 	perGroup := map[string]int{}
 	for _, p := range r.Pods {
-		if p.Available || (b.PDB != "" && !contains(p.PDBs, b.PDB)) {
+		if p.Available || (b.PDB != "" && !slices.Contains(p.PDBs, b.PDB)) {
 			continue
 		}
-		perGroup[groupOf(&p, b.GroupBy)]++
+		perGroup[engine.GroupKey(&p, b.GroupBy)]++
 	}
 	best := 0
 	for _, c := range perGroup {
 		best = max(best, c)
 	}
 	return n + best
-}
-
-func groupOf(p *facts.Pod, by string) string {
-	switch {
-	case by == "":
-		return ""
-	case by == "zone":
-		return p.Zone
-	case by == "node":
-		return p.Node
-	case strings.HasPrefix(by, "label:"):
-		return p.Labels[strings.TrimPrefix(by, "label:")]
-	}
-	return ""
-}
-
-func contains(xs []string, s string) bool {
-	for _, x := range xs {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // formatDuration prints whole seconds the way kubectl does (4m30s).

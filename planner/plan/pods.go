@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
@@ -118,8 +119,8 @@ func simulatePods(r *facts.Rollout, d *engine.Decisions, o Options) *simulation 
 func (s *podSim) newItem(pod int, p *facts.Pod, name string) item {
 	it := item{pod: pod, name: name, groups: make([]string, len(s.budgets)), relevant: make([]bool, len(s.budgets))}
 	for bi, b := range s.budgets {
-		it.groups[bi] = groupOf(p, b.GroupBy)
-		it.relevant[bi] = (b.PDB == "" || contains(p.PDBs, b.PDB)) && (b.Type != "unavailable" || s.counts(p))
+		it.groups[bi] = engine.GroupKey(p, b.GroupBy)
+		it.relevant[bi] = (b.PDB == "" || slices.Contains(p.PDBs, b.PDB)) && (b.Type != "unavailable" || s.counts(p))
 	}
 	return it
 }

@@ -1,12 +1,8 @@
 package policytest
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -15,10 +11,8 @@ import (
 	"strings"
 	"time"
 
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/yaml"
-
 	"github.com/rollplan/rollplan/planner/plan"
+	"github.com/rollplan/rollplan/planner/snapshot"
 )
 
 // LoadFile reads the RolloutPolicyTest documents of a YAML file; documents
@@ -36,35 +30,22 @@ func LoadFile(path string) ([]*Suite, error) {
 // is used in messages and relative paths are resolved against its directory.
 func Decode(name string, data []byte) ([]*Suite, error) {
 	var out []*Suite
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for doc := 1; ; doc++ {
-		raw, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: document %d: %w", name, doc, err)
-		}
-		if len(bytes.TrimSpace(raw)) == 0 {
-			continue
-		}
-		js, err := yaml.YAMLToJSONStrict(raw)
-		if err != nil {
-			return nil, fmt.Errorf("%s: document %d: not valid YAML: %s", name, doc, strings.Join(strings.Fields(err.Error()), " "))
-		}
+	err := snapshot.EachDocument(name, data, func(doc int, js []byte) error {
 		var tm struct {
 			APIVersion string `json:"apiVersion"`
 			Kind       string `json:"kind"`
 		}
 		if json.Unmarshal(js, &tm) != nil || tm.Kind != Kind {
-			continue
+			return nil
 		}
 		s, err := decodeSuite(name, doc, js)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		out = append(out, s)
-	}
+		return nil
+	})
+	return out, err
 }
 
 func decodeSuite(file string, doc int, js []byte) (*Suite, error) {

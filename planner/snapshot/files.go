@@ -117,6 +117,17 @@ type typeMeta struct {
 }
 
 func (l *loader) add(file string, data []byte) error {
+	return EachDocument(file, data, func(doc int, js []byte) error {
+		return l.addJSON(fmt.Sprintf("%s: document %d", file, doc), js)
+	})
+}
+
+// EachDocument calls fn with each document of a multi-document YAML or JSON
+// file, converted to JSON, numbered from 1; empty and comment-only
+// documents are skipped. Duplicate keys are an error (strict YAML). Snapshot
+// files, CEL policies and policy tests all read their files through it, so
+// that "file: document N" means the same everywhere.
+func EachDocument(file string, data []byte, fn func(doc int, js []byte) error) error {
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for doc := 1; ; doc++ {
 		raw, err := r.Read()
@@ -129,14 +140,14 @@ func (l *loader) add(file string, data []byte) error {
 		if len(bytes.TrimSpace(raw)) == 0 {
 			continue
 		}
-		js, err := yaml.YAMLToJSON(raw)
+		js, err := yaml.YAMLToJSONStrict(raw)
 		if err != nil {
-			return fmt.Errorf("%s: document %d: not valid YAML or JSON: %w", file, doc, err)
+			return fmt.Errorf("%s: document %d: not valid YAML or JSON: %s", file, doc, strings.Join(strings.Fields(err.Error()), " "))
 		}
 		if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
 			continue
 		}
-		if err := l.addJSON(fmt.Sprintf("%s: document %d", file, doc), js); err != nil {
+		if err := fn(doc, js); err != nil {
 			return err
 		}
 	}

@@ -92,21 +92,14 @@ type compiled struct {
 	vars     []*program
 	varIndex map[string]int
 
-	scope, scopeMsg   *program
-	inPlace, reasons  *program
-	order             []orderVariant
-	orderAll          *program // all variants as one expression
-	budgets           []budgetProgram
-	pacing            *program
-	halt, deny        []messageProgram
-	readsDefaultOrder bool
+	scope, scopeMsg  *program
+	inPlace, reasons *program
+	orderAll         *program // all order variants as one expression
+	budgets          []budgetProgram
+	pacing           *program
+	halt, deny       []messageProgram
 	// eligibilityByRevision: see revisionOnly.
 	eligibilityByRevision bool
-}
-
-type orderVariant struct {
-	when *program
-	keys []*program
 }
 
 type budgetProgram struct {
@@ -186,48 +179,8 @@ func compilePolicy(base *celgo.Env, p *RolloutPolicy, costLimit uint64) (*compil
 		}
 	}
 	c.eligibilityByRevision = revisionOnly(c.inPlace, c.reasons)
-	var combined strings.Builder
-	closing := ""
-	for i, o := range s.Order {
-		var v orderVariant
-		if len(o.Keys) == 0 {
-			return nil, fmt.Errorf("%s: spec.order[%d].keys: at least one key expression is required", p.where(), i)
-		}
-		if o.When != "" {
-			if v.when, _, err = cc.compile(fmt.Sprintf("spec.order[%d].when", i), o.When, celgo.BoolType); err != nil {
-				return nil, err
-			}
-		}
-		var parts []string
-		for j, k := range o.Keys {
-			prg, _, err := cc.compile(fmt.Sprintf("spec.order[%d].keys[%d]", i, j), k, nil)
-			if err != nil {
-				return nil, err
-			}
-			v.keys = append(v.keys, prg)
-			parts = append(parts, "("+k+")")
-		}
-		c.order = append(c.order, v)
-		// Every variant folds into one conditional list expression: one
-		// evaluation per pod instead of one per key and per `when`.
-		list := "dyn([" + strings.Join(parts, ", ") + "])"
-		if o.When == "" {
-			combined.WriteString(list)
-			break
-		}
-		fmt.Fprintf(&combined, "(%s) ? %s : (", o.When, list)
-		closing += ")"
-	}
-	if len(s.Order) > 0 {
-		if last := s.Order[len(s.Order)-1]; last.When != "" || len(c.order) < len(s.Order) {
-			if last.When != "" {
-				combined.WriteString("dyn(false)") // no variant applies: reported by orderKey
-			}
-		}
-		combined.WriteString(closing)
-		if c.orderAll, _, err = cc.compile("spec.order", combined.String(), nil); err != nil {
-			return nil, err
-		}
+	if c.orderAll, err = cc.order(s.Order); err != nil {
+		return nil, err
 	}
 	for i, b := range s.Budgets {
 		bp, err := cc.budget(i, b)
@@ -262,6 +215,53 @@ func compilePolicy(base *celgo.Env, p *RolloutPolicy, costLimit uint64) (*compil
 		}
 	}
 	return c, nil
+}
+
+// order checks every variant's `when` and keys on their own (so errors
+// point at spec.order[i].keys[j]) and folds the variants into one
+// conditional list expression: one evaluation per pod instead of one per key
+// and per `when`. Variants after one without `when` can never apply and are
+// an error; when no variant applies the expression yields false, which
+// orderKey reports.
+func (cc *compiler) order(variants []OrderKeys) (*program, error) {
+	if len(variants) == 0 {
+		return nil, nil
+	}
+	var expr strings.Builder
+	closing := ""
+	for i, o := range variants {
+		if len(o.Keys) == 0 {
+			return nil, fmt.Errorf("%s: spec.order[%d].keys: at least one key expression is required", cc.p.where(), i)
+		}
+		if o.When != "" {
+			if _, _, err := cc.compile(fmt.Sprintf("spec.order[%d].when", i), o.When, celgo.BoolType); err != nil {
+				return nil, err
+			}
+		}
+		parts := make([]string, len(o.Keys))
+		for j, k := range o.Keys {
+			if _, _, err := cc.compile(fmt.Sprintf("spec.order[%d].keys[%d]", i, j), k, nil); err != nil {
+				return nil, err
+			}
+			parts[j] = "(" + k + ")"
+		}
+		list := "dyn([" + strings.Join(parts, ", ") + "])"
+		if o.When == "" {
+			if i != len(variants)-1 {
+				return nil, fmt.Errorf("%s: spec.order[%d]: a variant without when must be the last one", cc.p.where(), i)
+			}
+			expr.WriteString(list)
+			break
+		}
+		fmt.Fprintf(&expr, "(%s) ? %s : (", o.When, list)
+		closing += ")"
+		if i == len(variants)-1 {
+			expr.WriteString("dyn(false)")
+		}
+	}
+	expr.WriteString(closing)
+	prg, _, err := cc.compile("spec.order", expr.String(), nil)
+	return prg, err
 }
 
 func (cc *compiler) budget(i int, b BudgetSpec) (budgetProgram, error) {
@@ -336,7 +336,6 @@ func (cc *compiler) compile(field, src string, want *celgo.Type) (*program, *cel
 			perPod = true
 		}
 		if ref.Name == "defaults.order" {
-			cc.c.readsDefaultOrder = true
 			whole = true
 		}
 		if v := cc.varProgs[ref.Name]; v != nil {

@@ -124,7 +124,7 @@ func (e *Engine) Decide(ctx context.Context, r *facts.Rollout) (*engine.Decision
 	}
 	orderBy, pacingBy := acts[0], acts[0]
 	for _, a := range acts[1:] {
-		if len(a.c.order) > 0 && orderBy == acts[0] {
+		if a.c.orderAll != nil && orderBy == acts[0] {
 			orderBy = a
 		}
 		if a.c.pacing != nil && pacingBy == acts[0] {
@@ -463,7 +463,7 @@ func (a *activation) eligibility() (bool, []string, error) {
 }
 
 // orderKey evaluates the first matching order variant (all variants are
-// one expression, see compilePolicy); list-valued keys are spliced in.
+// one expression, see compiler.order); list-valued keys are spliced in.
 func (a *activation) orderKey() ([]any, error) {
 	v, err := a.eval(a.c.orderAll)
 	if err != nil {

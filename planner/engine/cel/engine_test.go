@@ -51,6 +51,8 @@ func TestCompileErrors(t *testing.T) {
 		{"budget reads pod", "  budgets:\n  - name: b\n    maxUnavailable: pod.ordinal\n", []string{"spec.budgets[0].maxUnavailable", "cannot read pod"}},
 		{"budget without limit", "  budgets:\n  - name: b\n", []string{"spec.budgets[0]", "set maxUnavailable, maxSurge or maxGroups"}},
 		{"variable order", "  variables:\n  - name: a\n    expression: variables.b\n  - name: b\n    expression: \"1\"\n", []string{"spec.variables[0] (a)", "undeclared reference"}},
+		{"catch-all order variant not last", "  order:\n  - keys: [pod.name]\n  - when: \"true\"\n    keys: [pod.ordinal]\n", []string{"spec.order[0]", "without when must be the last"}},
+		{"bad order key", "  order:\n  - keys: [pod.name, pod.nme]\n", []string{"spec.order[0].keys[1]", "undefined field 'nme'"}},
 		{"bad selector", "  matchConstraints:\n    labelSelector:\n      matchExpressions:\n      - {key: a, operator: Bogus}\n", []string{"spec.matchConstraints.labelSelector"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

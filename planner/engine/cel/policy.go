@@ -4,20 +4,17 @@
 package cel
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	yamlutil "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/yaml"
+
+	"github.com/rollplan/rollplan/planner/snapshot"
 )
 
 // APIVersion and Kind of a policy document.
@@ -183,33 +180,29 @@ func IsPolicyFile(path string) bool {
 // Parse decodes the RolloutPolicy documents of one file strictly: an unknown
 // field is an error naming the file, document and field.
 func Parse(file string, data []byte) ([]*RolloutPolicy, error) {
-	r := yamlutil.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	var out []*RolloutPolicy
-	for doc := 0; ; doc++ {
-		raw, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("policy %s: document %d: %w", file, doc, err)
-		}
-		if len(bytes.TrimSpace(stripComments(raw))) == 0 {
-			continue
-		}
-		var p RolloutPolicy
-		if err := yaml.UnmarshalStrict(raw, &p, func(d *json.Decoder) *json.Decoder { d.UseNumber(); return d }); err != nil {
-			return nil, fmt.Errorf("policy %s: document %d: %w", file, doc, err)
-		}
+	err := snapshot.EachDocument("policy "+file, data, func(doc int, js []byte) error {
 		where := fmt.Sprintf("policy %s: document %d", file, doc)
+		var p RolloutPolicy
+		dec := json.NewDecoder(bytes.NewReader(js))
+		dec.DisallowUnknownFields()
+		dec.UseNumber() // params keep integers as integers
+		if err := dec.Decode(&p); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
 		if p.Kind != Kind || p.APIVersion != APIVersion {
-			return nil, fmt.Errorf("%s: want apiVersion %s, kind %s; got apiVersion %q, kind %q", where, APIVersion, Kind, p.APIVersion, p.Kind)
+			return fmt.Errorf("%s: want apiVersion %s, kind %s; got apiVersion %q, kind %q", where, APIVersion, Kind, p.APIVersion, p.Kind)
 		}
 		if p.Metadata.Name == "" {
-			return nil, fmt.Errorf("%s: metadata.name is required", where)
+			return fmt.Errorf("%s: metadata.name is required", where)
 		}
 		p.File = file
 		p.Spec.Params = normalizeNumbers(p.Spec.Params).(map[string]any)
 		out = append(out, &p)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("policy %s: no RolloutPolicy document", file)
@@ -247,14 +240,4 @@ func normalizeNumbers(v any) any {
 		return f
 	}
 	return v
-}
-
-func stripComments(b []byte) []byte {
-	var out [][]byte
-	for _, l := range bytes.Split(b, []byte("\n")) {
-		if t := bytes.TrimSpace(l); len(t) > 0 && t[0] != '#' && !bytes.Equal(t, []byte("---")) {
-			out = append(out, l)
-		}
-	}
-	return bytes.Join(out, []byte("\n"))
 }
