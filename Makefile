@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all build demo test test-go test-policies lint fuzz bench golden clean
+.PHONY: all build demo test test-go test-policies test-cluster cluster-bin lint fuzz bench golden clean
 
 all: build
 
@@ -21,7 +21,7 @@ demo: build
 	./bin/rollplan explain web-4 -f testdata/scenarios/example-leader-last/snapshot.yaml --now 2026-03-01T12:00:00Z --feature-gates MaxUnavailableStatefulSet=true --policy policies/examples/leader-last
 
 ## test: everything CI runs
-test: lint test-policies test-go
+test: lint test-policies test-go test-cluster
 
 test-go:
 	$(GO) test -count=1 ./...
@@ -34,7 +34,7 @@ test-policies:
 	$(GO) run ./cmd/rollplan test --coverage --fail-under 90 policies/
 
 lint:
-	@test -z "$$(gofmt -l cmd planner policies)" || { echo "gofmt needed:"; gofmt -l cmd planner policies; exit 1; }
+	@test -z "$$(gofmt -l cmd planner policies test)" || { echo "gofmt needed:"; gofmt -l cmd planner policies test; exit 1; }
 	$(GO) vet ./...
 	$(GO) tool -modfile=tools/go.mod staticcheck ./...
 
@@ -52,5 +52,44 @@ bench:
 golden:
 	$(GO) test ./cmd/rollplan -run TestGoldenScenarios -update
 
+## cluster-bin: etcd, kube-apiserver and kube-controller-manager built from
+## the pinned sources in test/cluster (about 8 minutes cold on 2 cores; make
+## skips it while the binaries are newer than the module files)
+CLUSTER_DIR     := test/cluster
+CLUSTER_BIN     := $(CLUSTER_DIR)/bin
+K8S_VERSION     := v1.36.3
+K8S_LDFLAGS     := -s -w \
+	-X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
+	-X k8s.io/component-base/version.gitMajor=1 \
+	-X k8s.io/component-base/version.gitMinor=36 \
+	-X k8s.io/component-base/version.gitTreeState=clean \
+	-X k8s.io/client-go/pkg/version.gitVersion=$(K8S_VERSION) \
+	-X k8s.io/client-go/pkg/version.gitMajor=1 \
+	-X k8s.io/client-go/pkg/version.gitMinor=36 \
+	-X k8s.io/client-go/pkg/version.gitTreeState=clean
+CLUSTER_STAMP   := $(CLUSTER_BIN)/.built
+
+cluster-bin: $(CLUSTER_STAMP)
+
+$(CLUSTER_STAMP): $(CLUSTER_DIR)/go.mod $(CLUSTER_DIR)/go.sum $(CLUSTER_DIR)/etcd/main.go Makefile
+	@mkdir -p $(CLUSTER_BIN)
+	@echo "building etcd, kube-apiserver, kube-controller-manager $(K8S_VERSION) (cold: ~8 min)"
+	cd $(CLUSTER_DIR) && $(GO) build -trimpath -ldflags "$(K8S_LDFLAGS)" -o bin/ \
+		./etcd k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
+	@touch $@
+
+## test-cluster: the suites that need a real control plane (control plane,
+## test kubelet, fidelity against kube-controller-manager); fails if any
+## control-plane process outlives them
+FIDELITY_REPORT := bin/fidelity-report.txt
+test-cluster: $(CLUSTER_STAMP)
+	@mkdir -p bin && rm -f $(FIDELITY_REPORT)
+	ROLLPLAN_CLUSTER_BIN=$(abspath $(CLUSTER_BIN)) ROLLPLAN_FIDELITY_REPORT=$(abspath $(FIDELITY_REPORT)) \
+		$(GO) test -count=1 -timeout 30m ./test/...
+	@cat $(FIDELITY_REPORT)
+	@if pgrep -f '[r]ollplan-controlplane-' >/dev/null; then \
+		echo "test-cluster: control-plane processes left behind:"; pgrep -af '[r]ollplan-controlplane-'; \
+		pkill -KILL -f '[r]ollplan-controlplane-'; exit 1; fi
+
 clean:
-	rm -rf bin
+	rm -rf bin $(CLUSTER_BIN)

@@ -1,0 +1,324 @@
+// Package controlplane starts a real Kubernetes control plane for tests:
+// etcd, kube-apiserver and kube-controller-manager, built from pinned
+// sources by `make cluster-bin` (test/cluster). etcd and the apiserver are
+// run by controller-runtime's envtest (ports, serving certs, an admin
+// identity, RBAC); the controller-manager, which envtest does not know, is
+// started here with the rollout controllers rollplan predicts.
+//
+// Every process is stopped by Stop, which tests register with t.Cleanup or
+// call from TestMain; the controller-manager also dies with the test binary
+// (Pdeathsig), and `make test-cluster` fails if any process outlives it.
+package controlplane
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// BinEnv names the environment variable holding the directory with etcd,
+// kube-apiserver and kube-controller-manager. `make test-cluster` sets it.
+const BinEnv = "ROLLPLAN_CLUSTER_BIN"
+
+// Controllers are the kube-controller-manager controllers the tests run:
+// the rollout controllers rollplan predicts, the disruption controller that
+// keeps PodDisruptionBudget status, and the garbage collector that removes
+// pods of deleted ReplicaSets.
+var Controllers = []string{
+	"deployment-controller",
+	"replicaset-controller",
+	"statefulset-controller",
+	"daemonset-controller",
+	"disruption-controller",
+	"garbage-collector-controller",
+}
+
+// Options configure one control plane.
+type Options struct {
+	// FeatureGates are passed to the apiserver and the controller-manager,
+	// e.g. {"MaxUnavailableStatefulSet": true}.
+	FeatureGates map[string]bool
+	// Output receives the processes' logs; nil discards them, unless
+	// ROLLPLAN_CLUSTER_LOGS=1 sends them to stderr.
+	Output io.Writer
+}
+
+// ControlPlane is a running control plane.
+type ControlPlane struct {
+	// Config authenticates as a cluster admin (group system:masters).
+	Config *rest.Config
+	// Client is a clientset for Config.
+	Client kubernetes.Interface
+	// Kubeconfig is the path of a kubeconfig file for the admin identity,
+	// for commands under test (`rollplan --kubeconfig`).
+	Kubeconfig string
+	// FeatureGates as given in Options.
+	FeatureGates map[string]bool
+
+	env *envtest.Environment
+	kcm *exec.Cmd
+	// kcmDone is closed when the controller-manager has exited.
+	kcmDone chan struct{}
+	reaper  *os.Process
+	dir     string
+}
+
+// BinDir returns the directory with the control-plane binaries, or an
+// error saying how to build them.
+func BinDir() (string, error) {
+	dir := os.Getenv(BinEnv)
+	if dir == "" {
+		return "", fmt.Errorf("%s is not set: run `make test-cluster`, or `make cluster-bin` and set %s to test/cluster/bin", BinEnv, BinEnv)
+	}
+	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			return "", fmt.Errorf("control-plane binary %s: %w (run `make cluster-bin`)", name, err)
+		}
+	}
+	return dir, nil
+}
+
+// Start brings up etcd, the apiserver and the controller-manager and waits
+// until all three are ready. On error nothing is left running.
+func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
+	bin, err := BinDir()
+	if err != nil {
+		return nil, err
+	}
+	out := opts.Output
+	if out == nil {
+		out = io.Discard
+		if os.Getenv("ROLLPLAN_CLUSTER_LOGS") == "1" {
+			out = os.Stderr
+		}
+	}
+	dir, err := os.MkdirTemp("", "rollplan-controlplane-")
+	if err != nil {
+		return nil, fmt.Errorf("control plane: temp dir: %w", err)
+	}
+	cp := &ControlPlane{FeatureGates: opts.FeatureGates, dir: dir}
+	defer func() {
+		if err != nil {
+			_ = cp.Stop()
+		}
+	}()
+
+	// envtest logs through controller-runtime's logger; without one it
+	// prints a stack trace warning.
+	ctrllog.SetLogger(logr.Discard())
+	gates := gateFlag(opts.FeatureGates)
+	env := &envtest.Environment{
+		BinaryAssetsDirectory:    bin,
+		ControlPlaneStartTimeout: 90 * time.Second,
+		ControlPlaneStopTimeout:  30 * time.Second,
+	}
+	// Every process works under dir, so its command line names dir and the
+	// reaper can find it.
+	for _, sub := range []string{"etcd", "apiserver"} {
+		if err := os.Mkdir(filepath.Join(dir, sub), 0o700); err != nil {
+			return nil, fmt.Errorf("control plane: %w", err)
+		}
+	}
+	if err := cp.startReaper(); err != nil {
+		return nil, err
+	}
+	env.ControlPlane.Etcd = &envtest.Etcd{Out: out, Err: out, DataDir: filepath.Join(dir, "etcd")}
+	env.ControlPlane.APIServer = &envtest.APIServer{Out: out, Err: out, CertDir: filepath.Join(dir, "apiserver")}
+	if gates != "" {
+		env.ControlPlane.GetAPIServer().Configure().Set("feature-gates", gates)
+	}
+	cp.env = env
+	cfg, err := env.Start()
+	if err != nil {
+		cp.env = nil
+		// envtest stops what it started when Start fails part way.
+		return nil, fmt.Errorf("start etcd and kube-apiserver: %w", err)
+	}
+	cp.Config = rest.CopyConfig(cfg)
+	cp.Config.QPS, cp.Config.Burst = 200, 400
+	if cp.Client, err = kubernetes.NewForConfig(cp.Config); err != nil {
+		return nil, fmt.Errorf("control plane client: %w", err)
+	}
+	cp.Kubeconfig = filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(cp.Kubeconfig, env.KubeConfig, 0o600); err != nil {
+		return nil, fmt.Errorf("write kubeconfig: %w", err)
+	}
+	if err := cp.startControllerManager(ctx, bin, gates, out); err != nil {
+		return nil, err
+	}
+	return cp, nil
+}
+
+func (cp *ControlPlane) startControllerManager(ctx context.Context, bin, gates string, out io.Writer) error {
+	port, err := freePort()
+	if err != nil {
+		return fmt.Errorf("kube-controller-manager: %w", err)
+	}
+	certDir := filepath.Join(cp.dir, "kcm-certs")
+	args := []string{
+		"--kubeconfig=" + cp.Kubeconfig,
+		"--authentication-kubeconfig=" + cp.Kubeconfig,
+		"--authorization-kubeconfig=" + cp.Kubeconfig,
+		"--controllers=" + strings.Join(Controllers, ","),
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(port),
+		"--cert-dir=" + certDir,
+		// Tests watch every step; the default 1 s batching of DaemonSet
+		// and ReplicaSet syncs would only slow them down.
+		"--concurrent-deployment-syncs=5",
+		"--v=2",
+	}
+	if gates != "" {
+		args = append(args, "--feature-gates="+gates)
+	}
+	cmd := exec.Command(filepath.Join(bin, "kube-controller-manager"), args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	// Its own process group, so Stop reaches any child; and killed with the
+	// test binary even when a timeout panic skips the cleanups.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start kube-controller-manager: %w", err)
+	}
+	cp.kcm = cmd
+	cp.kcmDone = make(chan struct{})
+	go func() { _ = cmd.Wait(); close(cp.kcmDone) }()
+
+	healthz := fmt.Sprintf("https://127.0.0.1:%d/healthz", port)
+	client := &http.Client{
+		Timeout: 2 * time.Second,
+		// Its serving certificate is self-signed, generated in certDir.
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, //nolint:gosec // loopback health probe of a test process
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for {
+		resp, err := client.Get(healthz)
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-cp.kcmDone:
+			return fmt.Errorf("kube-controller-manager exited before it was ready (%v); rerun with ROLLPLAN_CLUSTER_LOGS=1 to see its log", cmd.ProcessState)
+		case <-ctx.Done():
+			return fmt.Errorf("kube-controller-manager not healthy at %s: %w", healthz, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// PauseControllers freezes kube-controller-manager (SIGSTOP): the API keeps
+// serving, the controllers act on nothing until ResumeControllers. Tests use
+// it to look at the cluster exactly before the controllers react to a
+// change.
+func (cp *ControlPlane) PauseControllers() error {
+	return cp.signalKCM(syscall.SIGSTOP)
+}
+
+// ResumeControllers continues kube-controller-manager after
+// PauseControllers; it catches up from its watches.
+func (cp *ControlPlane) ResumeControllers() error {
+	return cp.signalKCM(syscall.SIGCONT)
+}
+
+func (cp *ControlPlane) signalKCM(sig syscall.Signal) error {
+	if cp.kcm == nil || cp.kcm.Process == nil {
+		return errors.New("kube-controller-manager is not running")
+	}
+	if err := syscall.Kill(-cp.kcm.Process.Pid, sig); err != nil {
+		return fmt.Errorf("signal kube-controller-manager (%v): %w", sig, err)
+	}
+	return nil
+}
+
+// startReaper starts a shell that outlives this process: when the test
+// binary dies without running Stop (a timeout panic, SIGKILL), it kills
+// every process whose command line names the control plane's directory.
+// envtest starts etcd and the apiserver without a parent-death signal, so
+// this is what guarantees that no test leaves them running.
+func (cp *ControlPlane) startReaper() error {
+	script := `while kill -0 "$1" 2>/dev/null; do sleep 1; done; pkill -KILL -f -- "--[a-z-]*=$2" ; rm -rf -- "$2"`
+	cmd := exec.Command("sh", "-c", script, "rollplan-reaper", strconv.Itoa(os.Getpid()), cp.dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("control plane: start reaper: %w", err)
+	}
+	cp.reaper = cmd.Process
+	go func() { _ = cmd.Wait() }()
+	return nil
+}
+
+// Stop stops the controller-manager, the apiserver and etcd, and removes
+// their files. It is safe to call more than once.
+func (cp *ControlPlane) Stop() error {
+	var errs []error
+	if cp.kcm != nil && cp.kcm.Process != nil {
+		_ = syscall.Kill(-cp.kcm.Process.Pid, syscall.SIGTERM)
+		_ = syscall.Kill(-cp.kcm.Process.Pid, syscall.SIGCONT) // if paused
+		select {
+		case <-cp.kcmDone:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-cp.kcm.Process.Pid, syscall.SIGKILL)
+			<-cp.kcmDone
+		}
+		cp.kcm = nil
+	}
+	if cp.env != nil {
+		if err := cp.env.Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("stop etcd and kube-apiserver: %w", err))
+		}
+		cp.env = nil
+	}
+	if cp.reaper != nil {
+		_ = cp.reaper.Kill()
+		cp.reaper = nil
+	}
+	if cp.dir != "" {
+		if err := os.RemoveAll(cp.dir); err != nil {
+			errs = append(errs, err)
+		}
+		cp.dir = ""
+	}
+	return errors.Join(errs...)
+}
+
+// gateFlag renders gates as a --feature-gates value, sorted for stable
+// command lines.
+func gateFlag(gates map[string]bool) string {
+	parts := make([]string, 0, len(gates))
+	for name, on := range gates {
+		parts = append(parts, name+"="+strconv.FormatBool(on))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("pick a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
