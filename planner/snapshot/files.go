@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"encoding/json"
 	appsv1 "k8s.io/api/apps/v1"
@@ -153,6 +154,34 @@ func EachDocument(file string, data []byte, fn func(doc int, js []byte) error) e
 	}
 }
 
+// capturedAt reads a List's AnnCapturedAt annotation (written by rollplan
+// snapshot); of several, the latest wins. A List whose metadata has another
+// shape is read as before.
+func (l *loader) capturedAt(where string, js []byte) error {
+	var lm struct {
+		Metadata struct {
+			Annotations map[string]json.RawMessage `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(js, &lm) != nil {
+		return nil
+	}
+	raw, ok := lm.Metadata.Annotations[AnnCapturedAt]
+	if !ok {
+		return nil
+	}
+	var v string
+	_ = json.Unmarshal(raw, &v)
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return fmt.Errorf("%s: metadata.annotations[%s]: %s is not an RFC 3339 time such as 2026-03-01T12:00:00Z", where, AnnCapturedAt, raw)
+	}
+	if t = t.UTC(); t.After(l.snap.CapturedAt) {
+		l.snap.CapturedAt = t
+	}
+	return nil
+}
+
 func (l *loader) addJSON(where string, js []byte) error {
 	var tm typeMeta
 	if err := json.Unmarshal(js, &tm); err != nil {
@@ -162,6 +191,9 @@ func (l *loader) addJSON(where string, js []byte) error {
 		return fmt.Errorf("%s: object has no kind", where)
 	}
 	if strings.HasSuffix(tm.Kind, "List") {
+		if err := l.capturedAt(where, js); err != nil {
+			return err
+		}
 		for i, item := range tm.Items {
 			if err := l.addJSON(fmt.Sprintf("%s, items[%d]", where, i), item); err != nil {
 				return err

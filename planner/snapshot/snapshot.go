@@ -15,6 +15,13 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 )
 
+// AnnCapturedAt, on a snapshot file's kind: List (metadata.annotations),
+// records when rollplan snapshot read the objects from the cluster (RFC 3339).
+// It is part of the snapshot time (Latest): a pod that turned Ready a minute
+// before the capture has been Ready for a minute, not for zero seconds.
+// Files without it keep the time of their newest object.
+const AnnCapturedAt = "rollplan.dev/captured-at"
+
 // Snapshot is a set of objects read at one moment.
 type Snapshot struct {
 	Deployments         []*appsv1.Deployment
@@ -25,6 +32,10 @@ type Snapshot struct {
 	Pods                []*corev1.Pod
 	Nodes               []*corev1.Node
 	PDBs                []*policyv1.PodDisruptionBudget
+	// CapturedAt is when the objects were read from a cluster (the latest
+	// AnnCapturedAt of the files); zero when no file records it. Left out
+	// of the digest when zero, so files without it keep their digest.
+	CapturedAt time.Time `json:",omitzero"`
 }
 
 // Sort orders every list by namespace and name so that everything computed
@@ -56,11 +67,12 @@ func (s *Snapshot) Digest() (string, error) {
 	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
-// Latest returns the most recent time recorded in the snapshot (creation,
-// deletion and condition transition times). It is the snapshot time when
-// --now is not given: deterministic, never the wall clock.
+// Latest returns the most recent time recorded in the snapshot: the capture
+// time (AnnCapturedAt) and the objects' creation, deletion and condition
+// transition times. It is the snapshot time when --now is not given:
+// deterministic, never the wall clock.
 func (s *Snapshot) Latest() time.Time {
-	var t time.Time
+	t := s.CapturedAt
 	see := func(x time.Time) {
 		if x.After(t) {
 			t = x
