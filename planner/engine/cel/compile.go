@@ -65,8 +65,8 @@ type program struct {
 }
 
 // revisionOnly reports programs whose answer depends on the pod only
-// through its revision and changes (the same for every pod of a revision),
-// so that one evaluation per revision answers all its pods.
+// through its revision and changes, so that one evaluation per revision and
+// change list answers all the pods that share them.
 func revisionOnly(ps ...*program) bool {
 	for _, p := range ps {
 		if p == nil {

@@ -270,7 +270,17 @@ type activation struct {
 	defOrder []any
 	defGen   int
 
-	eligibilityMemo map[string]eligibilityAnswer
+	eligibilityMemo map[memoKey]eligibilityAnswer
+}
+
+// memoKey: a revision name and a change list (its backing array and
+// length). facts.Build gives the pods of a revision one shared list, except
+// pods whose revision is not in the snapshot: their changes are their own
+// and may differ from pod to pod, so the memo is per list.
+type memoKey struct {
+	revision string
+	first    *facts.Change
+	n        int
 }
 
 func newActivation(c *compiled, b *bindings) *activation {
@@ -433,13 +443,18 @@ type eligibilityAnswer struct {
 	reasons []string
 }
 
-// eligibility answers once per revision when the policy reads the pod only
-// through its revision and changes (the default strategy does).
+// eligibility answers once per revision and change list when the policy
+// reads the pod only through its revision and changes (the default
+// strategy does).
 func (a *activation) eligibility() (bool, []string, error) {
 	rev := a.pod.Revision
 	memo := a.c.eligibilityByRevision && rev != ""
+	key := memoKey{revision: rev}
+	if cs := a.pod.Changes; len(cs) > 0 {
+		key.first, key.n = &cs[0], len(cs)
+	}
 	if memo {
-		if ans, ok := a.eligibilityMemo[rev]; ok {
+		if ans, ok := a.eligibilityMemo[key]; ok {
 			return ans.inPlace, slices.Clone(ans.reasons), nil
 		}
 	}
@@ -455,9 +470,9 @@ func (a *activation) eligibility() (bool, []string, error) {
 	}
 	if memo {
 		if a.eligibilityMemo == nil {
-			a.eligibilityMemo = map[string]eligibilityAnswer{}
+			a.eligibilityMemo = map[memoKey]eligibilityAnswer{}
 		}
-		a.eligibilityMemo[rev] = eligibilityAnswer{ok, reasons}
+		a.eligibilityMemo[key] = eligibilityAnswer{ok, reasons}
 	}
 	return ok, reasons, nil
 }

@@ -159,3 +159,39 @@ func TestCostLimit(t *testing.T) {
 		t.Fatalf("got %v, want a cost-limit error naming the field", err)
 	}
 }
+
+// TestEligibilityPerPodChanges: pods of one revision whose changes differ
+// (their revision is not in the snapshot, so facts diff each pod's own
+// spec) are answered from their own changes, not the first pod's, by the
+// memoised default eligibility and by the InPlaceOnly halt.
+func TestEligibilityPerPodChanges(t *testing.T) {
+	env := facts.Change{Path: "spec.containers[app].env", Class: facts.ClassEnv, Detail: "env cannot change on a running container"}
+	image := facts.Change{Path: "spec.containers[app].image", Class: facts.ClassImage, InPlace: true}
+	r := rollout()
+	r.Workload.Managed, r.Workload.PodUpdatePolicy = true, "InPlaceOnly"
+	r.Pods[0].Changes = []facts.Change{env, image}
+	r.Pods[1].Changes = []facts.Change{image}
+	e, err := New(nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := e.Decide(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := d.Pods[0]; a.Action != engine.Recreate || len(a.Reasons) != 1 || !strings.Contains(a.Reasons[0], "env changed") {
+		t.Errorf("db-0 (env and image changed): got %s %q, want Recreate for the env", a.Action, a.Reasons)
+	}
+	if a := d.Pods[1]; a.Action != engine.InPlace || len(a.Reasons) != 1 || a.Reasons[0] != "only spec.containers[app].image changed" {
+		t.Errorf("db-1 (image changed, same revision): got %s %q, want InPlace from its own changes", a.Action, a.Reasons)
+	}
+	var inPlaceOnly []string
+	for _, h := range d.Halt {
+		if strings.HasPrefix(h, "InPlaceOnly:") {
+			inPlaceOnly = append(inPlaceOnly, h)
+		}
+	}
+	if len(inPlaceOnly) != 1 || !strings.Contains(inPlaceOnly[0], "pod db-0 cannot be updated in place") {
+		t.Errorf("InPlaceOnly halts %q, want db-0's only", inPlaceOnly)
+	}
+}

@@ -355,7 +355,7 @@ func TestPods(t *testing.T) {
 		return pd{InScope: true, Action: engine.Recreate, Reasons: reasons, Order: order}
 	}
 	depKey := func(uid string) []any {
-		return []any{int64(1), int64(1), int64(2), int64(1), int64(0), int64(-1), int64(36), int64(0), int64(0), int64(40), uid}
+		return []any{int64(1), int64(2), int64(1), int64(0), int64(-1), int64(36), int64(0), int64(0), int64(40), uid}
 	}
 	tests := []struct {
 		name string
@@ -391,9 +391,9 @@ func TestPods(t *testing.T) {
 			}),
 			podWith("c", func(p *facts.Pod) { p.Phase, p.Colocated, p.DeletionCost, p.Restarts = "Unknown", 5000, 1<<40, -7 }),
 		), []pd{
-			recreate([]any{int64(1), int64(1), int64(2), int64(1), int64(-5), int64(-2), int64(35), int64(-4), int64(-1), int64(47), "uid-1"}, "revision web-1 differs from web-2"),
-			recreate([]any{int64(0), int64(0), int64(0), int64(0), int64(0), int64(-1), int64(0), int64(0), int64(0), int64(40), "uid-2"}, "revision web-1 differs from web-2"),
-			recreate([]any{int64(1), int64(1), int64(1), int64(1), int64(1 << 40), int64(-5000), int64(36), int64(7), int64(0), int64(40), "u-c"}, "revision web-1 differs from web-2"),
+			recreate([]any{int64(1), int64(2), int64(1), int64(-5), int64(-2), int64(35), int64(-4), int64(-1), int64(47), "uid-1"}, "revision web-1 differs from web-2"),
+			recreate([]any{int64(0), int64(0), int64(0), int64(0), int64(-1), int64(0), int64(0), int64(0), int64(40), "uid-2"}, "revision web-1 differs from web-2"),
+			recreate([]any{int64(1), int64(1), int64(1), int64(1 << 40), int64(-5000), int64(36), int64(7), int64(0), int64(40), "u-c"}, "revision web-1 differs from web-2"),
 		}},
 		// 0 - MinInt64 leaves int64: Rego's decodeOrder then gives a float64.
 		{"extreme ordinals", partitioned(sts("db-x", math.MinInt64, 5, nil), sts("db-y", math.MaxInt64, 5, nil)), []pd{
@@ -438,17 +438,17 @@ func TestPods(t *testing.T) {
 			{InScope: true, Action: engine.InPlace, Reasons: []string{"only spec.containers[app].image changed"}, Order: depKey("u-a")},
 			recreate(depKey("u-b"), "spec.containers[app].env changed: env cannot change on a running container"),
 		}},
-		// The Rego engine converts one change list per revision (the first
-		// pod's, updated pods included): a later pod of an unlisted revision
-		// is answered from it, not from its own changes.
-		{"unlisted revision: the first pod's changes", inPlace("InPlaceIfPossible",
+		// Pods of an unlisted revision (not in the snapshot: facts diff each
+		// pod's own spec) may have different changes: each pod is answered
+		// from its own, in every engine.
+		{"unlisted revision: each pod's own changes", inPlace("InPlaceIfPossible",
 			podWith("a", func(p *facts.Pod) { p.Revision, p.Changes = "web-x", []facts.Change{image} }),
 			podWith("b", func(p *facts.Pod) { p.Revision, p.Changes = "web-x", []facts.Change{env} }),
 			podWith("c", func(p *facts.Pod) { p.Revision, p.Changes = "", []facts.Change{image} }),
 			podWith("d", func(p *facts.Pod) { p.Revision, p.Changes = "", []facts.Change{env} }),
 		), []pd{
 			{InScope: true, Action: engine.InPlace, Reasons: []string{"only spec.containers[app].image changed"}, Order: depKey("u-a")},
-			{InScope: true, Action: engine.InPlace, Reasons: []string{"only spec.containers[app].image changed"}, Order: depKey("u-b")},
+			recreate(depKey("u-b"), "spec.containers[app].env changed: env cannot change on a running container"),
 			{InScope: true, Action: engine.InPlace, Reasons: []string{"only spec.containers[app].image changed"}, Order: depKey("u-c")},
 			recreate(depKey("u-d"), "spec.containers[app].env changed: env cannot change on a running container"),
 		}},
@@ -598,7 +598,7 @@ func TestNameDigestConcurrency(t *testing.T) {
 	if e.Name() != "native" {
 		t.Errorf("Name() = %q", e.Name())
 	}
-	// sha256("rollplan.dev/native-defaults/v1")
+	// sha256("rollplan.dev/native-defaults/v2")
 	if d := e.Digest(); !strings.HasPrefix(d, "sha256:") || len(d) != len("sha256:")+64 || d != New().Digest() {
 		t.Errorf("Digest() = %q, want a stable sha256:<64 hex>", d)
 	}

@@ -17,15 +17,15 @@ type answer struct {
 	reasons []string
 }
 
-// revision memoises, per pod revision, what the Rego engine computes once:
-// the eligibility answer and the InPlaceOnly blocking paths.
+// revision memoises, per pod revision and change list, what the Rego
+// engine computes once: the eligibility answer and the InPlaceOnly blocking
+// paths.
 type revision struct {
-	name string
-	// changes are the changes of the first pod of the revision, in pod
-	// order, updated pods included. The Rego engine's input conversion
-	// (rego/input.go, podTerm) converts one change list per revision and
-	// gives it to every pod of that revision, so a later pod's own, different
-	// changes are never seen by the policy. Mirrored on purpose.
+	key revKey
+	// changes: the change list the pods of this entry share. facts.Build
+	// gives the pods of a revision one list, except pods whose revision is
+	// not in the snapshot: their changes are their own (diffed from their
+	// own spec) and may differ from pod to pod, so the memo is per list.
 	changes []facts.Change
 	ans     *answer
 	// blocking: blockingPaths(changes), once.
@@ -33,10 +33,25 @@ type revision struct {
 	blockingOK, blockDone bool
 }
 
+// revKey: a revision name and a change list (its backing array and length).
+type revKey struct {
+	name  string
+	first *facts.Change
+	n     int
+}
+
+func keyOf(p *facts.Pod) revKey {
+	k := revKey{name: p.Revision}
+	if len(p.Changes) > 0 {
+		k.first, k.n = &p.Changes[0], len(p.Changes)
+	}
+	return k
+}
+
 // revisions indexes the pods' revisions and the listed ones (input.revisions).
 type revisions struct {
 	w      *workload
-	byName map[string]*revision
+	byName map[revKey]*revision
 	last   *revision // pods are sorted by name, so revisions come in runs
 	// listed is rule revision_eligibility, built on first use as Rego
 	// evaluates it: only once some pod asks for its eligibility.
@@ -45,23 +60,24 @@ type revisions struct {
 }
 
 func newRevisions(w *workload) *revisions {
-	return &revisions{w: w, byName: make(map[string]*revision, len(w.r.Revisions)+2)}
+	return &revisions{w: w, byName: make(map[revKey]*revision, len(w.r.Revisions)+2)}
 }
 
-// of returns p's revision, registering it (with p's changes) when p is the
-// first pod of it. Pods without a revision are not shared (nil), as in the
-// Rego input conversion.
+// of returns the memo entry of p's revision and change list, registering it
+// when p is the first pod of it. Pods without a revision are not memoised
+// (nil).
 func (rs *revisions) of(p *facts.Pod) *revision {
 	if p.Revision == "" {
 		return nil
 	}
-	if rs.last != nil && rs.last.name == p.Revision {
+	k := keyOf(p)
+	if rs.last != nil && rs.last.key == k {
 		return rs.last
 	}
-	r, ok := rs.byName[p.Revision]
+	r, ok := rs.byName[k]
 	if !ok {
-		r = &revision{name: p.Revision, changes: p.Changes}
-		rs.byName[p.Revision] = r
+		r = &revision{key: k, changes: p.Changes}
+		rs.byName[k] = r
 	}
 	rs.last = r
 	return r
@@ -111,8 +127,7 @@ func (rs *revisions) buildListed() error {
 	return nil
 }
 
-// blocking returns blockingPaths of p's changes (as the Rego engine sees
-// them: the first pod's of the revision), once per revision.
+// blocking returns blockingPaths of p's changes, once per change list.
 func (rs *revisions) blocking(p *facts.Pod) (string, bool) {
 	r := rs.of(p)
 	if r == nil {

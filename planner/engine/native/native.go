@@ -12,7 +12,8 @@
 //
 // Cost: the per-pod work allocates only what the Decisions hold (one block of
 // order keys per workload, the boxed uid/node/name strings, held reasons);
-// workload values are computed once and eligibility once per revision.
+// workload values are computed once and eligibility once per revision and
+// change list.
 package native
 
 import (
@@ -32,7 +33,7 @@ import (
 // Version names the revision of the default strategy this package
 // implements. Bump it whenever an answer changes (normally together with
 // policies/defaults.rego): Digest is derived from it.
-const Version = "rollplan.dev/native-defaults/v1"
+const Version = "rollplan.dev/native-defaults/v2"
 
 // digest is "sha256:" + hex(sha256(Version)), the same form as a Rego
 // bundle digest.
@@ -129,12 +130,10 @@ func (w *workload) decidePods(ctx context.Context, revs *revisions, out []engine
 	keys := make([]any, pending*keyLen)
 	for i := range pods {
 		p := &pods[i]
-		// Every pod, updated ones too, may be the first of its revision,
-		// whose change list the Rego engine then gives the others.
-		rs := revs.of(p)
 		if p.Updated {
 			continue
 		}
+		rs := revs.of(p)
 		if i&0x3fff == 0 {
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("native default strategy for %s: %w", w.id, err)
@@ -227,20 +226,19 @@ func phaseOrdinal(phase string) int {
 func (w *workload) orderFunc() (int, func(p *facts.Pod, k []any)) {
 	switch {
 	case w.kind == kindDeployment:
-		// upstream's ActivePodsWithRanks, unavailable pods first.
-		return 11, func(p *facts.Pod, k []any) {
+		// upstream's ActivePodsWithRanks: readiness, not availability.
+		return 10, func(p *facts.Pod, k []any) {
 			ready := b2i(p.Ready)
-			k[0] = num(b2i(p.Available))
-			k[1] = num(b2i(p.Scheduled))
-			k[2] = num(phaseOrdinal(p.Phase))
-			k[3] = num(ready)
-			k[4] = num(p.DeletionCost)
-			k[5] = neg(p.Colocated)
-			k[6] = num(p.ReadyBucket * ready)
-			k[7] = neg(p.Restarts)
-			k[8] = neg(p.SidecarRestarts)
-			k[9] = num(p.CreatedBucket)
-			k[10] = p.UID
+			k[0] = num(b2i(p.Scheduled))
+			k[1] = num(phaseOrdinal(p.Phase))
+			k[2] = num(ready)
+			k[3] = num(p.DeletionCost)
+			k[4] = neg(p.Colocated)
+			k[5] = num(p.ReadyBucket * ready)
+			k[6] = neg(p.Restarts)
+			k[7] = neg(p.SidecarRestarts)
+			k[8] = num(p.CreatedBucket)
+			k[9] = p.UID
 		}
 	case w.kind == kindStatefulSet && !w.managed:
 		// The controller goes strictly by ordinal, highest first.

@@ -34,8 +34,12 @@ func inputValue(r *facts.Rollout) (ast.Value, error) {
 	}
 	obj := v.(ast.Object)
 	pods := make([]*ast.Term, len(r.Pods))
-	// Pods of one revision share their changes; convert each list once.
-	changeTerms := map[string]*ast.Term{}
+	// facts.Build gives the pods of one revision one shared change list;
+	// convert each list once. The cache is keyed by the list itself, not by
+	// the revision name: pods whose revision is not in the snapshot have
+	// changes of their own (diffed from their own spec), which may differ
+	// between pods of one revision, and each pod must be judged on its own.
+	changeTerms := map[changesKey]*ast.Term{}
 	for i := range r.Pods {
 		pods[i] = podTerm(&r.Pods[i], changeTerms)
 	}
@@ -43,9 +47,23 @@ func inputValue(r *facts.Rollout) (ast.Value, error) {
 	return obj, nil
 }
 
-func podTerm(p *facts.Pod, cache map[string]*ast.Term) *ast.Term {
-	changes, ok := cache[p.Revision]
-	if !ok || p.Revision == "" {
+// changesKey identifies a change list by its backing array and length.
+type changesKey struct {
+	first *facts.Change
+	n     int
+}
+
+func keyOf(cs []facts.Change) changesKey {
+	if len(cs) == 0 {
+		return changesKey{}
+	}
+	return changesKey{&cs[0], len(cs)}
+}
+
+func podTerm(p *facts.Pod, cache map[changesKey]*ast.Term) *ast.Term {
+	k := keyOf(p.Changes)
+	changes, ok := cache[k]
+	if !ok {
 		cs := make([]*ast.Term, len(p.Changes))
 		for i, c := range p.Changes {
 			cs[i] = ast.ObjectTerm(
@@ -56,9 +74,7 @@ func podTerm(p *facts.Pod, cache map[string]*ast.Term) *ast.Term {
 			)
 		}
 		changes = ast.ArrayTerm(cs...)
-		if p.Revision != "" {
-			cache[p.Revision] = changes
-		}
+		cache[k] = changes
 	}
 	labels := make([][2]*ast.Term, 0, len(p.Labels))
 	for k, v := range p.Labels {
