@@ -102,8 +102,9 @@ changed_reasons(changes, revision) := [sprintf("%s changed", [c.path]) | some c 
 # order: ascending sort key. Unavailable pods first (replacing them costs no
 # availability) — except for a native StatefulSet, whose controller goes
 # strictly by ordinal; then StatefulSet: highest ordinal first; DaemonSet: by node
-# and name; Deployment: upstream's ReplicaSet deletion ranking
-# (ActivePodsWithRanks, reference §2.10).
+# and name. Deployment: exactly upstream's ReplicaSet deletion ranking
+# (ActivePodsWithRanks, reference §2.10), which ranks by readiness, not by
+# availability: a Ready pod still short of minReadySeconds is not put first.
 
 # Keys are built from input and builtins only (to_number(false) = 0 sorts
 # before true = 1): a rule reference per key and per pod costs several
@@ -111,12 +112,12 @@ changed_reasons(changes, revision) := [sprintf("%s changed", [c.path]) | some c 
 
 phase_ordinals := {"Pending": 0, "Unknown": 1, "Running": 2}
 
-# Keys hold numbers and strings only; the first is availability (0:
-# unavailable). A pod that lacks a fact its kind's key needs gets no key (Go
-# reports the missing answer) rather than a silent fallback; only kinds the
-# contract does not know are ordered by name.
+# Keys hold numbers and strings only; except for Deployments and native
+# StatefulSets the first is availability (0: unavailable). A pod that lacks a
+# fact its kind's key needs gets no key (Go reports the missing answer) rather
+# than a silent fallback; only kinds the contract does not know are ordered by
+# name.
 order(pod) := [
-	to_number(pod.available),
 	to_number(pod.scheduled), # 1. unassigned first
 	object.get(phase_ordinals, pod.phase, 0), # 2. Pending < Unknown < Running (others 0)
 	to_number(pod.ready), # 3. not Ready first

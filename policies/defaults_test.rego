@@ -648,6 +648,14 @@ test_order_statefulset_highest_ordinal_first if {
 	defaults.order(pods[3]) == [1, -10] with input as managed_input
 }
 
+test_eligibility_unlisted_revision_per_pod if {
+	# Pods of a revision Go does not list (not in the snapshot: facts diff
+	# each pod's own spec) are answered from their own changes.
+	i := in_place("InPlaceIfPossible")
+	defaults.eligibility(pod({"revision": "web-x", "changes": [image_change]})).action == "InPlace" with input as i
+	defaults.eligibility(pod({"revision": "web-x", "changes": [env_change]})).action == "Recreate" with input as i
+}
+
 test_eligibility_memoized_per_revision if {
 	# A revision listed by Go answers every pod of it from one evaluation.
 	i := object.union(in_place("InPlaceIfPossible"), {"revisions": [{"name": "web-1", "changes": [image_change]}]})
@@ -688,9 +696,9 @@ test_order_deployment_key if {
 		"sidecarRestarts": 1,
 		"createdBucket": 47,
 	})
-	defaults.order(p) == [1, 1, 2, 1, -5, -2, 35, -4, -1, 47, "uid-1"] with input as base_input
+	defaults.order(p) == [1, 2, 1, -5, -2, 35, -4, -1, 47, "uid-1"] with input as base_input
 	q := pod({"phase": "Failed", "ready": false, "available": false, "scheduled": false, "uid": "uid-2"})
-	defaults.order(q) == [0, 0, 0, 0, 0, -1, 0, 0, 0, 40, "uid-2"] with input as base_input
+	defaults.order(q) == [0, 0, 0, 0, -1, 0, 0, 0, 40, "uid-2"] with input as base_input
 }
 
 test_order_deployment_missing_fact_is_undefined if {
@@ -790,11 +798,20 @@ test_order_equal_p28_p29 if {
 	defaults.order(p29a) == defaults.order(p29b) with input as base_input
 }
 
-test_order_unavailable_first_overrides_rank if {
-	# Ready but not yet available (minReadySeconds) goes before available pods.
+test_order_deployment_ranks_by_readiness_not_availability if {
+	# Upstream's ReplicaSet ranks Ready pods by deletion cost, rank, Ready
+	# time… whether or not minReadySeconds has passed (§2.10): a Ready pod
+	# still short of minReadySeconds is not deleted first.
 	warming := pod({"name": "warming", "available": false, "deletionCost": 100})
 	cheap := pod({"name": "cheap", "deletionCost": -100})
-	sort_names([cheap, warming]) == ["warming", "cheap"] with input as base_input
+	sort_names([cheap, warming]) == ["cheap", "warming"] with input as base_input
+
+	# Same key but availability: equal keys (the name breaks the tie).
+	defaults.order(pod({"available": false})) == defaults.order(pod({})) with input as base_input
+
+	# A not-Ready pod still goes before Ready ones (rule 3).
+	unready := pod({"name": "unready", "ready": false, "available": false, "deletionCost": 100})
+	sort_names([cheap, unready]) == ["unready", "cheap"] with input as base_input
 }
 
 # ---------------------------------------------------------------------------

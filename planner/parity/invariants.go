@@ -371,9 +371,12 @@ func (c *checker) actionMatches(wave int, a *plan.Action, p *facts.Pod, pd *engi
 			c.add(RuleActionDecision, wave, p.Name, "Recreate on node %s, which should no longer run the DaemonSet", p.Node)
 		}
 	case plan.ActionDelete:
-		if !ds {
-			c.add(RuleActionDecision, wave, p.Name, "Delete outside a DaemonSet with nodes")
-		} else if nodeRuns[p.Node] {
+		switch {
+		case c.condemned(p):
+			// The StatefulSet controller deletes condemned pods (§4.4).
+		case !ds:
+			c.add(RuleActionDecision, wave, p.Name, "Delete outside a DaemonSet with nodes, of a pod that is not a condemned StatefulSet pod")
+		case nodeRuns[p.Node]:
 			c.add(RuleActionDecision, wave, p.Name, "Delete without replacement on node %s, which should run the DaemonSet", p.Node)
 		}
 	default:
@@ -489,6 +492,44 @@ func (c *checker) podCompare(i, j int) int {
 	return strings.Compare(c.r.Pods[i].Name, c.r.Pods[j].Name)
 }
 
+// deletionCompare: the order in which a ReplicaSet deletes its pods.
+// Upstream ranks first by §2.10 rules 1–4 (unassigned, phase Pending <
+// Unknown < Running, not Ready, lower pod-deletion-cost), whatever the
+// policy; the policy order decides the rest (the default strategy's order
+// is upstream's ranking itself, so for its pods this is podCompare). Pods
+// at the update revision have no order decision: only the rules rank them.
+func (c *checker) deletionCompare(i, j int) int {
+	a, b := &c.r.Pods[i], &c.r.Pods[j]
+	for _, d := range [][2]int{
+		{b2i(a.Scheduled), b2i(b.Scheduled)},
+		{phaseOrdinal(a.Phase), phaseOrdinal(b.Phase)},
+		{b2i(a.Ready), b2i(b.Ready)},
+		{a.DeletionCost, b.DeletionCost},
+	} {
+		if d[0] != d[1] {
+			return d[0] - d[1]
+		}
+	}
+	return c.podCompare(i, j)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func phaseOrdinal(phase string) int {
+	switch phase {
+	case "Unknown":
+		return 1
+	case "Running":
+		return 2
+	}
+	return 0
+}
+
 func (c *checker) key(i int) string {
 	return fmt.Sprintf("%v", c.d.Pods[i].Order)
 }
@@ -498,14 +539,18 @@ func (c *checker) key(i int) string {
 // pods still waiting (once one pod does not fit, every later pod waits, the
 // DaemonSet's budget-free replacements of unavailable pods included; with
 // the default order those come first anyway), so the concatenation of all
-// waves is sorted. No exception is documented in planner/plan/pods.go.
+// waves is sorted. The one exception, documented in planner/plan/pods.go,
+// is what a controller deletes whatever the rollout (controllerDelete):
+// those Deletes are not ordered by the policy; the upstream rules check
+// when they happen (dsEvict, the budget replay).
 func (c *checker) order() {
 	prev := -1
 	prevWave := 0
 	for wi, w := range c.wp.Waves {
-		for _, a := range w.Actions {
+		for ai := range w.Actions {
+			a := &w.Actions[ai]
 			i, ok := c.byName[a.Pod]
-			if !ok {
+			if !ok || c.controllerDelete(a, &c.r.Pods[i]) {
 				continue
 			}
 			if prev >= 0 && c.podCompare(prev, i) > 0 {
@@ -550,6 +595,8 @@ type slot struct {
 	unavailable bool
 	surging     bool
 	until       float64 // when it is available again; +Inf: not by itself
+	// deleting: a Delete (no replacement) is in flight; gone once it completes.
+	deleting, gone bool
 }
 
 type budgetState struct {
@@ -558,18 +605,88 @@ type budgetState struct {
 }
 
 // relevant: the budget counts the slot. A PDB budget counts only the pods
-// the PDB selects. Exception (planner/plan/pods.go, reference §4.5): a
-// native StatefulSet with MaxUnavailableStatefulSet off and Parallel pod
-// management is only blocked by pods at or above the partition.
+// the PDB selects. A StatefulSet pod outside the replicas (condemned by a
+// scale-down) counts against no budget: the controller deletes it whatever
+// the rollout, and upstream counts unavailable replicas only (§4.3, §4.7).
 func (c *checker) relevant(b plan.Budget, p *facts.Pod) bool {
 	if b.PDB != "" && !slices.Contains(p.PDBs, b.PDB) {
 		return false
 	}
+	return !c.condemned(p)
+}
+
+// condemned: a StatefulSet pod with a valid ordinal outside the replicas.
+func (c *checker) condemned(p *facts.Pod) bool {
+	return c.r.Workload.Kind == "StatefulSet" && p.Ordinal >= 0 && (p.Index < 0 || p.Index >= c.r.Workload.Replicas)
+}
+
+// stsAbove: a native StatefulSet with MaxUnavailableStatefulSet off and
+// Parallel pod management. Its update loop (reference §4.5) goes from the
+// highest index down, deletes the first pod not at the update revision and
+// stops at an unavailable pod on its way: a pod to replace is held only by
+// unavailable pods above it, never by those below (planner/plan/pods.go).
+func (c *checker) stsAbove() bool {
 	w := c.r.Workload
-	if b.Type == "unavailable" && w.Kind == "StatefulSet" && !c.r.FeatureGates[GateMaxUnavailableStatefulSet] && !w.Managed && w.PodManagementPolicy == "Parallel" {
-		return p.Index >= w.Strategy.Partition
+	return w.Kind == "StatefulSet" && !c.r.FeatureGates[GateMaxUnavailableStatefulSet] && !w.Managed && w.PodManagementPolicy == "Parallel"
+}
+
+// against: slot x counts against budget b when pod cand is the one to
+// start: relevant, and for stsAbove above cand (or cand itself, inclusive).
+func (c *checker) against(b plan.Budget, x, cand *facts.Pod, inclusive bool) bool {
+	if !c.relevant(b, x) {
+		return false
 	}
-	return true
+	if b.Type != "unavailable" || !c.stsAbove() || cand == nil {
+		return true
+	}
+	return x.Index > cand.Index || (inclusive && x == cand)
+}
+
+// minReadySeconds: what the pod's availability is judged with (§1.3): an
+// old ReplicaSet's pods by the ReplicaSet's own value (the Deployment syncs
+// its value onto the new ReplicaSet only, §2.3).
+func (c *checker) minReadySeconds(p *facts.Pod) int {
+	if c.r.Workload.Kind == "Deployment" {
+		for _, rs := range c.r.ReplicaSets {
+			if rs.Name == p.Owner && !rs.New {
+				return rs.MinReadySeconds
+			}
+		}
+	}
+	return c.r.Workload.MinReadySeconds
+}
+
+// controllerDelete: a Delete that a controller makes whatever the rollout
+// and its order (planner/plan/pods.go): a condemned StatefulSet pod (§4.4),
+// a DaemonSet pod on a node with an untolerated NoExecute taint (§3.4), an
+// available pod of a node that should no longer run a native surge
+// DaemonSet (§3.7 rule 3; the budget replay checks when it may go).
+func (c *checker) controllerDelete(a *plan.Action, p *facts.Pod) bool {
+	if a.Type != plan.ActionDelete {
+		return false
+	}
+	if c.condemned(p) {
+		return true
+	}
+	for _, n := range c.r.Nodes {
+		if n.Name == p.Node {
+			return !n.ShouldContinueRunning || (c.surgeMode() && c.native())
+		}
+	}
+	return false
+}
+
+// surgeMode: a DaemonSet whose non-advisory surge budget is above 0.
+func (c *checker) surgeMode() bool {
+	if c.r.Workload.Kind != "DaemonSet" {
+		return false
+	}
+	for _, b := range c.wp.Budgets {
+		if b.Type == "surge" && !b.Advisory && b.Limit > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *checker) duration(action string) float64 {
@@ -584,23 +701,38 @@ func (c *checker) duration(action string) float64 {
 }
 
 // initialSlots: every pod, unavailable ones as the planner counts them at
-// snapshot time (pods.go setup): a Ready pod short of minReadySeconds is
-// available once it has been Ready that long; a terminating or updated pod
-// after a replacement's estimated duration; any other unavailable pod not
-// by itself. A DaemonSet node that should run a pod and has none (and no
+// snapshot time (pods.go setup): a terminating pod (even one that still
+// reports Ready) after a replacement's estimated duration; a Ready pod short
+// of minReadySeconds (an old ReplicaSet's own, for a Deployment's pod) once
+// it has been Ready that long; an updated pod after a replacement's
+// estimated duration; any other unavailable pod not by itself. A DaemonSet pod the
+// plan does not act on, on a node with an untolerated NoExecute taint, is
+// deleted by manage() at once (§3.4): unavailable while it terminates, then
+// gone. A DaemonSet node that should run a pod and has none (and no
 // terminating pod) counts as one unavailable slot until its pod is created.
 func (c *checker) initialSlots() []slot {
 	r := c.r
+	evicted := map[string]bool{}
+	for _, n := range r.Nodes {
+		evicted[n.Name] = r.Workload.Kind == "DaemonSet" && !n.ShouldContinueRunning
+	}
 	var slots []slot
 	for i := range r.Pods {
 		p := &r.Pods[i]
 		s := slot{name: p.Name, pod: p, until: math.Inf(1)}
-		if !p.Available {
+		switch {
+		case evicted[p.Node] && !p.Terminating && (p.Updated || !c.d.Pods[i].InScope):
+			// manage() deletes it in its first sync (§3.4), not the plan:
+			// unavailable while it terminates, then gone.
+			s.unavailable, s.deleting, s.until = true, true, c.duration(plan.ActionDelete)
+		case !p.Available:
 			s.unavailable = true
 			switch {
+			case p.Terminating:
+				s.until = c.duration(plan.ActionRecreate)
 			case p.Ready && p.ReadySeconds >= 0:
-				s.until = math.Max(0, float64(int64(r.Workload.MinReadySeconds)-p.ReadySeconds))
-			case p.Terminating || p.Updated:
+				s.until = math.Max(0, float64(int64(c.minReadySeconds(p))-p.ReadySeconds))
+			case p.Updated:
 				s.until = c.duration(plan.ActionRecreate)
 			}
 		}
@@ -657,19 +789,30 @@ func (c *checker) podReplay() {
 			missing = append(missing, slot{name: fmt.Sprintf("ordinal %d", idx+c.r.Workload.OrdinalsStart), unavailable: true, until: c.duration(plan.ActionRecreate)})
 		}
 	}
-	noExecute := map[string]bool{}
+	noExecute, runs := map[string]bool{}, map[string]bool{}
 	for _, n := range c.r.Nodes {
-		noExecute[n.Name] = !n.ShouldContinueRunning
+		noExecute[n.Name], runs[n.Name] = !n.ShouldContinueRunning, n.ShouldRun
 	}
-	// counts of the current state
-	unavail := func(bs budgetState, g string) int {
+	// counts of the current state; unavail counts against pod cand (see against)
+	unavail := func(bs budgetState, g string, cand *facts.Pod, inclusive bool) int {
 		n := 0
 		for _, s := range slots {
-			if s.unavailable && c.relevant(bs.b, s.pod) && engine.GroupKey(s.pod, bs.b.GroupBy) == g {
+			if s.unavailable && c.against(bs.b, s.pod, cand, inclusive) && engine.GroupKey(s.pod, bs.b.GroupBy) == g {
 				n++
 			}
 		}
 		return n + bs.elsewhere
+	}
+	// availableNodes: nodes holding an available pod (upstream's
+	// availableCount of a surge DaemonSet, §3.7).
+	availableNodes := func() int {
+		nodes := map[string]bool{}
+		for _, s := range slots {
+			if !s.unavailable && !s.gone {
+				nodes[s.pod.Node] = true
+			}
+		}
+		return len(nodes)
 	}
 	surging := func(bs budgetState) int {
 		n := 0
@@ -693,19 +836,20 @@ func (c *checker) podReplay() {
 	for wi, w := range c.wp.Waves {
 		t := c.starts[wi]
 		// Pods in flight are available again once their estimate has
-		// passed. The planner only advances time after its first step, so
-		// nothing completes before a first wave at 0s.
-		if wi > 0 || t > 0 {
-			for i := range slots {
-				if slots[i].until <= t {
-					slots[i].unavailable, slots[i].surging = false, false
-					slots[i].until = math.Inf(1)
-				}
+		// passed. The planner applies what is due by a step's time before
+		// the step, the first one at 0s included (a Ready pod whose
+		// minReadySeconds has passed by the planner's estimate counts as
+		// available then).
+		for i := range slots {
+			if slots[i].until <= t {
+				slots[i].unavailable, slots[i].surging = false, false
+				slots[i].until = math.Inf(1)
+				slots[i].gone = slots[i].gone || slots[i].deleting
 			}
-			for i := range missing {
-				if missing[i].until <= t {
-					missing[i].unavailable = false
-				}
+		}
+		for i := range missing {
+			if missing[i].until <= t {
+				missing[i].unavailable = false
 			}
 		}
 		if c.d.Pacing == engine.PacingWave && wi > 0 && t < prevEnd {
@@ -720,16 +864,20 @@ func (c *checker) podReplay() {
 			s := &slots[i]
 			wasUnavailable, wasInFlight := s.unavailable, s.unavailable || s.surging
 			// DaemonSet: an unavailable old pod is replaced whatever the
-			// budget (§3.6, §3.7), and manage() deletes pods of nodes with
-			// an untolerated NoExecute taint whatever the budget (§3.4).
-			forced := kind == "DaemonSet" && (wasUnavailable || (a.Type == plan.ActionDelete && noExecute[s.pod.Node]))
+			// budget (§3.6, §3.7), manage() deletes pods of nodes with an
+			// untolerated NoExecute taint whatever the budget (§3.4), and a
+			// native surge DaemonSet deletes the available pods of nodes
+			// that should no longer run it while more nodes hold an
+			// available pod than should run one (§3.7 rule 3).
+			misscheduled := a.Type == plan.ActionDelete && c.surgeMode() && c.native() && !runs[s.pod.Node] && availableNodes() > c.r.Workload.Replicas
+			forced := kind == "DaemonSet" && (wasUnavailable || (a.Type == plan.ActionDelete && noExecute[s.pod.Node]) || misscheduled)
 			for _, bs := range budgets {
 				if !c.relevant(bs.b, s.pod) {
 					continue
 				}
 				g := engine.GroupKey(s.pod, bs.b.GroupBy)
 				if kind == "StatefulSet" && bs.b.Type == "unavailable" {
-					cur := unavail(bs, g)
+					cur := unavail(bs, g, s.pod, false)
 					var pending []string
 					if bs.b.PDB == "" && bs.b.GroupBy == "" {
 						for _, m := range missing {
@@ -762,6 +910,7 @@ func (c *checker) podReplay() {
 			} else {
 				s.unavailable = true
 			}
+			s.deleting = a.Type == plan.ActionDelete
 			s.until = t + dur
 			waveEnd = math.Max(waveEnd, s.until)
 			if forced {
@@ -775,7 +924,7 @@ func (c *checker) podReplay() {
 				switch bs.b.Type {
 				case "unavailable":
 					if !a.Surge && !wasUnavailable {
-						if n := unavail(bs, g); n > bs.b.Limit {
+						if n := unavail(bs, g, s.pod, true); n > bs.b.Limit {
 							c.add(RuleBudgetUnavailable, wi+1, a.Pod, "%s makes %d pod(s) unavailable under budget %s%s, limit %d", a.Type, n, bs.b.Name, groupSuffix(bs.b, g), bs.b.Limit)
 						}
 					}
@@ -840,7 +989,9 @@ func (c *checker) checkStall(slots []slot, budgets []budgetState, missing []slot
 	}
 	next := -1
 	for i, p := range c.r.Pods {
-		if p.Updated || p.Terminating || !c.d.Pods[i].InScope || placed[p.Name] {
+		// Condemned StatefulSet pods do not wait in policy order: the
+		// controller deletes them (see controllerDelete).
+		if p.Updated || p.Terminating || !c.d.Pods[i].InScope || placed[p.Name] || c.condemned(&p) {
 			continue
 		}
 		if next < 0 || c.podCompare(i, next) < 0 {
@@ -886,7 +1037,7 @@ func (c *checker) checkStall(slots []slot, budgets []budgetState, missing []slot
 		inGroup := func(x *slot) bool { return c.relevant(bs.b, x.pod) && engine.GroupKey(x.pod, bs.b.GroupBy) == g }
 		switch bs.b.Type {
 		case "unavailable":
-			u := count(func(x *slot) bool { return x.unavailable && inGroup(x) }) + bs.elsewhere
+			u := count(func(x *slot) bool { return x.unavailable && inGroup(x) && c.against(bs.b, x.pod, p, false) }) + bs.elsewhere
 			if kind == "StatefulSet" && (u >= bs.b.Limit || (bs.b.PDB == "" && bs.b.GroupBy == "" && u+pendingMissing >= bs.b.Limit)) {
 				return
 			}
@@ -961,7 +1112,7 @@ func (p rsPod) availableAt(t float64) (certain, maybe bool) {
 // replicas − maxUnavailable available (pod availability as the planner
 // estimates it: snapshot pods from their state, created pods an estimated
 // duration after their wave starts); a scale-down removes its ReplicaSet's
-// pods in deletion (policy) order; the plan ends at new = replicas, old = 0
+// pods in deletion order (deletionCompare); the plan ends at new = replicas, old = 0
 // unless it says the rollout does not complete.
 func (c *checker) replicaSets() {
 	r := c.r
@@ -982,7 +1133,7 @@ func (c *checker) replicaSets() {
 		case p.Available:
 			return 0
 		case p.Ready && p.ReadySeconds >= 0:
-			return math.Max(0, float64(int64(r.Workload.MinReadySeconds)-p.ReadySeconds))
+			return math.Max(0, float64(int64(c.minReadySeconds(p))-p.ReadySeconds))
 		case p.Updated:
 			return podDur
 		}
@@ -998,7 +1149,7 @@ func (c *checker) replicaSets() {
 				idx = append(idx, i)
 			}
 		}
-		sort.SliceStable(idx, func(a, b int) bool { return c.podCompare(idx[a], idx[b]) < 0 })
+		sort.SliceStable(idx, func(a, b int) bool { return c.deletionCompare(idx[a], idx[b]) < 0 })
 		for _, i := range idx {
 			rs.pods = append(rs.pods, rsPod{name: r.Pods[i].Name, fact: i, availAt: initAvail(&r.Pods[i]), exact: true})
 		}
@@ -1164,7 +1315,7 @@ func (c *checker) scaleDown(wave int, t float64, rs *rsState, a *plan.Action, mi
 	}
 	for _, k := range named {
 		for j, p := range rs.pods {
-			if p.fact >= 0 && !removedNamed[j] && c.podCompare(p.fact, rs.pods[k].fact) < 0 {
+			if p.fact >= 0 && !removedNamed[j] && c.deletionCompare(p.fact, rs.pods[k].fact) < 0 {
 				c.add(RuleOrder, wave, rs.pods[k].name, "scaling ReplicaSet %s down removes it while pod %s (order key %s), earlier in deletion order, stays (its key %s)", rs.name, p.name, c.key(p.fact), c.key(rs.pods[k].fact))
 				break
 			}

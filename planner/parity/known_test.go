@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,130 +33,140 @@ type knownIssue struct {
 	match func(v Violation, det *plan.Detail) bool
 }
 
-var knownIssues = []knownIssue{
+// knownIssues: none open. The issues fixed so far are regression checks in
+// fixedIssues below.
+var knownIssues = []knownIssue{}
+
+// fixedIssue is a planner bug the harness found and that is fixed: its
+// minimal snapshot under testdata/known must plan without any violation
+// (the rule that caught it included) and identically with every engine.
+type fixedIssue struct {
+	id    string
+	repro string
+	gates map[string]bool
+	rule  string
+	// want: the plan shows the fix (beyond the absence of violations).
+	want func(t *testing.T, wp *plan.WorkloadPlan)
+}
+
+var fixedIssues = []fixedIssue{
 	{
-		id: "rs-rank-min-ready",
-		summary: "Deployment scale-downs rank pods by availability (the snapshot-time `available` order key, and " +
-			"deployment.go reconcilePods, whose comparator only moves not-yet-available simulated pods ahead of " +
-			"available ones and is not a strict weak order), while upstream's ReplicaSet ranks by readiness " +
-			"(unassigned, Pending, not Ready first, reference §2.10). With minReadySeconds > 0 a Ready pod that is " +
-			"not yet available at snapshot time is removed before pods the ReplicaSet has just created.",
-		repro: "testdata/known/rs-rank-min-ready.yaml",
-		now:   Now,
-		rule:  RuleRSRank,
-		match: func(v Violation, det *plan.Detail) bool {
-			return v.Rule == RuleRSRank && minReadyPositive(det.Facts)
+		// pods.go run() declared a stall when the next event was due at the
+		// current time; setup() judged a terminating pod that still reports
+		// Ready as available again at once.
+		id: "false-stall-due-event", repro: "testdata/known/false-stall-terminating-ready.yaml", rule: RuleStall,
+		want: func(t *testing.T, wp *plan.WorkloadPlan) {
+			wantWaves(t, wp, "1m Recreate agent-1", "2m Recreate agent-2")
 		},
 	},
 	{
-		id: "sts-gate-off-parallel-stall",
-		summary: "A native Parallel StatefulSet with MaxUnavailableStatefulSet off counts every unavailable pod at " +
-			"or above the partition against its one-pod budget (pods.go upstreamSTS/counts), so one unavailable old " +
-			"pod stalls the plan; upstream's gate-off loop (§4.5) deletes the highest old pod whatever the state of " +
-			"old pods below it, and replaces the unavailable one in turn.",
-		repro: "testdata/known/sts-gate-off-parallel-stall.yaml",
-		now:   Now,
-		rule:  RuleSTSProgress,
-		match: func(v Violation, det *plan.Detail) bool {
-			f := det.Facts
-			return v.Rule == RuleSTSProgress && !f.FeatureGates[GateMaxUnavailableStatefulSet] && !f.Workload.Managed && f.Workload.PodManagementPolicy == "Parallel"
+		// Native Parallel StatefulSet, gate off: only unavailable pods above
+		// the next to replace hold it (§4.5).
+		id: "sts-gate-off-parallel-stall", repro: "testdata/known/sts-gate-off-parallel-stall.yaml", rule: RuleSTSProgress,
+		want: func(t *testing.T, wp *plan.WorkloadPlan) {
+			wantWaves(t, wp, "0s Recreate db-4", "1m Recreate db-3", "2m Recreate db-2", "3m Recreate db-1", "4m Recreate db-0")
 		},
 	},
 	{
-		id: "sts-missing-replica",
-		summary: "StatefulSet replicas without a pod (missing ordinals) are not counted: upstream creates them first " +
-			"and counts them as unavailable (§4.3 placeholders, §4.7; OrderedReady stops at them, §4.4), so the " +
-			"plan starts deletions upstream would not (and rollplan's own budget is exceeded for managed sets); a " +
-			"DaemonSet's empty nodes, by contrast, are counted.",
-		repro: "testdata/known/sts-missing-replica.yaml",
-		now:   Now,
+		// Missing replicas are created first and count as unavailable (§4.3, §4.7).
+		id: "sts-missing-replica", repro: "testdata/known/sts-missing-replica.yaml", rule: RuleSTSMissing,
 		gates: map[string]bool{GateMaxUnavailableStatefulSet: true},
-		rule:  RuleSTSMissing,
-		match: func(v Violation, _ *plan.Detail) bool { return v.Rule == RuleSTSMissing },
-	},
-	{
-		id: "sts-condemned",
-		summary: "StatefulSet pods with an ordinal at or beyond start + replicas (condemned by a scale-down) are " +
-			"planned as Recreate at the update revision; upstream deletes them (processCondemned, §4.3/§4.4) and " +
-			"never recreates them.",
-		repro: "testdata/known/sts-condemned.yaml",
-		now:   Now,
-		rule:  RuleSTSCondemned,
-		// The budget the planner spends on condemned pods (recreating
-		// them, or counting terminating ones, which upstream's §4.7 count
-		// over the replicas leaves out) also delays what upstream's first
-		// sync deletes.
-		match: func(v Violation, det *plan.Detail) bool {
-			return v.Rule == RuleSTSCondemned || (v.Rule == RuleSTSProgress && hasCondemned(det.Facts))
+		want: func(t *testing.T, wp *plan.WorkloadPlan) {
+			wantWaves(t, wp, "1m Recreate db-4", "2m Recreate db-3", "3m Recreate db-1", "4m Recreate db-0")
 		},
 	},
 	{
-		id: "ds-noexecute",
-		summary: "DaemonSet pods on a node with an untolerated NoExecute taint (shouldContinueRunning false) are " +
-			"planned as budgeted Deletes, after the rest (or never, with maxSurge); upstream's manage() deletes them " +
-			"in the first sync whatever the budget (§3.4).",
-		repro: "testdata/known/ds-noexecute.yaml",
-		now:   Now,
-		rule:  RuleDSEvict,
-		match: func(v Violation, _ *plan.Detail) bool { return v.Rule == RuleDSEvict },
-	},
-	{
-		id: "ds-surge-misscheduled",
-		summary: "A native surge DaemonSet (maxUnavailable 0) plans the pods of nodes that should no longer run it " +
-			"as Deletes under the maxUnavailable budget, which is 0, so the plan stalls; upstream deletes them while " +
-			"more nodes hold an available pod than should run one (§3.7 rule 3).",
-		repro: "testdata/known/ds-surge-misscheduled.yaml",
-		now:   Now,
-		rule:  RuleDSProgress,
-		match: func(v Violation, det *plan.Detail) bool {
-			return v.Rule == RuleDSProgress && !det.Facts.Workload.Managed
+		// Condemned pods are deleted, not recreated (processCondemned, §4.4).
+		id: "sts-condemned", repro: "testdata/known/sts-condemned.yaml", rule: RuleSTSCondemned,
+		want: func(t *testing.T, wp *plan.WorkloadPlan) {
+			wantWaves(t, wp, "0s Delete db-4", "30s Delete db-3", "1m Recreate db-2", "2m Recreate db-1", "3m Recreate db-0")
 		},
 	},
 	{
-		id: "false-stall-due-event",
-		summary: "run() in pods.go declares a stall when the next event is due at the current time (next <= t " +
-			"with no action started) before processing it. Any pod the simulator counts as unavailable at 0s but " +
-			"available again at 0s triggers it: a terminating pod that still reports Ready (setup() takes the Ready " +
-			"branch before the terminating one), or a Ready pod whose ReplicaSet has a larger minReadySeconds than " +
-			"the Deployment (facts judge it with the ReplicaSet's value, the simulator with the workload's). The " +
-			"plan then stalls at 0s where upstream waits for the pod and rolls on.",
-		repro: "testdata/known/false-stall-terminating-ready.yaml",
-		now:   Now,
-		rule:  RuleStall,
-		match: func(v Violation, det *plan.Detail) bool {
-			if v.Rule != RuleStall {
-				return false
+		// manage() deletes pods of untolerated NoExecute nodes at once (§3.4).
+		id: "ds-noexecute", repro: "testdata/known/ds-noexecute.yaml", rule: RuleDSEvict,
+		want: func(t *testing.T, wp *plan.WorkloadPlan) {
+			wantWaves(t, wp, "0s Delete agent-3", "30s Recreate agent-0", "1m30s Recreate agent-1", "2m30s Recreate agent-2")
+		},
+	},
+	{
+		// Surge DaemonSet: misscheduled available pods go while
+		// availableCount > desired (§3.7 rule 3).
+		id: "ds-surge-misscheduled", repro: "testdata/known/ds-surge-misscheduled.yaml", rule: RuleDSProgress,
+		want: func(t *testing.T, wp *plan.WorkloadPlan) {
+			wantWaves(t, wp, "0s Recreate(surge) agent-0, Delete agent-3", "1m Recreate(surge) agent-1", "2m Recreate(surge) agent-2")
+		},
+	},
+	{
+		// The ReplicaSet deletes by readiness (§2.10): the pod it just
+		// created goes, not the Ready pod short of minReadySeconds.
+		id: "rs-rank-min-ready", repro: "testdata/known/rs-rank-min-ready.yaml", rule: RuleRSRank,
+		want: func(t *testing.T, wp *plan.WorkloadPlan) {
+			if len(wp.Waves) == 0 || len(wp.Waves[0].Actions) < 2 {
+				t.Fatalf("want the cleanup in wave 1, got %d waves", len(wp.Waves))
 			}
-			m := int64(det.Facts.Workload.MinReadySeconds)
-			for _, p := range det.Facts.Pods {
-				if !p.Available && p.Ready && p.ReadySeconds >= 0 && m-p.ReadySeconds <= 0 {
-					return true
+			if a := wp.Waves[0].Actions[1]; a.ReplicaSet != "web-old" || *a.To != 1 || len(a.Pods) != 0 {
+				t.Errorf("wave 1 should scale web-old 2 -> 1 removing the pod the ReplicaSet just created (unnamed), got %+v pods %v", a, a.Pods)
+			}
+		},
+	},
+}
+
+// wantWaves compares a pod-by-pod plan with "start Action pod, …" lines.
+func wantWaves(t *testing.T, wp *plan.WorkloadPlan, want ...string) {
+	t.Helper()
+	var got []string
+	for _, w := range wp.Waves {
+		var as []string
+		for _, a := range w.Actions {
+			typ := a.Type
+			if a.Surge {
+				typ += "(surge)"
+			}
+			as = append(as, typ+" "+a.Pod)
+		}
+		got = append(got, w.Start+" "+strings.Join(as, ", "))
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("waves:\n  got  %s\n  want %s", strings.Join(got, "\n       "), strings.Join(want, "\n       "))
+	}
+}
+
+// TestFixedIssuesStayFixed: the minimal snapshots of the fixed known issues
+// plan with every engine alike and without any violation.
+func TestFixedIssuesStayFixed(t *testing.T) {
+	engs := engines(t)
+	for _, k := range fixedIssues {
+		t.Run(k.id, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.FromSlash(k.repro))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := DecodeYAML(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := evaluate(engs, &Case{Snap: s, Now: Now, Gates: k.gates})
+			if o.err != nil {
+				t.Fatal(o.err)
+			}
+			if o.parity != "" {
+				t.Errorf("plans differ (%s):\n%s", o.parity, o.diff)
+			}
+			for _, v := range o.violations {
+				t.Errorf("regression of %s (rule %s): %s", k.id, k.rule, v)
+			}
+			for id, v := range o.known {
+				t.Errorf("regression of %s: matches known issue %s: %s", k.id, id, v)
+			}
+			for _, res := range o.results {
+				if len(res.Plan.Workloads) != 1 {
+					t.Fatalf("want one workload, got %d", len(res.Plan.Workloads))
 				}
+				k.want(t, &res.Plan.Workloads[0])
 			}
-			return false
-		},
-	},
-}
-
-func minReadyPositive(r *facts.Rollout) bool {
-	if r.Workload.MinReadySeconds > 0 {
-		return true
+		})
 	}
-	for _, rs := range r.ReplicaSets {
-		if rs.MinReadySeconds > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-func hasCondemned(r *facts.Rollout) bool {
-	for _, p := range r.Pods {
-		if p.Index >= r.Workload.Replicas {
-			return true
-		}
-	}
-	return false
 }
 
 // matchKnownIssue returns the id of the known issue v is an instance of.
@@ -218,7 +229,7 @@ func TestKnownIssuesStillReproduce(t *testing.T) {
 				}
 			}
 			if !found {
-				t.Errorf("known issue %s no longer reproduces on %s: the planner seems fixed; remove it from knownIssues so rule %s is enforced again", k.id, k.repro, k.rule)
+				t.Errorf("known issue %s (%s) no longer reproduces on %s: the planner seems fixed; remove it from knownIssues so rule %s is enforced again (and add the repro to fixedIssues)", k.id, k.summary, k.repro, k.rule)
 			}
 		})
 	}

@@ -19,14 +19,22 @@ const tick = 0.001 // seconds between two consecutive syncs
 
 type rsPod struct {
 	name        string
-	fact        int     // index in facts, -1 for a pod the simulation created
+	fact        int     // index in facts, -1 for a pod the simulation made up
 	availableAt float64 // +Inf: never (an old pod that is not available)
+	// Pods without facts: when they are Ready, and their creation order
+	// (pods the ReplicaSet creates during the simulation count up from 1;
+	// pods taken from a ReplicaSet's status are 0).
+	readyAt float64
+	seq     int
+	// rank: a snapshot pod's position in policy (deletion) order.
+	rank int
 }
 
 type simRS struct {
-	name string
-	spec int
-	pods []rsPod
+	name     string
+	spec     int
+	minReady int // the ReplicaSet's own minReadySeconds (§1.3, §2.3)
+	pods     []rsPod
 }
 
 func (rs *simRS) avail(t float64) int {
@@ -75,18 +83,23 @@ func simulateDeployment(r *facts.Rollout, d *engine.Decisions, o Options) *simul
 		}
 	}
 	for _, f := range r.ReplicaSets {
-		rs := &simRS{name: f.Name, spec: f.Replicas}
-		for _, i := range ordered(r, d, byRS[f.Name]) {
-			rs.pods = append(rs.pods, rsPod{name: r.Pods[i].Name, fact: i, availableAt: s.initialAvailability(&r.Pods[i])})
+		rs := &simRS{name: f.Name, spec: f.Replicas, minReady: f.MinReadySeconds}
+		if f.New {
+			// The Deployment syncs its minReadySeconds onto the new ReplicaSet only (§2.3).
+			rs.minReady = r.Workload.MinReadySeconds
+		}
+		for k, i := range ordered(r, d, byRS[f.Name]) {
+			rs.pods = append(rs.pods, rsPod{name: r.Pods[i].Name, fact: i, availableAt: s.initialAvailability(&r.Pods[i]), rank: k})
 		}
 		if len(byRS[f.Name]) == 0 && f.Replicas > 0 {
 			// No pods in the snapshot: take the ReplicaSet's status.
 			for k := 0; k < f.Replicas; k++ {
-				at := 0.0
+				p := rsPod{name: fmt.Sprintf("%s-<%d>", f.Name, k), fact: -1}
 				if k >= f.AvailableReplicas {
-					at = s.podDuration()
+					p.readyAt = float64(s.o.RecreateSeconds)
+					p.availableAt = p.readyAt + float64(rs.minReady)
 				}
-				rs.pods = append(rs.pods, rsPod{name: fmt.Sprintf("%s-<%d>", f.Name, k), fact: -1, availableAt: at})
+				rs.pods = append(rs.pods, p)
 			}
 		}
 		if f.New {
@@ -107,16 +120,13 @@ func (s *deploySim) podDuration() float64 {
 	return float64(s.o.RecreateSeconds + s.r.Workload.MinReadySeconds)
 }
 
+// initialAvailability: when a snapshot pod is available, judged with its
+// ReplicaSet's own minReadySeconds (§1.3) as the ReplicaSet's status is.
 func (s *deploySim) initialAvailability(p *facts.Pod) float64 {
-	switch {
-	case p.Available:
+	if p.Available {
 		return 0
-	case p.Ready && p.ReadySeconds >= 0:
-		return math.Max(0, float64(int64(s.r.Workload.MinReadySeconds)-p.ReadySeconds))
-	case p.Updated:
-		return s.podDuration()
 	}
-	return math.Inf(1)
+	return availableAgainAt(s.r, p, s.podDuration())
 }
 
 func (s *deploySim) all() []*simRS {
@@ -132,24 +142,75 @@ func (s *deploySim) all() []*simRS {
 func (s *deploySim) reconcilePods(rs *simRS) []rsPod {
 	var removed []rsPod
 	if len(rs.pods) > rs.spec {
-		// Pods are kept in policy (deletion) order: not-yet-available
-		// simulated pods first, as upstream ranks unready pods first.
-		sort.SliceStable(rs.pods, func(i, j int) bool {
-			ai, aj := rs.pods[i].availableAt > s.t, rs.pods[j].availableAt > s.t
-			if ai != aj && (rs.pods[i].fact < 0 || rs.pods[j].fact < 0) {
-				return ai
-			}
-			return false
-		})
+		sort.SliceStable(rs.pods, func(i, j int) bool { return s.deletedBefore(rs.pods[i], rs.pods[j]) })
 		n := len(rs.pods) - rs.spec
 		removed = append(removed, rs.pods[:n]...)
 		rs.pods = rs.pods[n:]
 	}
 	for len(rs.pods) < rs.spec {
 		s.created++
-		rs.pods = append(rs.pods, rsPod{name: fmt.Sprintf("%s-new-%d", rs.name, s.created), fact: -1, availableAt: s.t + s.podDuration()})
+		ready := s.t + float64(s.o.RecreateSeconds)
+		rs.pods = append(rs.pods, rsPod{name: fmt.Sprintf("%s-new-%d", rs.name, s.created), fact: -1, readyAt: ready, availableAt: ready + float64(rs.minReady), seq: s.created})
 	}
 	return removed
+}
+
+// rankPrefix is the start of upstream's deletion rank (§2.10 rules 1–4):
+// unassigned first, then phase (Pending < Unknown < Running), not Ready,
+// lower pod-deletion-cost. A snapshot pod has its facts; a pod the
+// simulation made up is unassigned and Pending until Ready, then a Running
+// Ready pod without a deletion cost.
+func (s *deploySim) rankPrefix(p rsPod) [4]int {
+	if p.fact >= 0 {
+		f := &s.r.Pods[p.fact]
+		return [4]int{b2i(f.Scheduled), phaseOrdinal(f.Phase), b2i(f.Ready), f.DeletionCost}
+	}
+	if p.readyAt <= s.t {
+		return [4]int{1, 2, 1, 0}
+	}
+	return [4]int{0, 0, 0, 0}
+}
+
+// deletedBefore orders a ReplicaSet's pods for deletion (a strict weak
+// order: a lexicographic key). Upstream's ReplicaSet ranks by readiness, not
+// availability: the rank prefix first; within it, pods the simulation made
+// up before snapshot pods (they are newer and, once Ready, more recently
+// Ready: §2.10 rules 6, 8), newest first; snapshot pods keep the policy
+// order, the default strategy's being upstream's ranking itself.
+func (s *deploySim) deletedBefore(a, b rsPod) bool {
+	if pa, pb := s.rankPrefix(a), s.rankPrefix(b); pa != pb {
+		for k := range pa {
+			if pa[k] != pb[k] {
+				return pa[k] < pb[k]
+			}
+		}
+	}
+	if (a.fact < 0) != (b.fact < 0) {
+		return a.fact < 0
+	}
+	if a.fact >= 0 {
+		return a.rank < b.rank
+	}
+	return a.seq > b.seq
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// phaseOrdinal is upstream's podPhaseToOrdinal: Pending 0 < Unknown 1 <
+// Running 2, any other phase 0.
+func phaseOrdinal(phase string) int {
+	switch phase {
+	case "Unknown":
+		return 1
+	case "Running":
+		return 2
+	}
+	return 0
 }
 
 func (s *deploySim) scale(rs *simRS, to int, reason string) {
@@ -190,7 +251,7 @@ func (s *deploySim) syncRolling() bool {
 	wrote := false
 	if s.newRS == nil {
 		n := s.newRSNewReplicas(0)
-		s.newRS = &simRS{name: s.r.Workload.UpdateRevision}
+		s.newRS = &simRS{name: s.r.Workload.UpdateRevision, minReady: s.r.Workload.MinReadySeconds}
 		s.scale(s.newRS, n, fmt.Sprintf("create ReplicaSet %s at the update revision with %d replicas (maxSurge %d over %d desired)", s.newRS.name, n, s.surge, s.D))
 		wrote = true // creating is not a scale-up: the same sync goes on to the old ReplicaSets
 	} else {
@@ -274,7 +335,7 @@ func (s *deploySim) syncRecreate() bool {
 		return true
 	}
 	if s.newRS == nil {
-		s.newRS = &simRS{name: s.r.Workload.UpdateRevision}
+		s.newRS = &simRS{name: s.r.Workload.UpdateRevision, minReady: s.r.Workload.MinReadySeconds}
 		s.scale(s.newRS, s.D, fmt.Sprintf("Recreate: create ReplicaSet %s with all %d replicas once the old pods are gone", s.newRS.name, s.D))
 		return true
 	}

@@ -2,6 +2,8 @@ package plan
 
 import (
 	"math"
+	"sort"
+	"strings"
 	"testing"
 
 	"github.com/rollplan/rollplan/planner/facts"
@@ -14,7 +16,7 @@ func rsWith(name string, spec, avail int) *simRS {
 		if i >= avail {
 			at = math.Inf(1)
 		}
-		rs.pods = append(rs.pods, rsPod{name: name + "-p", fact: -1, availableAt: at})
+		rs.pods = append(rs.pods, rsPod{name: name + "-p", fact: -1, availableAt: at, readyAt: at})
 	}
 	return rs
 }
@@ -74,5 +76,69 @@ func TestNewRSNewReplicas(t *testing.T) {
 		if got := s.newRSNewReplicas(c.newSpec); got != c.want {
 			t.Errorf("D=%d surge=%d new=%d old=%d: got %d, want %d", c.d, c.surge, c.newSpec, c.oldSpec, got, c.want)
 		}
+	}
+}
+
+// deletedBefore is a strict weak order (sort.SliceStable needs one) and
+// ranks by readiness as upstream's ReplicaSet does (§2.10 rules 1–4), not by
+// availability: a Ready pod short of minReadySeconds stays after a pod the
+// ReplicaSet has just created.
+func TestDeletedBeforeStrictWeakOrder(t *testing.T) {
+	r := &facts.Rollout{Workload: facts.Workload{MinReadySeconds: 30}, Pods: []facts.Pod{
+		{Name: "ready-old", Scheduled: true, Phase: "Running", Ready: true, Available: true},
+		{Name: "ready-warming", Scheduled: true, Phase: "Running", Ready: true, ReadySeconds: 10},
+		{Name: "not-ready", Scheduled: true, Phase: "Running"},
+		{Name: "pending", Scheduled: true, Phase: "Pending"},
+		{Name: "unscheduled", Phase: "Pending"},
+		{Name: "cheap", Scheduled: true, Phase: "Running", Ready: true, Available: true, DeletionCost: -5},
+		{Name: "unknown-ready", Scheduled: true, Phase: "Unknown", Ready: true, Available: true},
+	}}
+	s := &deploySim{r: r, o: DefaultOptions, t: 100}
+	var pods []rsPod
+	for i := range r.Pods {
+		// Policy ranks on purpose not matching readiness: the prefix decides first.
+		pods = append(pods, rsPod{name: r.Pods[i].Name, fact: i, rank: len(r.Pods) - i})
+	}
+	pods = append(pods,
+		rsPod{name: "created-new", fact: -1, readyAt: 150, availableAt: 180, seq: 3},
+		rsPod{name: "created-older", fact: -1, readyAt: 120, availableAt: 150, seq: 2},
+		rsPod{name: "created-ready", fact: -1, readyAt: 60, availableAt: 90, seq: 1},
+		rsPod{name: "status-a", fact: -1},
+		rsPod{name: "status-b", fact: -1},
+	)
+	less := s.deletedBefore
+	for _, a := range pods {
+		if less(a, a) {
+			t.Errorf("irreflexivity: %s < %s", a.name, a.name)
+		}
+		for _, b := range pods {
+			if less(a, b) && less(b, a) {
+				t.Errorf("asymmetry: %s and %s", a.name, b.name)
+			}
+			for _, c := range pods {
+				if less(a, b) && less(b, c) && !less(a, c) {
+					t.Errorf("transitivity: %s < %s < %s but not %s < %s", a.name, b.name, c.name, a.name, c.name)
+				}
+				eq := func(x, y rsPod) bool { return !less(x, y) && !less(y, x) }
+				if eq(a, b) && eq(b, c) && !eq(a, c) {
+					t.Errorf("transitivity of equivalence: %s ~ %s ~ %s but not %s ~ %s", a.name, b.name, c.name, a.name, c.name)
+				}
+			}
+		}
+	}
+	sort.SliceStable(pods, func(i, j int) bool { return less(pods[i], pods[j]) })
+	var got []string
+	for _, p := range pods {
+		got = append(got, p.name)
+	}
+	want := []string{
+		"created-new", "created-older", // unassigned and Pending until Ready, newest first
+		"unscheduled", "pending", "unknown-ready", "not-ready",
+		"cheap",                                 // lower deletion cost
+		"created-ready", "status-a", "status-b", // then Ready pods: made-up ones first (newer)
+		"ready-warming", "ready-old", // snapshot pods in policy order (ranks), whatever their availability
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("deletion order:\n  got  %v\n  want %v", got, want)
 	}
 }

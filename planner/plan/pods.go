@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sort"
+	"strings"
 
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
@@ -18,16 +20,24 @@ type simulation struct {
 	warnings []string
 }
 
-// item is a pod, or a virtual slot that counts against budgets (a DaemonSet
-// node that should run a pod and has none).
+// item is a pod, or a virtual slot that counts against budgets: a DaemonSet
+// node that should run a pod and has none, or a StatefulSet replica without
+// a pod (the controller creates both first).
 type item struct {
-	pod         int // index in facts, -1 for a virtual slot
-	name        string
-	groups      []string // per budget
-	relevant    []bool   // per budget
+	pod      int // index in facts, -1 for a virtual slot
+	name     string
+	node     string
+	index    int // StatefulSet: replica index (ordinal − start) of pods and missing replicas; -1 otherwise
+	groups   []string
+	relevant []bool // per budget
+	// unavailable: counts against the unavailable budgets until `until`;
+	// surging: the new pod is on its way, the old one still serves.
 	unavailable bool
 	surging     bool
-	until       float64
+	// removing: the pod is deleted and not replaced; gone once that completes.
+	removing bool
+	gone     bool
+	until    float64
 }
 
 type event struct {
@@ -54,6 +64,22 @@ func (e *events) Pop() any {
 }
 
 // podSim packs pods into waves under every budget, in policy order.
+//
+// Exceptions to policy order: what a controller does whatever the rollout
+// (and whatever the policy's order) is not packed in policy order, and only
+// the budgets upstream charges it against count it:
+//   - a DaemonSet pod on a node with an untolerated NoExecute taint is
+//     deleted by manage() in the first sync, whatever the budget (§3.4); it
+//     counts against the budget while it terminates (§3.6 rule 3);
+//   - a native surge DaemonSet deletes the available pods of nodes that
+//     should no longer run it while more nodes hold an available pod than
+//     should run one (§3.7 rule 3), outside any budget;
+//   - a StatefulSet pod whose ordinal is outside the replicas (condemned by
+//     a scale-down) is deleted by processCondemned and never recreated
+//     (§4.3, §4.4): Parallel deletes them all in the first sync, OrderedReady
+//     one at a time once every replica is available, and a native
+//     OrderedReady set updates nothing until they are gone. Condemned pods
+//     count against no budget (§4.7 counts the replicas only).
 type podSim struct {
 	r       *facts.Rollout
 	d       *engine.Decisions
@@ -69,15 +95,33 @@ type podSim struct {
 	// elsewhere: a PDB's unavailable pods outside the workload.
 	elsewhere []int
 	// Kind rules.
-	upstreamSTS bool // StatefulSet: replacing an unavailable pod spends budget too (§4.7)
-	dsForced    bool // DaemonSet: unavailable old pods are replaced whatever the budget (§3.6)
-	surgeMode   bool // DaemonSet maxSurge > 0: Recreate creates the new pod first (§3.7)
-	counts      func(p *facts.Pod) bool
+	upstreamSTS bool  // StatefulSet: replacing an unavailable pod spends budget too (§4.7)
+	dsForced    bool  // DaemonSet: unavailable old pods are replaced whatever the budget (§3.6)
+	surgeMode   bool  // DaemonSet maxSurge > 0: Recreate creates the new pod first (§3.7)
 	extra       []int // per budget: budget spent this wave on already-unavailable pods (upstreamSTS)
+	// StatefulSet.
+	//   stsAbove: native, Parallel, MaxUnavailableStatefulSet off: the
+	//   update loop (§4.5) goes from the highest index down, deletes the
+	//   first pod not at the update revision and stops at an unavailable
+	//   pod on its way; so only unavailable pods above the one it replaces
+	//   hold it, whatever the state of the pods below. above[bi][group]
+	//   counts the unavailable items per index (positions in indexes).
+	stsAbove  bool
+	above     []map[string]*fenwick
+	indexes   []int // sorted distinct item indexes (stsAbove)
+	monotonic bool  // StatefulSet OrderedReady: condemned pods go one at a time (§4.4)
+	condemned []int // items of condemned pods, highest ordinal first
+	// replicasDown: unavailable StatefulSet replicas (index in 0..replicas-1).
+	replicasDown int
+	// DaemonSet: nodes that should run the pod, that may keep it, and how
+	// many nodes hold an available pod (upstream's availableCount, §3.7).
+	nodeRuns, nodeCont map[string]bool
+	nodeAvail          map[string]int
+	availNodes         int
 }
 
 func simulatePods(r *facts.Rollout, d *engine.Decisions, o Options) *simulation {
-	s := &podSim{r: r, d: d, o: o, counts: func(*facts.Pod) bool { return true }}
+	s := &podSim{r: r, d: d, o: o}
 	for _, b := range resolveBudgets(r, d) {
 		if !b.Advisory {
 			s.budgets = append(s.budgets, b)
@@ -87,17 +131,18 @@ func simulatePods(r *facts.Rollout, d *engine.Decisions, o Options) *simulation 
 	switch w.Kind {
 	case "StatefulSet":
 		s.upstreamSTS = true
-		gateOff := !r.FeatureGates["MaxUnavailableStatefulSet"] && !w.Managed
-		if gateOff && w.PodManagementPolicy == "Parallel" {
-			// Gate off, Parallel: only pods at or above the partition block (§4.5).
-			s.counts = func(p *facts.Pod) bool { return p.Index >= w.Strategy.Partition }
-		}
+		s.monotonic = w.PodManagementPolicy != "Parallel"
+		s.stsAbove = !r.FeatureGates["MaxUnavailableStatefulSet"] && !w.Managed && !s.monotonic
 	case "DaemonSet":
 		s.dsForced = true
 		for _, b := range s.budgets {
 			if b.Type == "surge" && b.Limit > 0 {
 				s.surgeMode = true
 			}
+		}
+		s.nodeRuns, s.nodeCont, s.nodeAvail = map[string]bool{}, map[string]bool{}, map[string]int{}
+		for _, n := range r.Nodes {
+			s.nodeRuns[n.Name], s.nodeCont[n.Name] = n.ShouldRun, n.ShouldContinueRunning
 		}
 	}
 	n := len(s.budgets)
@@ -110,19 +155,96 @@ func simulatePods(r *facts.Rollout, d *engine.Decisions, o Options) *simulation 
 			}
 		}
 	}
+	if s.stsAbove {
+		s.above = make([]map[string]*fenwick, n)
+		for bi := range s.above {
+			s.above[bi] = map[string]*fenwick{}
+		}
+	}
 	sim := &simulation{}
 	s.setup(sim)
 	s.run(sim)
 	return sim
 }
 
+// condemned: a StatefulSet pod with a valid ordinal outside the replicas
+// (§4.3; pods whose name has no ordinal are ignored upstream).
+func condemned(r *facts.Rollout, p *facts.Pod) bool {
+	return r.Workload.Kind == "StatefulSet" && p.Ordinal >= 0 && (p.Index < 0 || p.Index >= r.Workload.Replicas)
+}
+
+// minReadySeconds is the minReadySeconds the pod's availability is judged
+// with (§1.3): an old ReplicaSet's pods by the ReplicaSet's own value; the
+// Deployment syncs its value onto the new ReplicaSet (§2.3).
+func minReadySeconds(r *facts.Rollout, p *facts.Pod) int {
+	if r.Workload.Kind == "Deployment" {
+		for _, rs := range r.ReplicaSets {
+			if rs.Name == p.Owner && !rs.New {
+				return rs.MinReadySeconds
+			}
+		}
+	}
+	return r.Workload.MinReadySeconds
+}
+
+// availableAgainAt is when a pod unavailable at snapshot time is available
+// again by itself: a terminating pod once its replacement is, a Ready pod
+// once it has been Ready for minReadySeconds, an updated pod a recreate
+// estimate from now; +Inf for any other.
+func availableAgainAt(r *facts.Rollout, p *facts.Pod, recreate float64) float64 {
+	switch {
+	case p.Terminating:
+		return recreate
+	case p.Ready && p.ReadySeconds >= 0:
+		return math.Max(0, float64(int64(minReadySeconds(r, p))-p.ReadySeconds))
+	case p.Updated:
+		return recreate
+	}
+	return math.Inf(1)
+}
+
 func (s *podSim) newItem(pod int, p *facts.Pod, name string) item {
-	it := item{pod: pod, name: name, groups: make([]string, len(s.budgets)), relevant: make([]bool, len(s.budgets))}
+	it := item{pod: pod, name: name, node: p.Node, index: -1, groups: make([]string, len(s.budgets)), relevant: make([]bool, len(s.budgets))}
+	if s.r.Workload.Kind == "StatefulSet" {
+		it.index = p.Index
+	}
+	outside := pod >= 0 && condemned(s.r, p)
 	for bi, b := range s.budgets {
 		it.groups[bi] = engine.GroupKey(p, b.GroupBy)
-		it.relevant[bi] = (b.PDB == "" || slices.Contains(p.PDBs, b.PDB)) && (b.Type != "unavailable" || s.counts(p))
+		it.relevant[bi] = !outside && (b.PDB == "" || slices.Contains(p.PDBs, b.PDB))
 	}
 	return it
+}
+
+func (s *podSim) addItem(it item) int {
+	s.items = append(s.items, it)
+	ii := len(s.items) - 1
+	s.trackNode(ii, false)
+	return ii
+}
+
+// trackNode keeps availNodes (DaemonSet) in step with an item's state; was
+// is whether the item counted as available before the change.
+func (s *podSim) trackNode(ii int, was bool) {
+	if s.nodeAvail == nil {
+		return
+	}
+	it := &s.items[ii]
+	now := !it.unavailable && !it.gone
+	switch {
+	case now && !was:
+		if s.nodeAvail[it.node]++; s.nodeAvail[it.node] == 1 {
+			s.availNodes++
+		}
+	case was && !now:
+		if s.nodeAvail[it.node]--; s.nodeAvail[it.node] == 0 {
+			s.availNodes--
+		}
+	}
+}
+
+func (s *podSim) available(ii int) bool {
+	return !s.items[ii].unavailable && !s.items[ii].gone
 }
 
 func (s *podSim) duration(action string) float64 {
@@ -135,38 +257,115 @@ func (s *podSim) duration(action string) float64 {
 	return float64(s.o.RecreateSeconds + s.r.Workload.MinReadySeconds)
 }
 
-// setup records the pods already unavailable and the DaemonSet's empty nodes.
+// setup records the pods already unavailable, the DaemonSet's empty nodes
+// and the StatefulSet's missing replicas.
 func (s *podSim) setup(sim *simulation) {
 	r := s.r
 	for i := range r.Pods {
 		p := &r.Pods[i]
-		it := s.newItem(i, p, p.Name)
-		s.items = append(s.items, it)
+		ii := s.addItem(s.newItem(i, p, p.Name))
+		if condemned(r, p) {
+			s.condemned = append(s.condemned, ii)
+			if p.Terminating {
+				// Going, not replaced.
+				s.items[ii].removing = true
+				s.markUnavailable(ii, s.duration(ActionDelete))
+			}
+			continue
+		}
 		if p.Available {
 			continue
 		}
-		until := math.Inf(1)
-		switch {
-		case p.Ready && p.ReadySeconds >= 0:
-			until = math.Max(0, float64(int64(r.Workload.MinReadySeconds)-p.ReadySeconds))
-		case p.Terminating || p.Updated:
-			until = s.duration(ActionRecreate)
-		}
-		s.markUnavailable(len(s.items)-1, until)
+		s.markUnavailable(ii, availableAgainAt(r, p, s.duration(ActionRecreate)))
 	}
-	if r.Workload.Kind == "DaemonSet" {
+	switch r.Workload.Kind {
+	case "DaemonSet":
 		for _, n := range r.Nodes {
 			if n.ShouldRun && n.Pods == 0 && !s.nodeHasTerminatingPod(n.Name) {
 				p := &facts.Pod{Node: n.Name, Zone: n.Zone, Labels: map[string]string{}}
-				s.items = append(s.items, s.newItem(-1, p, "node/"+n.Name))
-				s.markUnavailable(len(s.items)-1, s.duration(ActionRecreate))
+				s.markUnavailable(s.addItem(s.newItem(-1, p, "node/"+n.Name)), s.duration(ActionRecreate))
 				sim.notes = append(sim.notes, fmt.Sprintf("node %s should run a pod and has none: the DaemonSet controller creates it at the update revision; it counts against the budget until available", n.Name))
 			}
 			if n.Pods > 1 {
 				sim.notes = append(sim.notes, fmt.Sprintf("node %s holds %d pods: upstream counts it as unavailable until the controller removes the extra pods", n.Name, n.Pods))
 			}
 		}
+	case "StatefulSet":
+		s.missingReplicas(sim)
+		sort.SliceStable(s.condemned, func(i, j int) bool {
+			return r.Pods[s.items[s.condemned[i]].pod].Ordinal > r.Pods[s.items[s.condemned[j]].pod].Ordinal
+		})
+		s.condemnedNotes(sim)
 	}
+	if s.stsAbove {
+		s.indexes = make([]int, 0, len(s.items))
+		for _, it := range s.items {
+			s.indexes = append(s.indexes, it.index)
+		}
+		slices.Sort(s.indexes)
+		s.indexes = slices.Compact(s.indexes)
+		for ii := range s.items {
+			if s.items[ii].unavailable {
+				s.countAbove(ii, 1)
+			}
+		}
+	}
+}
+
+// missingReplicas: replicas without a pod are created by the controller
+// first (§4.3 placeholders, §4.4): all at once (Parallel) or one at a time,
+// each once the previous is available (OrderedReady). They count as
+// unavailable until available (§4.7; OrderedReady stops at them).
+func (s *podSim) missingReplicas(sim *simulation) {
+	r := s.r
+	w := &r.Workload
+	have := map[int]bool{}
+	for _, p := range r.Pods {
+		have[p.Index] = true
+	}
+	var missing []string
+	k := 0
+	for idx := 0; idx < w.Replicas; idx++ {
+		if have[idx] {
+			continue
+		}
+		k++
+		ordinal := idx + w.OrdinalsStart
+		name := fmt.Sprintf("%s-%d", w.Name, ordinal)
+		p := &facts.Pod{Name: name, Ordinal: ordinal, Index: idx, Labels: map[string]string{}, PDBs: []string{}}
+		ii := s.addItem(s.newItem(-1, p, name))
+		until := s.duration(ActionRecreate)
+		if s.monotonic {
+			until *= float64(k)
+		}
+		s.markUnavailable(ii, until)
+		missing = append(missing, name)
+	}
+	if len(missing) > 0 {
+		how := "all at once (Parallel)"
+		if s.monotonic {
+			how = "one at a time, each once the previous is available (OrderedReady)"
+		}
+		sim.notes = append(sim.notes, fmt.Sprintf("replica(s) %s have no pod: the StatefulSet controller creates them first, %s; they count as unavailable until available", strings.Join(missing, ", "), how))
+	}
+}
+
+func (s *podSim) condemnedNotes(sim *simulation) {
+	if len(s.condemned) == 0 {
+		return
+	}
+	var names []string
+	for _, ii := range s.condemned {
+		names = append(names, s.items[ii].name)
+	}
+	how := "all in its first sync (Parallel)"
+	if s.monotonic {
+		how = "one at a time from the highest ordinal, each once every replica is available (OrderedReady)"
+		if !s.r.Workload.Managed {
+			how += "; nothing is updated before they are gone"
+		}
+	}
+	sim.notes = append(sim.notes, fmt.Sprintf("pod(s) %s are beyond the %d replicas (condemned by a scale-down): the StatefulSet controller deletes them and never recreates them, %s; they count against no budget", strings.Join(names, ", "), s.r.Workload.Replicas, how))
 }
 
 func (s *podSim) nodeHasTerminatingPod(node string) bool {
@@ -180,6 +379,7 @@ func (s *podSim) nodeHasTerminatingPod(node string) bool {
 
 func (s *podSim) markUnavailable(ii int, until float64) {
 	it := &s.items[ii]
+	was := s.available(ii)
 	if !it.unavailable {
 		it.unavailable = true
 		for bi := range s.budgets {
@@ -189,8 +389,15 @@ func (s *podSim) markUnavailable(ii int, until float64) {
 			s.unavail[bi][it.groups[bi]]++
 			s.inFlight[bi][it.groups[bi]]++
 		}
+		if s.stsAbove && s.indexes != nil {
+			s.countAbove(ii, 1)
+		}
+		if s.isReplica(ii) {
+			s.replicasDown++
+		}
 	}
 	it.until = until
+	s.trackNode(ii, was)
 	if !math.IsInf(until, 1) {
 		heap.Push(&s.heap, event{at: until, item: ii})
 	}
@@ -211,9 +418,11 @@ func (s *podSim) startSurge(ii int, until float64) {
 	heap.Push(&s.heap, event{at: until, item: ii})
 }
 
-// complete: the item's pod is available again (at the update revision).
+// complete: the item's pod is available again (at the update revision), or
+// gone for good when it was deleted without replacement.
 func (s *podSim) complete(ii int) {
 	it := &s.items[ii]
+	was := s.available(ii)
 	for bi := range s.budgets {
 		if !it.relevant[bi] {
 			continue
@@ -231,7 +440,46 @@ func (s *podSim) complete(ii int) {
 			s.surge[bi]--
 		}
 	}
+	if it.unavailable && s.stsAbove {
+		s.countAbove(ii, -1)
+	}
+	if it.unavailable && s.isReplica(ii) {
+		s.replicasDown--
+	}
 	it.unavailable, it.surging = false, false
+	if it.removing {
+		it.gone = true
+	}
+	s.trackNode(ii, was)
+}
+
+// countAbove adds d to the item's index in the per-index counts (stsAbove).
+func (s *podSim) countAbove(ii int, d int) {
+	it := &s.items[ii]
+	pos, _ := slices.BinarySearch(s.indexes, it.index)
+	for bi, b := range s.budgets {
+		if !it.relevant[bi] || b.Type != "unavailable" {
+			continue
+		}
+		f := s.above[bi][it.groups[bi]]
+		if f == nil {
+			f = &fenwick{n: len(s.indexes), t: map[int]int{}}
+			s.above[bi][it.groups[bi]] = f
+		}
+		f.add(pos, d)
+	}
+}
+
+// unavailableAbove: unavailable items of the budget's group whose index is
+// above the item's (stsAbove).
+func (s *podSim) unavailableAbove(bi int, ii int) int {
+	it := &s.items[ii]
+	f := s.above[bi][it.groups[bi]]
+	if f == nil {
+		return 0
+	}
+	pos, _ := slices.BinarySearch(s.indexes, it.index)
+	return f.sum(len(s.indexes)-1) - f.sum(pos)
 }
 
 // fits reports whether starting the item now keeps every budget, and if
@@ -246,6 +494,13 @@ func (s *podSim) fits(ii int, surge bool) (bool, string) {
 		switch b.Type {
 		case "unavailable":
 			if surge {
+				continue
+			}
+			if s.stsAbove {
+				// §4.5: the pod goes when nothing above it is unavailable.
+				if s.unavailableAbove(bi, ii)+s.elsewhere[bi]+1 > b.Limit {
+					return false, b.Name
+				}
 				continue
 			}
 			cur := s.unavail[bi][g] + s.elsewhere[bi]
@@ -272,45 +527,191 @@ func (s *podSim) fits(ii int, surge bool) (bool, string) {
 	return true, ""
 }
 
-func (s *podSim) run(sim *simulation) {
-	r, d := s.r, s.d
-	nodeRuns := map[string]bool{}
-	for _, n := range r.Nodes {
-		nodeRuns[n.Name] = n.ShouldRun
-	}
-	var pending []int
-	for i, p := range r.Pods {
-		if !p.Updated && d.Pods[i].InScope && !p.Terminating {
-			pending = append(pending, i)
+// isReplica: a StatefulSet pod or missing replica with an index in
+// 0..replicas-1.
+func (s *podSim) isReplica(ii int) bool {
+	it := &s.items[ii]
+	return s.upstreamSTS && it.index >= 0 && it.index < s.r.Workload.Replicas
+}
+
+// unavailableReplicas: the StatefulSet replicas (any index, missing ones
+// included) that are unavailable: processReplica stops a monotonic sync at
+// the first (§4.4). replicasDown counts them.
+func (s *podSim) unavailableReplicas() []string {
+	var out []string
+	for i := range s.items {
+		if it := &s.items[i]; it.unavailable && it.index >= 0 && it.index < s.r.Workload.Replicas {
+			out = append(out, it.name)
 		}
 	}
+	return out
+}
+
+// condemnedLeft: condemned pods still there (OrderedReady waits for them).
+func (s *podSim) condemnedLeft() bool {
+	for _, ii := range s.condemned {
+		if !s.items[ii].gone {
+			return true
+		}
+	}
+	return false
+}
+
+// deletePod starts deleting a pod that is not replaced.
+func (s *podSim) deletePod(ii int, t float64) float64 {
+	until := t + s.duration(ActionDelete)
+	s.items[ii].removing = true
+	s.markUnavailable(ii, until)
+	return until
+}
+
+// evicted: a DaemonSet pod on a known node with a NoExecute taint the
+// DaemonSet does not tolerate (shouldContinueRunning false, §3.3).
+func (s *podSim) evicted(p *facts.Pod) bool {
+	cont, known := s.nodeCont[p.Node]
+	return s.r.Workload.Kind == "DaemonSet" && known && !cont
+}
+
+func (s *podSim) deleteAction(pi int, reason string) Action {
+	p := &s.r.Pods[pi]
+	a := Action{Type: ActionDelete, Pod: p.Name, Reasons: []string{reason}}
+	if s.r.Workload.Kind == "DaemonSet" {
+		a.Node = p.Node
+	}
+	return a
+}
+
+func (s *podSim) condemnedReason(p *facts.Pod) string {
+	return fmt.Sprintf("ordinal %d is beyond the %d replicas (scale-down): the StatefulSet controller deletes the pod and does not recreate it", p.Ordinal, s.r.Workload.Replicas)
+}
+
+func (s *podSim) run(sim *simulation) {
+	r, d := s.r, s.d
+	// pending: pods to update, in policy order; noExecute: pods the
+	// DaemonSet controller deletes at once whatever the rollout (see podSim).
+	var pending, noExecute []int
+	for i, p := range r.Pods {
+		if p.Updated || !d.Pods[i].InScope || p.Terminating || condemned(r, &p) {
+			continue
+		}
+		if s.evicted(&p) {
+			noExecute = append(noExecute, i)
+			continue
+		}
+		pending = append(pending, i)
+	}
 	pending = ordered(r, d, pending)
+	// Pods on a NoExecute node that the plan does not act on (updated) go too.
+	for i, p := range r.Pods {
+		if s.evicted(&p) && !p.Terminating && (p.Updated || !d.Pods[i].InScope) {
+			s.deletePod(i, 0)
+			sim.notes = append(sim.notes, fmt.Sprintf("pod %s: node %s has a NoExecute taint the DaemonSet does not tolerate: the controller deletes the pod in its first sync", p.Name, p.Node))
+		}
+	}
+	// Condemned pods: queue holds those not yet deleting; act: the plan's
+	// own actions (pods still to update and in scope), the others are
+	// deleted by the controller all the same (see the note).
+	var queue []int
+	act := map[int]bool{}
+	for _, ii := range s.condemned {
+		p := &r.Pods[s.items[ii].pod]
+		if p.Terminating {
+			continue
+		}
+		queue = append(queue, ii)
+		act[ii] = !p.Updated && d.Pods[s.items[ii].pod].InScope
+	}
+	actionable := func() bool {
+		for _, ii := range queue {
+			if act[ii] {
+				return true
+			}
+		}
+		return false
+	}
 	t := 0.0
-	for step := 0; len(pending) > 0; step++ {
+	// Every step sees the state at its time: what is due by then (here:
+	// pods available again at 0s) is complete before the step starts.
+	s.completeDue(t)
+	for step := 0; (step == 0 && len(noExecute) > 0) || len(pending) > 0 || actionable(); step++ {
 		for bi := range s.extra {
 			s.extra[bi] = 0
 		}
 		var actions []Action
 		waveEnd := t
-		var rest []int
-		blocked := ""
-		for _, pi := range pending {
-			if blocked != "" {
-				rest = append(rest, pi)
-				continue
+		if step == 0 {
+			for _, pi := range noExecute {
+				waveEnd = math.Max(waveEnd, s.deletePod(pi, t))
+				actions = append(actions, s.deleteAction(pi, fmt.Sprintf("node %s has a NoExecute taint the DaemonSet does not tolerate: the controller deletes the pod at once, whatever the budget, and does not recreate it", r.Pods[pi].Node)))
 			}
+			if !s.monotonic {
+				for _, ii := range queue {
+					waveEnd = math.Max(waveEnd, s.deletePod(ii, t))
+					if act[ii] {
+						actions = append(actions, s.deleteAction(s.items[ii].pod, s.condemnedReason(&r.Pods[s.items[ii].pod])))
+					}
+				}
+				queue = nil
+			}
+		}
+		hold := "" // why no pod to update may start
+		if s.monotonic && s.condemnedLeft() {
+			deleting := false
+			for _, ii := range s.condemned {
+				deleting = deleting || (s.items[ii].removing && !s.items[ii].gone)
+			}
+			if !deleting && len(queue) > 0 && s.replicasDown == 0 {
+				ii := queue[0]
+				queue = queue[1:]
+				end := s.deletePod(ii, t)
+				if act[ii] {
+					waveEnd = math.Max(waveEnd, end)
+					actions = append(actions, s.deleteAction(s.items[ii].pod, s.condemnedReason(&r.Pods[s.items[ii].pod])))
+				}
+			}
+			if !r.Workload.Managed {
+				hold = "condemned"
+			}
+		}
+		// A native OrderedReady set runs its update step only once every
+		// replica is Running, Ready and available (processReplica, §4.4).
+		if hold == "" && s.monotonic && !r.Workload.Managed && s.replicasDown > 0 {
+			hold = "replicas"
+		}
+		var rest []int
+		blocked, blockedPod := "", -1
+		if hold != "" {
+			rest = pending
+			pending = nil
+		}
+		for _, pi := range pending {
 			p := &r.Pods[pi]
 			pd := &d.Pods[pi]
 			it := &s.items[pi]
 			forced := s.dsForced && it.unavailable
 			// A DaemonSet pod on a node that should no longer run it is
 			// deleted and not replaced (§3.6); it uses budget while it goes.
-			remove := s.r.Workload.Kind == "DaemonSet" && len(r.Nodes) > 0 && !nodeRuns[p.Node]
+			remove := s.r.Workload.Kind == "DaemonSet" && len(r.Nodes) > 0 && !s.nodeRuns[p.Node]
 			surge := s.surgeMode && pd.Action == engine.Recreate && !remove
-			if !forced {
+			// Native surge DaemonSet: an available pod of such a node goes
+			// while more nodes hold an available pod than should run one
+			// (§3.7 rule 3), outside any budget and whatever the order;
+			// until then it waits without holding the others.
+			misscheduled := remove && s.surgeMode && !r.Workload.Managed && !forced
+			if blocked != "" && !misscheduled {
+				rest = append(rest, pi)
+				continue
+			}
+			switch {
+			case misscheduled:
+				if s.availNodes <= r.Workload.Replicas {
+					rest = append(rest, pi)
+					continue
+				}
+			case !forced:
 				ok, binding := s.fits(pi, surge)
 				if !ok {
-					blocked = binding
+					blocked, blockedPod = binding, pi
 					rest = append(rest, pi)
 					continue
 				}
@@ -327,6 +728,9 @@ func (s *podSim) run(sim *simulation) {
 			case remove:
 				a.Type = ActionDelete
 				a.Reasons = []string{fmt.Sprintf("node %s should no longer run this DaemonSet (selector, affinity or an untolerated taint): the pod is deleted and not recreated", p.Node)}
+				if misscheduled {
+					a.Reasons = append(a.Reasons, fmt.Sprintf("surge: deleted while more nodes hold an available pod (%d) than should run one (%d)", s.availNodes, r.Workload.Replicas))
+				}
 			case pd.Action == engine.InPlace:
 				a.Type = ActionInPlace
 			default:
@@ -340,10 +744,15 @@ func (s *podSim) run(sim *simulation) {
 			if forced {
 				a.Reasons = append([]string{"unavailable old pod: upstream replaces it whatever the budget, and it counts against the budget"}, a.Reasons...)
 			}
-			until := t + s.duration(a.Type)
-			if surge {
+			var until float64
+			switch {
+			case remove:
+				until = s.deletePod(pi, t)
+			case surge:
+				until = t + s.duration(a.Type)
 				s.startSurge(pi, until)
-			} else {
+			default:
+				until = t + s.duration(a.Type)
 				s.markUnavailable(pi, until)
 			}
 			waveEnd = math.Max(waveEnd, until)
@@ -353,28 +762,33 @@ func (s *podSim) run(sim *simulation) {
 		if len(actions) > 0 {
 			sim.waves = append(sim.waves, Wave{Index: len(sim.waves) + 1, Start: formatDuration(t), Actions: actions})
 		}
-		if len(pending) == 0 {
+		if len(pending) == 0 && !actionable() {
 			break
 		}
 		// Advance time: wave pacing waits for the whole wave; rolling
-		// refills at the first completion.
+		// refills at the first completion. Events due now are processed
+		// before anything is declared stalled.
 		next := math.Inf(1)
 		if d.Pacing == engine.PacingWave && len(actions) > 0 {
 			next = waveEnd
 		} else if s.heap.Len() > 0 {
 			next = s.heap[0].at
 		}
-		if math.IsInf(next, 1) || next <= t && len(actions) == 0 {
-			sim.notes = append(sim.notes, fmt.Sprintf("the rollout stalls after %s: pod %s cannot start without exceeding budget %s, and nothing in flight frees it", formatDuration(t), r.Pods[pending[0]].Name, blocked))
+		if math.IsInf(next, 1) {
+			switch {
+			case hold == "replicas":
+				sim.notes = append(sim.notes, fmt.Sprintf("the rollout stalls after %s: replica(s) %s are not available, and an OrderedReady StatefulSet updates nothing until every replica is (processReplica); nothing in flight makes them so", formatDuration(t), strings.Join(s.unavailableReplicas(), ", ")))
+			case hold != "" || len(pending) == 0:
+				sim.notes = append(sim.notes, fmt.Sprintf("the rollout stalls after %s: condemned pod(s) are deleted only once every replica is available (processCondemned), and nothing in flight makes them so", formatDuration(t)))
+			case blockedPod < 0:
+				sim.notes = append(sim.notes, fmt.Sprintf("the rollout stalls after %s: pod %s waits for more nodes to hold an available pod than should run one, and nothing in flight brings that", formatDuration(t), r.Pods[pending[0]].Name))
+			default:
+				sim.notes = append(sim.notes, fmt.Sprintf("the rollout stalls after %s: pod %s cannot start without exceeding budget %s, and nothing in flight frees it", formatDuration(t), r.Pods[blockedPod].Name, blocked))
+			}
 			break
 		}
-		for s.heap.Len() > 0 && s.heap[0].at <= next {
-			e := heap.Pop(&s.heap).(event)
-			if s.items[e.item].until == e.at {
-				s.complete(e.item)
-			}
-		}
-		t = next
+		s.completeDue(next)
+		t = math.Max(t, next)
 	}
 	// The rollout ends when the last pod in flight is available.
 	end := t
@@ -382,4 +796,35 @@ func (s *podSim) run(sim *simulation) {
 		end = math.Max(end, e.at)
 	}
 	sim.end = end
+}
+
+// completeDue completes every item whose event is due by t.
+func (s *podSim) completeDue(t float64) {
+	for s.heap.Len() > 0 && s.heap[0].at <= t {
+		e := heap.Pop(&s.heap).(event)
+		if s.items[e.item].until == e.at {
+			s.complete(e.item)
+		}
+	}
+}
+
+// fenwick counts per position 0..n-1 (a binary indexed tree, sparse).
+type fenwick struct {
+	n int
+	t map[int]int
+}
+
+func (f *fenwick) add(pos, d int) {
+	for i := pos + 1; i <= f.n; i += i & -i {
+		f.t[i] += d
+	}
+}
+
+// sum of positions 0..pos.
+func (f *fenwick) sum(pos int) int {
+	n := 0
+	for i := pos + 1; i > 0; i -= i & -i {
+		n += f.t[i]
+	}
+	return n
 }
