@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand"
+	"os"
 	"strings"
 	"testing"
 
@@ -60,6 +61,38 @@ func find(t *testing.T, eng engine.Engine, what string, want func(f *found) bool
 	return nil
 }
 
+// load plans a snapshot file (at Now) and returns its only workload plan,
+// which must keep every invariant.
+func load(t *testing.T, eng engine.Engine, path string) *found {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := DecodeYAML(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Case{Snap: snap, Now: Now}
+	rollouts, err := facts.Build(c.Snap, c.FactsOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := plan.Build(context.Background(), rollouts, eng, plan.Metadata{}, plan.DefaultOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Plan.Workloads) != 1 {
+		t.Fatalf("%s: want one workload, got %d", path, len(res.Plan.Workloads))
+	}
+	f := &found{wp: res.Plan.Workloads[0], det: res.Details[0]}
+	f.id = fmt.Sprintf("%s %s/%s", f.wp.Kind, f.wp.Namespace, f.wp.Name)
+	if vs := CheckWorkload(&f.wp, f.det, plan.DefaultOptions); len(vs) > 0 {
+		t.Fatalf("%s: the plan breaks invariants before any mutation: %v", path, vs)
+	}
+	return f
+}
+
 // expect asserts that the mutated plan breaks rule at wave for pod, and
 // returns the violation (the first one, when several match).
 func expect(t *testing.T, f *found, wp *plan.WorkloadPlan, rule string, wave int, pod string) Violation {
@@ -102,6 +135,17 @@ func (f *found) pod(name string) *facts.Pod {
 		}
 	}
 	return nil
+}
+
+// replaced: a surge DaemonSet's old pods whose replacement already runs
+// beside them, by name (surgeReplaced).
+func (f *found) replaced() map[string]string {
+	c := &checker{wp: &f.wp, r: f.det.Facts, d: f.det.Decisions}
+	out := map[string]string{}
+	for o, n := range c.surgeReplaced() {
+		out[c.r.Pods[o].Name] = c.r.Pods[n].Name
+	}
+	return out
 }
 
 func (f *found) budget(typ string) *plan.Budget {
@@ -309,6 +353,71 @@ func TestCheckerCatchesViolations(t *testing.T) {
 		wp.Waves[0].Actions[0].Type = plan.ActionDelete
 		wp.Waves[0].Actions[0].Surge = false
 		expect(t, f, &wp, RuleActionDecision, 1, wp.Waves[0].Actions[0].Pod)
+	})
+
+	t.Run("surge DaemonSet: old pod beside its available replacement recreated", func(t *testing.T) {
+		// The fixed issue's snapshot: agent-1 goes at 0s, agent-1n is available.
+		f := load(t, eng, "testdata/known/ds-surge-replaced.yaml")
+		idx := -1
+		replaced := f.replaced()
+		for ai, a := range f.wp.Waves[0].Actions {
+			if n, ok := replaced[a.Pod]; ok && a.Type == plan.ActionDelete && f.pod(a.Pod).Ready && f.pod(n).Available && f.wp.Waves[0].Start == "0s" {
+				idx = ai
+			}
+		}
+		if idx < 0 {
+			t.Fatalf("the plan of ds-surge-replaced.yaml deletes no old pod beside an available replacement at 0s: %+v", f.wp.Waves)
+		}
+		wp := f.clone(t)
+		a := &wp.Waves[0].Actions[idx]
+		a.Type, a.Surge = plan.ActionRecreate, true
+		wp.Summary.Recreate++
+		expect(t, f, &wp, RuleDSReplaced, 1, a.Pod)
+		expect(t, f, &wp, RuleActionDecision, 1, a.Pod)
+	})
+
+	t.Run("surge DaemonSet: old pod deleted before its replacement is available", func(t *testing.T) {
+		// Rare in generated cases: the fixed issue's snapshot has one
+		// (agent-2, deleted at 1m once agent-2n is available).
+		f := load(t, eng, "testdata/known/ds-surge-replaced.yaml")
+		wave, idx := -1, -1
+		for wi, w := range f.wp.Waves {
+			for ai, a := range w.Actions {
+				if a.Pod == "agent-2" && a.Type == plan.ActionDelete && wi > 0 {
+					wave, idx = wi+1, ai
+				}
+			}
+		}
+		if wave < 0 {
+			t.Fatalf("the plan of ds-surge-replaced.yaml does not delete agent-2 after its first wave: %+v", f.wp.Waves)
+		}
+		wp := f.clone(t)
+		a := wp.Waves[wave-1].Actions[idx]
+		wp.Waves[wave-1].Actions = append(wp.Waves[wave-1].Actions[:idx:idx], wp.Waves[wave-1].Actions[idx+1:]...)
+		wp.Waves[0].Actions = append(wp.Waves[0].Actions, a)
+		expect(t, f, &wp, RuleDSReplaced, 1, a.Pod)
+	})
+
+	t.Run("surge DaemonSet: first wave short of upstream's surge", func(t *testing.T) {
+		var idx int
+		f := find(t, eng, "a native surge DaemonSet whose first wave surges an available old pod", func(f *found) bool {
+			if f.wp.Kind != "DaemonSet" || f.det.Facts.Workload.Managed || !podPlan(f) || len(f.wp.Waves) < 2 || f.wp.Waves[0].Start != "0s" || !f.onlyStrategyBudgets() {
+				return false
+			}
+			for ai, a := range f.wp.Waves[0].Actions {
+				if a.Surge && f.pod(a.Pod).Available {
+					idx = ai
+					return true
+				}
+			}
+			return false
+		})
+		wp := f.clone(t)
+		// The surge goes a wave later, as if something still held it.
+		a := wp.Waves[0].Actions[idx]
+		wp.Waves[0].Actions = append(wp.Waves[0].Actions[:idx:idx], wp.Waves[0].Actions[idx+1:]...)
+		wp.Waves[1].Actions = append([]plan.Action{a}, wp.Waves[1].Actions...)
+		expect(t, f, &wp, RuleDSSurge, 1, "")
 	})
 
 	t.Run("summary", func(t *testing.T) {

@@ -32,7 +32,10 @@ const (
 	RuleNotPending = "not-pending"
 	// RuleActionDecision: the action type disagrees with the eligibility
 	// decision (after Go's feasibility override), or with the node (DaemonSet
-	// Delete only where the node should no longer run the pod).
+	// Delete only where the node should no longer run the pod, or of an old
+	// pod of a surge DaemonSet whose replacement already runs on its node;
+	// surge only on a surge DaemonSet, and not for an old pod that is not
+	// Ready, which manage deletes as soon as its replacement exists, §3.4).
 	RuleActionDecision = "action-decision"
 	// RuleInPlace: an InPlaceUpdate on a pod with a change a running pod
 	// cannot take (only images, labels and annotations other than the
@@ -146,6 +149,7 @@ func CheckWorkload(wp *plan.WorkloadPlan, det *plan.Detail, o plan.Options) []Vi
 	for i, p := range c.r.Pods {
 		c.byName[p.Name] = i
 	}
+	c.replaced = c.surgeReplaced()
 	c.structure()
 	c.pods()
 	c.summary()
@@ -208,7 +212,9 @@ type checker struct {
 	id     string
 	byName map[string]int
 	starts []float64 // parsed wave start times, seconds
-	out    []Violation
+	// replaced: old pod → its replacement on the same node (surgeReplaced).
+	replaced map[int]int
+	out      []Violation
 }
 
 func (c *checker) add(rule string, wave int, pod string, format string, args ...any) {
@@ -340,6 +346,16 @@ func (c *checker) actionMatches(wave int, a *plan.Action, p *facts.Pod, pd *engi
 	if a.Surge && (a.Type != plan.ActionRecreate || c.r.Workload.Kind != "DaemonSet") {
 		c.add(RuleActionDecision, wave, p.Name, "surge %s: only a DaemonSet Recreate surges", a.Type)
 	}
+	if a.Surge && c.r.Workload.Kind == "DaemonSet" && !c.surgeMode() {
+		c.add(RuleActionDecision, wave, p.Name, "surge Recreate of a DaemonSet without a surge budget")
+	}
+	if a.Surge && c.surgeMode() && !p.Ready {
+		c.add(RuleActionDecision, wave, p.Name, "surge Recreate of an old pod that is not Ready: manage deletes it as soon as its replacement exists, without waiting for it to be available (§3.4)")
+	}
+	replaced, isReplaced := c.replaced[c.byName[p.Name]]
+	if isReplaced && a.Type != plan.ActionDelete {
+		c.add(RuleActionDecision, wave, p.Name, "%s of an old pod whose node already runs %s at the update revision: with surge, upstream deletes the old pod and creates nothing (§3.4, §3.7)", a.Type, c.r.Pods[replaced].Name)
+	}
 	switch a.Type {
 	case plan.ActionInPlace:
 		if pd.Action != engine.InPlace {
@@ -374,6 +390,8 @@ func (c *checker) actionMatches(wave int, a *plan.Action, p *facts.Pod, pd *engi
 		switch {
 		case c.condemned(p):
 			// The StatefulSet controller deletes condemned pods (§4.4).
+		case isReplaced:
+			// Its replacement already runs on the node (surgeReplaced).
 		case !ds:
 			c.add(RuleActionDecision, wave, p.Name, "Delete outside a DaemonSet with nodes, of a pod that is not a condemned StatefulSet pod")
 		case nodeRuns[p.Node]:
@@ -660,10 +678,15 @@ func (c *checker) minReadySeconds(p *facts.Pod) int {
 // and its order (planner/plan/pods.go): a condemned StatefulSet pod (§4.4),
 // a DaemonSet pod on a node with an untolerated NoExecute taint (§3.4), an
 // available pod of a node that should no longer run a native surge
-// DaemonSet (§3.7 rule 3; the budget replay checks when it may go).
+// DaemonSet (§3.7 rule 3; the budget replay checks when it may go), an old
+// pod of a surge DaemonSet whose replacement already runs on its node
+// (surgeReplaced; the budget replay and RuleDSReplaced check when).
 func (c *checker) controllerDelete(a *plan.Action, p *facts.Pod) bool {
 	if a.Type != plan.ActionDelete {
 		return false
+	}
+	if _, ok := c.replaced[c.byName[p.Name]]; ok {
+		return true
 	}
 	if c.condemned(p) {
 		return true
@@ -689,6 +712,88 @@ func (c *checker) surgeMode() bool {
 	return false
 }
 
+// keptBeside: with surge, manage keeps an old pod beside its replacement
+// until the replacement is available only while the old pod is Ready; it
+// deletes a failed or succeeded pod first (§3.4).
+func keptBeside(p *facts.Pod) bool {
+	return p.Ready && !p.Terminal
+}
+
+// dsNode: a DaemonSet node's non-terminating old pods and non-terminating,
+// non-terminal pods at the update revision (facts indexes).
+type dsNode struct {
+	olds, news []int
+}
+
+// dsNodes groups a DaemonSet's bound pods by the nodes that may keep the
+// DaemonSet: known with shouldContinueRunning (a node with an untolerated
+// NoExecute taint loses every pod, §3.4), or any node when the snapshot
+// has none.
+func (c *checker) dsNodes() map[string]*dsNode {
+	cont := map[string]bool{}
+	for _, n := range c.r.Nodes {
+		cont[n.Name] = n.ShouldContinueRunning
+	}
+	out := map[string]*dsNode{}
+	for i, p := range c.r.Pods {
+		if p.Node == "" || p.Terminating || (len(c.r.Nodes) > 0 && !cont[p.Node]) {
+			continue
+		}
+		n := out[p.Node]
+		if n == nil {
+			n = &dsNode{}
+			out[p.Node] = n
+		}
+		switch {
+		case !p.Updated:
+			n.olds = append(n.olds, i)
+		case !p.Terminal:
+			n.news = append(n.news, i)
+		}
+	}
+	return out
+}
+
+// surgeReplaced: for a surge DaemonSet, the old pods whose node already
+// holds their replacement, old pod → new pod: exactly one of each on a
+// node that may keep the DaemonSet. Upstream keeps both (manage with
+// surge, §3.4) and deletes the old pod once the new one is available, at
+// once when the old one is not kept (keptBeside), outside any budget and
+// any order; until then rollingUpdate counts the node as one surge pod
+// (§3.7).
+func (c *checker) surgeReplaced() map[int]int {
+	out := map[int]int{}
+	if !c.surgeMode() {
+		return out
+	}
+	for _, n := range c.dsNodes() {
+		if len(n.olds) == 1 && len(n.news) == 1 {
+			out[n.olds[0]] = n.news[0]
+		}
+	}
+	return out
+}
+
+// availableAgain: when a pod is available by the planner's estimates (pods.go
+// setup): now if available; a terminating pod (even one that still reports
+// Ready) after a replacement's estimated duration; a Ready pod short of
+// minReadySeconds (an old ReplicaSet's own, for a Deployment's pod) once it
+// has been Ready that long; an updated pod after a replacement's estimated
+// duration; any other unavailable pod never by itself (+Inf).
+func (c *checker) availableAgain(p *facts.Pod) float64 {
+	switch {
+	case p.Available:
+		return 0
+	case p.Terminating:
+		return c.duration(plan.ActionRecreate)
+	case p.Ready && p.ReadySeconds >= 0:
+		return math.Max(0, float64(int64(c.minReadySeconds(p))-p.ReadySeconds))
+	case p.Updated:
+		return c.duration(plan.ActionRecreate)
+	}
+	return math.Inf(1)
+}
+
 func (c *checker) duration(action string) float64 {
 	m := c.r.Workload.MinReadySeconds
 	switch action {
@@ -701,15 +806,13 @@ func (c *checker) duration(action string) float64 {
 }
 
 // initialSlots: every pod, unavailable ones as the planner counts them at
-// snapshot time (pods.go setup): a terminating pod (even one that still
-// reports Ready) after a replacement's estimated duration; a Ready pod short
-// of minReadySeconds (an old ReplicaSet's own, for a Deployment's pod) once
-// it has been Ready that long; an updated pod after a replacement's
-// estimated duration; any other unavailable pod not by itself. A DaemonSet pod the
+// snapshot time (pods.go setup) until availableAgain. A DaemonSet pod the
 // plan does not act on, on a node with an untolerated NoExecute taint, is
 // deleted by manage() at once (§3.4): unavailable while it terminates, then
 // gone. A DaemonSet node that should run a pod and has none (and no
 // terminating pod) counts as one unavailable slot until its pod is created.
+// A surge DaemonSet's pod at the update revision that is not available yet,
+// beside a kept old pod (surgeReplaced), is a surge pod too until then.
 func (c *checker) initialSlots() []slot {
 	r := c.r
 	evicted := map[string]bool{}
@@ -726,17 +829,14 @@ func (c *checker) initialSlots() []slot {
 			// unavailable while it terminates, then gone.
 			s.unavailable, s.deleting, s.until = true, true, c.duration(plan.ActionDelete)
 		case !p.Available:
-			s.unavailable = true
-			switch {
-			case p.Terminating:
-				s.until = c.duration(plan.ActionRecreate)
-			case p.Ready && p.ReadySeconds >= 0:
-				s.until = math.Max(0, float64(int64(c.minReadySeconds(p))-p.ReadySeconds))
-			case p.Updated:
-				s.until = c.duration(plan.ActionRecreate)
-			}
+			s.unavailable, s.until = true, c.availableAgain(p)
 		}
 		slots = append(slots, s)
+	}
+	for o, n := range c.replaced {
+		if keptBeside(&r.Pods[o]) && !r.Pods[n].Available {
+			slots[n].surging = true
+		}
 	}
 	if r.Workload.Kind == "DaemonSet" {
 		terminating := map[string]bool{}
@@ -856,6 +956,10 @@ func (c *checker) podReplay() {
 			c.add(RulePacing, wi+1, "", "pacing wave, but the wave starts at %s, before every pod of wave %d is available (%gs)", w.Start, wi, prevEnd)
 		}
 		waveEnd := t
+		// Surge DaemonSet: the replacement of an unavailable old pod is
+		// created whatever the surge budget and counts as a surge pod only
+		// from the next sync on (upstream's allowed nodes, §3.7).
+		var laterSurge []int
 		for _, a := range w.Actions {
 			i, ok := c.byName[a.Pod]
 			if !ok {
@@ -863,6 +967,16 @@ func (c *checker) podReplay() {
 			}
 			s := &slots[i]
 			wasUnavailable, wasInFlight := s.unavailable, s.unavailable || s.surging
+			// Surge DaemonSet: an old pod beside its replacement goes once the
+			// replacement is available, at once when the old pod is not kept
+			// (§3.4, §3.7); the node is served by the new pod, so the deletion
+			// counts against nothing. Earlier it is an ordinary Delete.
+			if n, ok := c.replaced[i]; ok && a.Type == plan.ActionDelete && (!keptBeside(s.pod) || (!slots[n].unavailable && !slots[n].gone)) {
+				s.unavailable, s.surging, s.deleting, s.gone = false, false, true, true
+				s.until = t + c.duration(plan.ActionDelete)
+				waveEnd = math.Max(waveEnd, s.until)
+				continue
+			}
 			// DaemonSet: an unavailable old pod is replaced whatever the
 			// budget (§3.6, §3.7), manage() deletes pods of nodes with an
 			// untolerated NoExecute taint whatever the budget (§3.4), and a
@@ -905,9 +1019,12 @@ func (c *checker) podReplay() {
 				}
 			}
 			dur := c.duration(a.Type)
-			if a.Surge {
+			switch {
+			case a.Surge && kind == "DaemonSet" && wasUnavailable:
+				laterSurge = append(laterSurge, i)
+			case a.Surge:
 				s.surging = true
-			} else {
+			default:
 				s.unavailable = true
 			}
 			s.deleting = a.Type == plan.ActionDelete
@@ -942,6 +1059,9 @@ func (c *checker) podReplay() {
 					}
 				}
 			}
+		}
+		for _, i := range laterSurge {
+			slots[i].surging = true
 		}
 		prevEnd = waveEnd
 	}

@@ -98,6 +98,18 @@ var fixedIssues = []fixedIssue{
 		},
 	},
 	{
+		// Surge DaemonSet, a node holding an old pod beside its replacement
+		// (found by test/fidelity against kube-controller-manager): the old
+		// pod goes once the new one is available, outside any budget, and
+		// the node counts as a surge pod only until then; an unavailable
+		// old pod's replacement spends no surge in its own wave, none at
+		// all when the old pod is not Ready (§3.4, §3.7).
+		id: "ds-surge-replaced", repro: "testdata/known/ds-surge-replaced.yaml", rule: RuleDSReplaced,
+		want: func(t *testing.T, wp *plan.WorkloadPlan) {
+			wantWaves(t, wp, "0s Delete agent-1, Recreate agent-3", "1m Delete agent-2, Recreate(surge) agent-0", "2m Recreate(surge) agent-4")
+		},
+	},
+	{
 		// The ReplicaSet deletes by readiness (§2.10): the pod it just
 		// created goes, not the Ready pod short of minReadySeconds.
 		id: "rs-rank-min-ready", repro: "testdata/known/rs-rank-min-ready.yaml", rule: RuleRSRank,

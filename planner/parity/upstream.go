@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/plan"
 )
 
@@ -36,6 +37,21 @@ const (
 	// a node that should no longer run it; upstream deletes such pods while
 	// more nodes hold an available pod than should run one (§3.7 rule 3).
 	RuleDSProgress = "ds-progress"
+	// RuleDSReplaced: a native surge DaemonSet's old pod whose node already
+	// runs its replacement (one pod of each, surgeReplaced) is not deleted
+	// when upstream deletes it: once the replacement is available, at once
+	// when the old pod is not Ready or terminated (manage §3.4,
+	// rollingUpdate §3.7), by the planner's own estimates.
+	RuleDSReplaced = "ds-replaced"
+	// RuleDSSurge: the first wave at 0s of a native surge DaemonSet does not
+	// create as many pods as upstream's first sync (§3.7): one on every
+	// node whose only pod is an unavailable old one (budget-free), plus
+	// min(nodes whose only pod is an available old one, maxSurge − nodes at
+	// surge), nodes at surge being those whose Ready old pod is kept beside
+	// a replacement that is not available yet. Checked when nothing else
+	// decides: every pod in scope, no node with excess pods, no budget but
+	// the strategy's.
+	RuleDSSurge = "ds-surge"
 )
 
 // native: a rollout the workload's controller drives (not rollplan).
@@ -81,6 +97,8 @@ func (c *checker) upstream() {
 	case "DaemonSet":
 		c.dsEvict()
 		c.dsProgress()
+		c.dsReplaced()
+		c.dsSurge()
 	}
 }
 
@@ -258,5 +276,105 @@ func (c *checker) dsProgress() {
 	sort.Strings(stuck)
 	if len(stuck) > 0 {
 		c.add(RuleDSProgress, 0, stuck[0], "surge DaemonSet: the plan stalls with available pod(s) %s on node(s) that should no longer run the DaemonSet; upstream deletes them once more nodes hold an available pod than should run one (§3.7)", strings.Join(stuck, ", "))
+	}
+}
+
+// dsReplaced: when a native surge DaemonSet's old pods beside their
+// replacement go (RuleDSReplaced). With rolling pacing the plan steps at
+// every availability, so the Delete starts exactly then; with wave pacing
+// not before.
+func (c *checker) dsReplaced() {
+	if !c.native() {
+		return
+	}
+	olds := make([]int, 0, len(c.replaced))
+	for o := range c.replaced {
+		olds = append(olds, o)
+	}
+	sort.Ints(olds)
+	for _, o := range olds {
+		p, np := &c.r.Pods[o], &c.r.Pods[c.replaced[o]]
+		if !c.d.Pods[o].InScope {
+			continue
+		}
+		want, why := 0.0, fmt.Sprintf("%s is not Ready, so manage deletes it at once", p.Name)
+		if keptBeside(p) {
+			want, why = c.availableAgain(np), fmt.Sprintf("%s is available at %gs (the planner's estimate)", np.Name, c.availableAgain(np))
+		}
+		wave, start, typ := -1, 0.0, ""
+		for wi, w := range c.wp.Waves {
+			for _, a := range w.Actions {
+				if a.Pod == p.Name {
+					wave, start, typ = wi, c.starts[wi], a.Type
+				}
+			}
+		}
+		switch {
+		case wave < 0:
+			c.add(RuleDSReplaced, 0, p.Name, "node %s already runs %s at the update revision: upstream deletes the old pod %s once %s; the plan %s", p.Node, np.Name, p.Name, why, c.placement(p.Name))
+		case typ != plan.ActionDelete:
+			c.add(RuleDSReplaced, wave+1, p.Name, "node %s already runs %s at the update revision: upstream deletes the old pod %s and creates nothing, but the plan has a %s", p.Node, np.Name, p.Name, typ)
+		case start < want:
+			c.add(RuleDSReplaced, wave+1, p.Name, "the plan deletes old pod %s at %gs, before upstream does: %s", p.Name, start, why)
+		case start > want && c.d.Pacing != engine.PacingWave:
+			c.add(RuleDSReplaced, wave+1, p.Name, "the plan deletes old pod %s at %gs, after upstream does: %s", p.Name, start, why)
+		}
+	}
+}
+
+// dsSurge: the pods upstream's first sync of a native surge DaemonSet
+// creates, against the Recreates of the plan's first wave at 0s
+// (RuleDSSurge).
+func (c *checker) dsSurge() {
+	if !c.native() || !c.surgeMode() {
+		return
+	}
+	maxSurge := -1
+	for _, b := range c.wp.Budgets {
+		switch {
+		case b.Advisory:
+		case b.PDB != "" || b.GroupBy != "" || (b.Type != "surge" && b.Type != "unavailable"):
+			return // a policy's own budget decides too
+		case b.Type == "surge":
+			maxSurge = b.Limit
+		}
+	}
+	for i, p := range c.r.Pods {
+		if !p.Updated && !c.d.Pods[i].InScope {
+			return
+		}
+	}
+	runs := map[string]bool{}
+	for _, n := range c.r.Nodes {
+		runs[n.Name] = n.ShouldRun
+	}
+	allowed, candidates, surging := 0, 0, 0
+	for node, n := range c.dsNodes() {
+		switch {
+		case len(n.olds) > 1 || len(n.news) > 1:
+			return // manage keeps the oldest pods: the snapshot does not say which
+		case len(n.olds) == 1 && len(n.news) == 1:
+			if keptBeside(&c.r.Pods[n.olds[0]]) && !c.r.Pods[n.news[0]].Available {
+				surging++
+			}
+		case len(n.olds) == 1 && (len(c.r.Nodes) == 0 || runs[node]):
+			if c.r.Pods[n.olds[0]].Available {
+				candidates++
+			} else {
+				allowed++
+			}
+		}
+	}
+	want := allowed + min(candidates, max(0, maxSurge-surging))
+	got := 0
+	if len(c.wp.Waves) > 0 && c.starts[0] == 0 {
+		for _, a := range c.wp.Waves[0].Actions {
+			if _, replaced := c.replaced[c.byName[a.Pod]]; a.Type == plan.ActionRecreate && !replaced {
+				got++ // a Recreate of a replaced pod is RuleDSReplaced's
+			}
+		}
+	}
+	if got != want {
+		c.add(RuleDSSurge, 1, "", "upstream's first sync creates %d pod(s): %d for unavailable old pods (budget-free) + min(%d available old pods, maxSurge %d − %d node(s) at surge); the plan's first wave at 0s recreates %d (%d waves%s)", want, allowed, candidates, maxSurge, surging, got, len(c.wp.Waves), noteSuffix(c.wp.Notes))
 	}
 }

@@ -221,6 +221,11 @@ func resolveBudgets(r *facts.Rollout, d *engine.Decisions) []Budget {
 func inUse(r *facts.Rollout, b engine.Budget, typ string) int {
 	switch typ {
 	case "surge":
+		// A surge DaemonSet counts each node whose old pod is kept beside
+		// a replacement that is not available yet (§3.7).
+		if r.Workload.Kind == "DaemonSet" && b.MaxSurge != nil && *b.MaxSurge > 0 {
+			return surgeInUse(r)
+		}
 		return 0
 	case "groups":
 		groups := map[string]bool{}

@@ -74,6 +74,11 @@ func (e *events) Pop() any {
 //   - a native surge DaemonSet deletes the available pods of nodes that
 //     should no longer run it while more nodes hold an available pod than
 //     should run one (§3.7 rule 3), outside any budget;
+//   - a surge DaemonSet (native or managed) whose node already holds an
+//     old pod and a pod at the update revision deletes the old pod once the
+//     new one is available, at once if the old one is not Ready (manage
+//     §3.4, rollingUpdate §3.7), outside any budget and whatever the order;
+//     until then the node counts as one surge pod in use;
 //   - a StatefulSet pod whose ordinal is outside the replicas (condemned by
 //     a scale-down) is deleted by processCondemned and never recreated
 //     (§4.3, §4.4): Parallel deletes them all in the first sync, OrderedReady
@@ -118,6 +123,9 @@ type podSim struct {
 	nodeRuns, nodeCont map[string]bool
 	nodeAvail          map[string]int
 	availNodes         int
+	// replaced (surge DaemonSet): old pod → the pod at the update revision
+	// beside it on its node (surgeReplacements).
+	replaced map[int]int
 }
 
 func simulatePods(r *facts.Rollout, d *engine.Decisions, o Options) *simulation {
@@ -280,15 +288,25 @@ func (s *podSim) setup(sim *simulation) {
 	}
 	switch r.Workload.Kind {
 	case "DaemonSet":
+		paired := map[string]bool{}
+		if s.surgeMode {
+			s.replaced = surgeReplacements(r)
+			for _, o := range sortedKeys(s.replaced) {
+				paired[r.Pods[o].Node] = true
+			}
+		}
 		for _, n := range r.Nodes {
 			if n.ShouldRun && n.Pods == 0 && !s.nodeHasTerminatingPod(n.Name) {
 				p := &facts.Pod{Node: n.Name, Zone: n.Zone, Labels: map[string]string{}}
 				s.markUnavailable(s.addItem(s.newItem(-1, p, "node/"+n.Name)), s.duration(ActionRecreate))
 				sim.notes = append(sim.notes, fmt.Sprintf("node %s should run a pod and has none: the DaemonSet controller creates it at the update revision; it counts against the budget until available", n.Name))
 			}
-			if n.Pods > 1 {
-				sim.notes = append(sim.notes, fmt.Sprintf("node %s holds %d pods: upstream counts it as unavailable until the controller removes the extra pods", n.Name, n.Pods))
+			if n.Pods > 1 && n.ShouldContinueRunning && !paired[n.Name] {
+				sim.notes = append(sim.notes, s.extraPodsNote(n))
 			}
+		}
+		for _, o := range sortedKeys(s.replaced) {
+			s.setupReplaced(sim, o, s.replaced[o])
 		}
 	case "StatefulSet":
 		s.missingReplicas(sim)
@@ -310,6 +328,92 @@ func (s *podSim) setup(sim *simulation) {
 			}
 		}
 	}
+}
+
+// surgeReplacements: for a surge DaemonSet, the nodes that already hold an
+// old pod and a pod at the update revision, as old pod → new pod (indexes
+// in r.Pods): exactly one non-terminating pod of each (the new one not
+// terminal: manage deletes a failed or succeeded pod first) on a node that
+// may keep running the DaemonSet (a node with an untolerated NoExecute
+// taint loses every pod, §3.4). Upstream keeps both (manage with surge,
+// §3.4) and deletes the old pod once the new one is available, at once if
+// the old one is not Ready; until then rollingUpdate counts the node as
+// one surge pod (§3.7).
+func surgeReplacements(r *facts.Rollout) map[int]int {
+	cont := map[string]bool{}
+	for _, n := range r.Nodes {
+		cont[n.Name] = n.ShouldContinueRunning
+	}
+	olds, news := map[string][]int{}, map[string][]int{}
+	for i, p := range r.Pods {
+		if p.Node == "" || p.Terminating || (len(r.Nodes) > 0 && !cont[p.Node]) {
+			continue
+		}
+		switch {
+		case !p.Updated:
+			olds[p.Node] = append(olds[p.Node], i)
+		case !p.Terminal:
+			news[p.Node] = append(news[p.Node], i)
+		}
+	}
+	out := map[int]int{}
+	for node, o := range olds {
+		if n := news[node]; len(o) == 1 && len(n) == 1 {
+			out[o[0]] = n[0]
+		}
+	}
+	return out
+}
+
+// keptBeside: upstream keeps an old pod beside its replacement until the
+// replacement is available only while the old pod is Ready (manage, §3.4);
+// a failed or succeeded pod is deleted first.
+func keptBeside(p *facts.Pod) bool {
+	return p.Ready && !p.Terminal
+}
+
+// surgeInUse: the nodes a surge DaemonSet counts as surge pods at snapshot
+// time: an old pod kept beside a replacement that is not available yet.
+func surgeInUse(r *facts.Rollout) int {
+	n := 0
+	for o, nw := range surgeReplacements(r) {
+		if keptBeside(&r.Pods[o]) && !r.Pods[nw].Available {
+			n++
+		}
+	}
+	return n
+}
+
+func sortedKeys(m map[int]int) []int {
+	keys := make([]int, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// setupReplaced: a node holding old pod o beside its replacement nw counts
+// as one surge pod while o is kept and nw is not available (§3.7).
+func (s *podSim) setupReplaced(sim *simulation, o, nw int) {
+	r := s.r
+	op, np := &r.Pods[o], &r.Pods[nw]
+	if keptBeside(op) && !np.Available {
+		s.addSurge(nw)
+		sim.notes = append(sim.notes, fmt.Sprintf("node %s holds old pod %s beside %s at the update revision, not available yet: the node counts as one surge pod until it is, then the DaemonSet controller deletes %s (§3.4, §3.7)", op.Node, op.Name, np.Name, op.Name))
+	}
+	if !s.d.Pods[o].InScope && !r.Workload.Managed {
+		sim.notes = append(sim.notes, fmt.Sprintf("pod %s is held out of the rollout, but node %s already runs %s at the update revision: the DaemonSet controller deletes %s once %s is available (at once if it is not Ready), whatever the plan (§3.4, §3.7)", op.Name, op.Node, np.Name, op.Name, np.Name))
+	}
+}
+
+// extraPodsNote: what upstream does with a node holding more than one pod
+// (manage, §3.4), beyond an old pod beside its replacement (setupReplaced).
+func (s *podSim) extraPodsNote(n facts.Node) string {
+	if s.surgeMode {
+		return fmt.Sprintf("node %s holds %d pods: in its first sync the DaemonSet controller deletes the failed or succeeded ones, then keeps the oldest pod at the update revision and the oldest other pod and deletes the rest (manage, §3.4); while they are all there, its rolling update counts the node as one surge pod (§3.7)", n.Name, n.Pods)
+	}
+	return fmt.Sprintf("node %s holds %d pods: in its first sync the DaemonSet controller deletes the failed or succeeded ones, then keeps the oldest and deletes the others (manage, §3.4), whatever their revision; while they are all there, its rolling update counts the node as unavailable (§3.6)", n.Name, n.Pods)
 }
 
 // missingReplicas: replicas without a pod are created by the controller
@@ -404,18 +508,46 @@ func (s *podSim) markUnavailable(ii int, until float64) {
 }
 
 func (s *podSim) startSurge(ii int, until float64) {
+	s.addSurge(ii)
+	s.items[ii].until = until
+	heap.Push(&s.heap, event{at: until, item: ii})
+}
+
+// addSurge: an unavailable pod at the update revision beside the old pod
+// it replaces is a surge pod too until it is available (§3.7); complete
+// ends both.
+func (s *podSim) addSurge(ii int) {
 	it := &s.items[ii]
-	it.surging, it.until = true, until
+	if it.surging {
+		return
+	}
+	it.surging = true
 	for bi := range s.budgets {
 		if !it.relevant[bi] {
 			continue
 		}
-		s.inFlight[bi][it.groups[bi]]++
+		if !it.unavailable {
+			s.inFlight[bi][it.groups[bi]]++
+		}
 		if s.budgets[bi].Type == "surge" {
 			s.surge[bi]++
 		}
 	}
-	heap.Push(&s.heap, event{at: until, item: ii})
+}
+
+// retire deletes an old pod whose node its replacement serves (a surge
+// DaemonSet, see surgeReplacements): it counts against nothing from now on
+// (upstream ignores deleting pods, §3.6) and is gone once terminated.
+func (s *podSim) retire(ii int, t float64) float64 {
+	it := &s.items[ii]
+	was := s.available(ii)
+	s.release(ii)
+	it.unavailable, it.surging = false, false
+	it.removing, it.gone = true, true
+	s.trackNode(ii, was)
+	it.until = t + s.duration(ActionDelete)
+	heap.Push(&s.heap, event{at: it.until, item: ii})
+	return it.until
 }
 
 // complete: the item's pod is available again (at the update revision), or
@@ -423,6 +555,18 @@ func (s *podSim) startSurge(ii int, until float64) {
 func (s *podSim) complete(ii int) {
 	it := &s.items[ii]
 	was := s.available(ii)
+	s.release(ii)
+	it.unavailable, it.surging = false, false
+	if it.removing {
+		it.gone = true
+	}
+	s.trackNode(ii, was)
+}
+
+// release takes the item out of the counts it is in (unavailable, in
+// flight, surge).
+func (s *podSim) release(ii int) {
+	it := &s.items[ii]
 	for bi := range s.budgets {
 		if !it.relevant[bi] {
 			continue
@@ -446,11 +590,6 @@ func (s *podSim) complete(ii int) {
 	if it.unavailable && s.isReplica(ii) {
 		s.replicasDown--
 	}
-	it.unavailable, it.surging = false, false
-	if it.removing {
-		it.gone = true
-	}
-	s.trackNode(ii, was)
 }
 
 // countAbove adds d to the item's index in the per-index counts (stsAbove).
@@ -565,6 +704,25 @@ func (s *podSim) deletePod(ii int, t float64) float64 {
 	return until
 }
 
+// replacedReason: whether upstream deletes old pod pi, whose replacement
+// runs beside it (surgeReplacements), at time t, and why: its replacement
+// is available, or the old pod is not Ready (manage, §3.4).
+func (s *podSim) replacedReason(pi int, t float64) (string, bool) {
+	p := &s.r.Pods[pi]
+	np := &s.r.Pods[s.replaced[pi]]
+	switch {
+	case p.Terminal:
+		return fmt.Sprintf("the pod has terminated (phase %s) and node %s already runs %s at the update revision: the DaemonSet controller deletes it at once, outside any budget, and creates nothing (manage, §3.4)", p.Phase, p.Node, np.Name), true
+	case !p.Ready:
+		return fmt.Sprintf("the pod is not Ready and node %s already runs %s at the update revision: the DaemonSet controller deletes it at once, outside any budget, and creates nothing (manage with surge, §3.4)", p.Node, np.Name), true
+	case !s.available(s.replaced[pi]):
+		return "", false
+	case t == 0:
+		return fmt.Sprintf("node %s already runs %s at the update revision, and it is available: the DaemonSet controller deletes this old pod, outside any budget, and the node takes no surge pod (manage §3.4, rollingUpdate §3.7)", p.Node, np.Name), true
+	}
+	return fmt.Sprintf("node %s already runs %s at the update revision: the node counted as one surge pod until it became available; now the DaemonSet controller deletes this old pod, outside any budget (manage §3.4, rollingUpdate §3.7)", p.Node, np.Name), true
+}
+
 // evicted: a DaemonSet pod on a known node with a NoExecute taint the
 // DaemonSet does not tolerate (shouldContinueRunning false, §3.3).
 func (s *podSim) evicted(p *facts.Pod) bool {
@@ -588,8 +746,10 @@ func (s *podSim) condemnedReason(p *facts.Pod) string {
 func (s *podSim) run(sim *simulation) {
 	r, d := s.r, s.d
 	// pending: pods to update, in policy order; noExecute: pods the
-	// DaemonSet controller deletes at once whatever the rollout (see podSim).
-	var pending, noExecute []int
+	// DaemonSet controller deletes at once whatever the rollout; replacing:
+	// old pods of a surge DaemonSet whose replacement already runs beside
+	// them, deleted once it is available (see podSim).
+	var pending, noExecute, replacing []int
 	for i, p := range r.Pods {
 		if p.Updated || !d.Pods[i].InScope || p.Terminating || condemned(r, &p) {
 			continue
@@ -598,9 +758,14 @@ func (s *podSim) run(sim *simulation) {
 			noExecute = append(noExecute, i)
 			continue
 		}
+		if _, ok := s.replaced[i]; ok {
+			replacing = append(replacing, i)
+			continue
+		}
 		pending = append(pending, i)
 	}
 	pending = ordered(r, d, pending)
+	replacing = ordered(r, d, replacing)
 	// Pods on a NoExecute node that the plan does not act on (updated) go too.
 	for i, p := range r.Pods {
 		if s.evicted(&p) && !p.Terminating && (p.Updated || !d.Pods[i].InScope) {
@@ -633,7 +798,7 @@ func (s *podSim) run(sim *simulation) {
 	// Every step sees the state at its time: what is due by then (here:
 	// pods available again at 0s) is complete before the step starts.
 	s.completeDue(t)
-	for step := 0; (step == 0 && len(noExecute) > 0) || len(pending) > 0 || actionable(); step++ {
+	for step := 0; (step == 0 && len(noExecute) > 0) || len(pending) > 0 || len(replacing) > 0 || actionable(); step++ {
 		for bi := range s.extra {
 			s.extra[bi] = 0
 		}
@@ -654,6 +819,19 @@ func (s *podSim) run(sim *simulation) {
 				queue = nil
 			}
 		}
+		// Old pods beside an available replacement go first (manage runs
+		// before rollingUpdate, §3.2), outside any budget; the surge pods
+		// they held are free for this wave.
+		var waiting []int
+		for _, pi := range replacing {
+			if reason, ok := s.replacedReason(pi, t); ok {
+				waveEnd = math.Max(waveEnd, s.retire(pi, t))
+				actions = append(actions, s.deleteAction(pi, reason))
+				continue
+			}
+			waiting = append(waiting, pi)
+		}
+		replacing = waiting
 		hold := "" // why no pod to update may start
 		if s.monotonic && s.condemnedLeft() {
 			deleting := false
@@ -679,6 +857,10 @@ func (s *podSim) run(sim *simulation) {
 			hold = "replicas"
 		}
 		var rest []int
+		// Surge DaemonSet: replacements of unavailable old pods count as
+		// surge pods from the next sync on (upstream's allowed nodes do not
+		// count in the sync that creates their pod, §3.7).
+		var laterSurge []int
 		blocked, blockedPod := "", -1
 		if hold != "" {
 			rest = pending
@@ -693,6 +875,14 @@ func (s *podSim) run(sim *simulation) {
 			// deleted and not replaced (§3.6); it uses budget while it goes.
 			remove := s.r.Workload.Kind == "DaemonSet" && len(r.Nodes) > 0 && !s.nodeRuns[p.Node]
 			surge := s.surgeMode && pd.Action == engine.Recreate && !remove
+			// Surge DaemonSet, unavailable old pod: its replacement is
+			// created whatever the surge budget; manage deletes the old
+			// pod at once when it is not Ready, so the node never counts
+			// as a surge pod (§3.4, §3.7).
+			forcedSurge := forced && surge
+			if forcedSurge && !keptBeside(p) {
+				surge = false
+			}
 			// Native surge DaemonSet: an available pod of such a node goes
 			// while more nodes hold an available pod than should run one
 			// (§3.7 rule 3), outside any budget and whatever the order;
@@ -741,13 +931,22 @@ func (s *podSim) run(sim *simulation) {
 			if r.Workload.Kind == "DaemonSet" {
 				a.Node = p.Node
 			}
-			if forced {
+			switch {
+			case forcedSurge && surge:
+				a.Reasons = append([]string{"unavailable old pod: upstream creates its replacement whatever the surge budget; the node counts as one surge pod from the next sync until the new pod is available (§3.7)"}, a.Reasons...)
+			case forcedSurge:
+				a.Reasons = append([]string{"unavailable old pod, not Ready: upstream creates its replacement whatever the surge budget and deletes the old pod at once, so the node takes no surge pod (§3.4, §3.7)"}, a.Reasons...)
+			case forced:
 				a.Reasons = append([]string{"unavailable old pod: upstream replaces it whatever the budget, and it counts against the budget"}, a.Reasons...)
 			}
 			var until float64
 			switch {
 			case remove:
 				until = s.deletePod(pi, t)
+			case forcedSurge && surge:
+				until = t + s.duration(a.Type)
+				s.markUnavailable(pi, until)
+				laterSurge = append(laterSurge, pi)
 			case surge:
 				until = t + s.duration(a.Type)
 				s.startSurge(pi, until)
@@ -758,11 +957,14 @@ func (s *podSim) run(sim *simulation) {
 			waveEnd = math.Max(waveEnd, until)
 			actions = append(actions, a)
 		}
+		for _, pi := range laterSurge {
+			s.addSurge(pi)
+		}
 		pending = rest
 		if len(actions) > 0 {
 			sim.waves = append(sim.waves, Wave{Index: len(sim.waves) + 1, Start: formatDuration(t), Actions: actions})
 		}
-		if len(pending) == 0 && !actionable() {
+		if len(pending) == 0 && len(replacing) == 0 && !actionable() {
 			break
 		}
 		// Advance time: wave pacing waits for the whole wave; rolling

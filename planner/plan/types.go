@@ -14,8 +14,10 @@ const (
 	ActionInPlace  = "InPlaceUpdate"
 	ActionRecreate = "Recreate"
 	ActionScaleRS  = "ScaleReplicaSet"
-	// ActionDelete removes a pod that is not replaced (a DaemonSet pod on a
-	// node that should no longer run it).
+	// ActionDelete removes a pod and creates none in its place: a DaemonSet
+	// pod on a node that should no longer run it, an old DaemonSet pod whose
+	// replacement at the update revision already runs on its node (surge),
+	// or a StatefulSet pod beyond the replicas.
 	ActionDelete = "Delete"
 )
 
