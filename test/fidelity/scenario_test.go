@@ -73,16 +73,22 @@ func template(name, scenario, image string) corev1.PodTemplateSpec {
 	}
 }
 
-// scalesUp: some ReplicaSet grew in the step.
-func scalesUp(ops []Op) bool {
+// rankRaces: the step scales a ReplicaSet up, or more than one ReplicaSet;
+// their controllers then run concurrently, and the co-location ranks one
+// of them sees depend on how far the others have got.
+func rankRaces(ops []Op) bool {
+	scaled := 0
 	for _, op := range ops {
 		var rs string
 		var from, to int
-		if _, err := fmt.Sscanf(string(op), "scale %s %d->%d", &rs, &from, &to); err == nil && to > from {
-			return true
+		if _, err := fmt.Sscanf(string(op), "scale %s %d->%d", &rs, &from, &to); err == nil {
+			scaled++
+			if to > from {
+				return true
+			}
 		}
 	}
-	return false
+	return scaled > 1
 }
 
 // revisionHash: the hash a revision name (<workload>-<hash>) ends with,
@@ -342,7 +348,7 @@ func runScenario(t *testing.T, sc scenario) {
 		}
 		events := rec.stop()
 		observed, log := observedOps(kind, events, recreating, stsReplicas(obj))
-		s := Step{Index: step, Expected: expected, Observed: observed, Events: log, Candidates: candidates(kind, wp, before, sc.minReady, now, scalesUp(observed)), Planned: planned}
+		s := Step{Index: step, Expected: expected, Observed: observed, Events: log, Candidates: candidates(kind, wp, before, sc.minReady, now, rankRaces(observed)), Planned: planned}
 		if len(expected) == 0 && len(observed) == 0 && step > 0 {
 			if step >= lastHook && len(released) == 0 && step > 0 {
 				break
@@ -383,7 +389,7 @@ func runScenario(t *testing.T, sc scenario) {
 // candidates: the subjects upstream chooses among at random. DaemonSet:
 // nodes whose old pod is available (upstream shuffles them, §3.7); a
 // ReplicaSet's pods that its ranking cannot tell apart.
-func candidates(kind string, wp *plan.WorkloadPlan, before *state, minReady int32, now time.Time, scaledUp bool) map[string]string {
+func candidates(kind string, wp *plan.WorkloadPlan, before *state, minReady int32, now time.Time, rankRace bool) map[string]string {
 	out := map[string]string{}
 	switch kind {
 	case "DaemonSet":
@@ -400,11 +406,12 @@ func candidates(kind string, wp *plan.WorkloadPlan, before *state, minReady int3
 		// the same node assignment, phase, readiness and deletion cost, as
 		// many active pods of the Deployment on their node, the same Ready
 		// and creation times to the second, the same restarts. Only such
-		// pods are interchangeable. When the step also scales a ReplicaSet
-		// up, the co-location rank upstream computes counts the new pods
-		// wherever the scheduler has put them by the time the ReplicaSet
-		// controller syncs, which no snapshot can know: then the rank is
-		// left out (docs/fidelity.md).
+		// pods are interchangeable. When the step also scales another
+		// ReplicaSet of the Deployment, the co-location rank upstream
+		// computes depends on how far that ReplicaSet's controller has got
+		// (new pods bound somewhere, old ones already terminating), which
+		// no snapshot can know: then only the keys before the rank count
+		// (docs/fidelity.md).
 		onNode := map[string]int{}
 		for i := range before.pods {
 			if p := &before.pods[i]; p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
@@ -427,13 +434,16 @@ func candidates(kind string, wp *plan.WorkloadPlan, before *state, minReady int3
 			for _, cs := range p.Status.ContainerStatuses {
 				restarts = max(restarts, cs.RestartCount)
 			}
-			rank := fmt.Sprint(onNode[p.Spec.NodeName])
-			if scaledUp {
-				rank = "any"
+			// Keys 1-4 of the ranking; the rank (5) comes before the ready
+			// time (6), so when the rank is unknowable, so is the order
+			// under it.
+			class := fmt.Sprintf("%s assigned=%t phase=%s ready=%t cost=%s", owner, p.Spec.NodeName != "", p.Status.Phase,
+				readyAt != "", p.Annotations["controller.kubernetes.io/pod-deletion-cost"])
+			if !rankRace {
+				class += fmt.Sprintf(" rank=%d readyAt=%s restarts=%d created=%s", onNode[p.Spec.NodeName], readyAt,
+					restarts, p.CreationTimestamp.UTC().Format(time.RFC3339))
 			}
-			out[p.Name] = fmt.Sprintf("%s assigned=%t phase=%s ready=%s cost=%s rank=%s restarts=%d created=%s",
-				owner, p.Spec.NodeName != "", p.Status.Phase, readyAt, p.Annotations["controller.kubernetes.io/pod-deletion-cost"],
-				rank, restarts, p.CreationTimestamp.UTC().Format(time.RFC3339))
+			out[p.Name] = class
 		}
 	}
 	return out

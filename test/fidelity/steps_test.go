@@ -113,11 +113,19 @@ func TestOrdinal(t *testing.T) {
 	}
 }
 
-func TestScalesUp(t *testing.T) {
-	if !scalesUp([]Op{"remove a", "scale new 0->2", "scale old 4->3"}) {
-		t.Error("0->2 is a scale-up")
+func TestRankRaces(t *testing.T) {
+	tests := []struct {
+		ops  []Op
+		want bool
+	}{
+		{[]Op{"remove a", "scale new 0->2", "scale old 4->3"}, true},
+		{[]Op{"remove a", "scale old 4->3"}, false},
+		{[]Op{"remove a", "remove b", "scale older 3->0", "scale old 10->8"}, true},
+		{nil, false},
 	}
-	if scalesUp([]Op{"remove a", "scale old 4->3"}) {
-		t.Error("4->3 alone is no scale-up")
+	for _, tt := range tests {
+		if got := rankRaces(tt.ops); got != tt.want {
+			t.Errorf("rankRaces(%v) = %v, want %v", tt.ops, got, tt.want)
+		}
 	}
 }
