@@ -443,3 +443,17 @@ func shouldRunDaemonPod(node *corev1.Node, ds *appsv1.DaemonSet) (bool, bool) {
 	}, false)
 	return false, !untoleratedNoExecute
 }
+
+// PhaseOrdinal is upstream's podPhaseToOrdinal, the second key of the
+// ReplicaSet deletion ranking (reference §2.10): Pending 0 < Unknown 1 <
+// Running 2, any other phase 0. The default strategy's order key and the
+// simulator's ranking both use it.
+func PhaseOrdinal(phase string) int {
+	switch phase {
+	case "Unknown":
+		return 1
+	case "Running":
+		return 2
+	}
+	return 0
+}

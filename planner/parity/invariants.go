@@ -520,7 +520,7 @@ func (c *checker) deletionCompare(i, j int) int {
 	a, b := &c.r.Pods[i], &c.r.Pods[j]
 	for _, d := range [][2]int{
 		{b2i(a.Scheduled), b2i(b.Scheduled)},
-		{phaseOrdinal(a.Phase), phaseOrdinal(b.Phase)},
+		{facts.PhaseOrdinal(a.Phase), facts.PhaseOrdinal(b.Phase)},
 		{b2i(a.Ready), b2i(b.Ready)},
 		{a.DeletionCost, b.DeletionCost},
 	} {
@@ -534,16 +534,6 @@ func (c *checker) deletionCompare(i, j int) int {
 func b2i(b bool) int {
 	if b {
 		return 1
-	}
-	return 0
-}
-
-func phaseOrdinal(phase string) int {
-	switch phase {
-	case "Unknown":
-		return 1
-	case "Running":
-		return 2
 	}
 	return 0
 }

@@ -163,7 +163,7 @@ func (s *deploySim) reconcilePods(rs *simRS) []rsPod {
 func (s *deploySim) rankPrefix(p rsPod) [4]int {
 	if p.fact >= 0 {
 		f := &s.r.Pods[p.fact]
-		return [4]int{b2i(f.Scheduled), phaseOrdinal(f.Phase), b2i(f.Ready), f.DeletionCost}
+		return [4]int{b2i(f.Scheduled), facts.PhaseOrdinal(f.Phase), b2i(f.Ready), f.DeletionCost}
 	}
 	if p.readyAt <= s.t {
 		return [4]int{1, 2, 1, 0}
@@ -197,18 +197,6 @@ func (s *deploySim) deletedBefore(a, b rsPod) bool {
 func b2i(b bool) int {
 	if b {
 		return 1
-	}
-	return 0
-}
-
-// phaseOrdinal is upstream's podPhaseToOrdinal: Pending 0 < Unknown 1 <
-// Running 2, any other phase 0.
-func phaseOrdinal(phase string) int {
-	switch phase {
-	case "Unknown":
-		return 1
-	case "Running":
-		return 2
 	}
 	return 0
 }

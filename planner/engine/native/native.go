@@ -210,17 +210,6 @@ func b2i(b bool) int {
 	return 0
 }
 
-// phaseOrdinal is object.get(phase_ordinals, phase, 0).
-func phaseOrdinal(phase string) int {
-	switch phase {
-	case "Unknown":
-		return 1
-	case "Running":
-		return 2
-	}
-	return 0
-}
-
 // orderFunc mirrors rule order: the key length and a function filling a
 // pod's key, chosen once per workload.
 func (w *workload) orderFunc() (int, func(p *facts.Pod, k []any)) {
@@ -230,7 +219,7 @@ func (w *workload) orderFunc() (int, func(p *facts.Pod, k []any)) {
 		return 10, func(p *facts.Pod, k []any) {
 			ready := b2i(p.Ready)
 			k[0] = num(b2i(p.Scheduled))
-			k[1] = num(phaseOrdinal(p.Phase))
+			k[1] = num(facts.PhaseOrdinal(p.Phase))
 			k[2] = num(ready)
 			k[3] = num(p.DeletionCost)
 			k[4] = neg(p.Colocated)
