@@ -1,0 +1,295 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/plan"
+	"github.com/rollplan/rollplan/planner/snapshot/capture"
+)
+
+// Revision labels the owning controllers count.
+const (
+	labelRevisionHash = appsv1.ControllerRevisionHashLabelKey // controller-revision-hash
+	labelDSGeneration = "pod-template-generation"
+	annDSGeneration   = "deprecated.daemonset.template.generation"
+)
+
+func (e *Executor) dryRun() []string {
+	if e.opts.DryRun {
+		return []string{metav1.DryRunAll}
+	}
+	return nil
+}
+
+func (e *Executor) outcome() string {
+	if e.opts.DryRun {
+		return Would
+	}
+	return Done
+}
+
+// act carries out one action of the first wave, if the live budgets allow
+// it now. spent: pods this step disrupted already (a dry run changes
+// nothing the next read would see, so they are counted here too).
+func (e *Executor) act(ctx context.Context, first *liveState, wp plan.WorkloadPlan, a plan.Action, spent map[string]bool) (ActionResult, error) {
+	r := ActionResult{Type: a.Type, Pod: a.Pod, Reason: strings.Join(a.Reasons, "; ")}
+	switch a.Type {
+	case plan.ActionInPlace, plan.ActionRecreate, plan.ActionDelete:
+	default:
+		return r, fmt.Errorf("%s: the plan asks for %s, which rollplan apply does not carry out yet", e.opts.Target, a.Type)
+	}
+	if a.Surge {
+		return r, fmt.Errorf("%s: the plan asks for a surge replacement of %s, which rollplan apply does not carry out yet", e.opts.Target, a.Pod)
+	}
+	// The live budget re-check: a fresh read before every write.
+	live, err := e.read(ctx)
+	if err != nil {
+		return r, err
+	}
+	pod := findPod(live, a.Pod)
+	if pod == nil {
+		r.Outcome, r.Reason = Skipped, "the pod is gone since the plan was made"
+		return r, nil
+	}
+	if fp := factPod(live.rollout, a.Pod); fp != nil && fp.Updated && a.Type != plan.ActionDelete {
+		r.Outcome, r.Reason = Skipped, "the pod runs the update revision already"
+		return r, nil
+	}
+	extra := map[string]bool{a.Pod: true}
+	for p := range spent {
+		extra[p] = true
+	}
+	if why := overBudget(live.rollout, wp.Budgets, extra); why != "" {
+		r.Outcome, r.Reason = Skipped, why+" with this pod: not now"
+		return r, nil
+	}
+	// The write itself is not cut short by a cancelled context (Ctrl-C
+	// stops after the action in flight); it has its own deadline.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	switch a.Type {
+	case plan.ActionInPlace:
+		err = e.inPlace(wctx, live, pod)
+	default:
+		err = e.evict(wctx, pod)
+	}
+	switch {
+	case err == nil:
+		spent[a.Pod] = true
+		r.Outcome = e.outcome()
+	case apierrors.IsTooManyRequests(err):
+		r.Outcome, r.Reason = Skipped, "eviction refused for now (PodDisruptionBudget): "+err.Error()
+	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+		r.Outcome, r.Reason = Skipped, "the pod changed since it was read: "+err.Error()
+	default:
+		return r, fmt.Errorf("%s %s: %w", a.Type, a.Pod, err)
+	}
+	return r, nil
+}
+
+func findPod(live *liveState, name string) *corev1.Pod {
+	for _, p := range live.snap.Pods {
+		if p.Name == name && p.Namespace == live.rollout.Workload.Namespace {
+			return p
+		}
+	}
+	return nil
+}
+
+func factPod(r *facts.Rollout, name string) *facts.Pod {
+	for i := range r.Pods {
+		if r.Pods[i].Name == name {
+			return &r.Pods[i]
+		}
+	}
+	return nil
+}
+
+// inPlace patches a pod to the update revision: the images of the
+// containers whose image changed, the template's labels and annotations,
+// the revision label the owning controller counts (controller-revision-hash;
+// for a DaemonSet also pod-template-generation) and the AnnInPlaceUpdate
+// record, in one strategic-merge patch with the resourceVersion read as
+// precondition. A change it cannot make in place (cpu/memory through
+// pods/resize is not implemented) is an error, before any write.
+func (e *Executor) inPlace(ctx context.Context, live *liveState, pod *corev1.Pod) error {
+	r := live.rollout
+	fp := factPod(r, pod.Name)
+	if fp != nil {
+		for _, c := range fp.Changes {
+			switch c.Class {
+			case facts.ClassImage, facts.ClassInitImage, facts.ClassLabels, facts.ClassAnnotations:
+			default:
+				return fmt.Errorf("in-place change %s (%s) is not carried out by rollplan apply yet (only images, labels and annotations; cpu/memory resize is not implemented)", c.Path, c.Class)
+			}
+		}
+	}
+	tmpl, labels, err := e.updateTemplate(live)
+	if err != nil {
+		return err
+	}
+	rec := InPlaceRecord{Revision: r.Workload.UpdateRevision, At: live.now.UTC().Truncate(time.Second).Format(time.RFC3339), ImageIDs: map[string]string{}}
+	imageIDs := map[string]string{}
+	for _, cs := range pod.Status.ContainerStatuses {
+		imageIDs[cs.Name] = cs.ImageID
+	}
+	containers := func(want, have []corev1.Container, record bool) []map[string]string {
+		var out []map[string]string
+		for _, w := range want {
+			for _, h := range have {
+				if h.Name == w.Name && h.Image != w.Image {
+					out = append(out, map[string]string{"name": w.Name, "image": w.Image})
+					if record {
+						rec.ImageIDs[w.Name] = imageIDs[w.Name]
+					}
+				}
+			}
+		}
+		return out
+	}
+	spec := map[string]any{}
+	if cs := containers(tmpl.Spec.Containers, pod.Spec.Containers, true); len(cs) > 0 {
+		spec["containers"] = cs
+	}
+	if cs := containers(tmpl.Spec.InitContainers, pod.Spec.InitContainers, false); len(cs) > 0 {
+		spec["initContainers"] = cs
+	}
+	recJSON, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	annotations := map[string]string{}
+	for k, v := range tmpl.Annotations {
+		annotations[k] = v
+	}
+	annotations[AnnInPlaceUpdate] = string(recJSON)
+	allLabels := map[string]string{}
+	for k, v := range tmpl.Labels {
+		allLabels[k] = v
+	}
+	for k, v := range labels {
+		allLabels[k] = v
+	}
+	patch := map[string]any{
+		"metadata": map[string]any{
+			"resourceVersion": pod.ResourceVersion,
+			"labels":          allLabels,
+			"annotations":     annotations,
+		},
+	}
+	if len(spec) > 0 {
+		patch["spec"] = spec
+	}
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	_, err = e.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{DryRun: e.dryRun(), FieldManager: "rollplan"})
+	return err
+}
+
+// updateTemplate is the workload's pod template (the update revision is
+// the current spec) and the revision labels a pod at the update revision
+// carries: for a StatefulSet controller-revision-hash is the revision's
+// name, for a DaemonSet its hash label, with pod-template-generation.
+func (e *Executor) updateTemplate(live *liveState) (*corev1.PodTemplateSpec, map[string]string, error) {
+	w := live.rollout.Workload
+	switch w.Kind {
+	case capture.StatefulSet:
+		for _, s := range live.snap.StatefulSets {
+			if s.Name == w.Name && s.Namespace == w.Namespace {
+				return &s.Spec.Template, map[string]string{labelRevisionHash: w.UpdateRevision}, nil
+			}
+		}
+	case capture.DaemonSet:
+		for _, ds := range live.snap.DaemonSets {
+			if ds.Name != w.Name || ds.Namespace != w.Namespace {
+				continue
+			}
+			hash := strings.TrimPrefix(w.UpdateRevision, ds.Name+"-")
+			for _, cr := range live.snap.ControllerRevisions {
+				if cr.Name == w.UpdateRevision && cr.Namespace == ds.Namespace && cr.Labels[labelRevisionHash] != "" {
+					hash = cr.Labels[labelRevisionHash]
+				}
+			}
+			gen := ds.Annotations[annDSGeneration]
+			if gen == "" {
+				gen = strconv.FormatInt(ds.Generation, 10)
+			}
+			return &ds.Spec.Template, map[string]string{labelRevisionHash: hash, labelDSGeneration: gen}, nil
+		}
+	}
+	return nil, nil, fmt.Errorf("%s: no pod template to update in place from", e.opts.Target)
+}
+
+// evict asks the Eviction API to remove the pod: the disruption controller
+// refuses (429) what would break a PodDisruptionBudget, and the UID
+// precondition keeps a pod recreated under the same name safe.
+func (e *Executor) evict(ctx context.Context, pod *corev1.Pod) error {
+	uid := pod.UID
+	ev := &policyv1.Eviction{
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
+		DeleteOptions: &metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{UID: &uid},
+			DryRun:        e.dryRun(),
+		},
+	}
+	return e.client.PolicyV1().Evictions(pod.Namespace).Evict(ctx, ev)
+}
+
+// completeStatefulSet: with updateStrategy OnDelete the StatefulSet
+// controller never moves status.currentRevision to the update revision
+// (completeRollingUpdate only does for RollingUpdate). Once the controller
+// itself reports every replica updated and ready, the executor records the
+// completed rollout by writing status.currentRevision = updateRevision
+// (the controller keeps it: it reads the current revision from the status).
+// Until then the rollout is not done.
+func (e *Executor) completeStatefulSet(ctx context.Context, live *liveState) (bool, error) {
+	var set *appsv1.StatefulSet
+	for _, s := range live.snap.StatefulSets {
+		if s.Name == e.opts.Name && s.Namespace == e.opts.Namespace {
+			set = s
+		}
+	}
+	if set == nil {
+		return false, fmt.Errorf("%s not found", e.opts.Target)
+	}
+	st := set.Status
+	replicas := int32(1)
+	if set.Spec.Replicas != nil {
+		replicas = *set.Spec.Replicas
+	}
+	if st.ObservedGeneration < set.Generation || st.UpdatedReplicas != replicas || st.ReadyReplicas != replicas || st.Replicas != replicas {
+		return false, nil // the controller has not counted the pods yet
+	}
+	if st.CurrentRevision == st.UpdateRevision {
+		return true, nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": set.ResourceVersion},
+		"status": map[string]any{"currentRevision": st.UpdateRevision, "currentReplicas": st.UpdatedReplicas}})
+	if err != nil {
+		return false, err
+	}
+	_, err = e.client.AppsV1().StatefulSets(set.Namespace).Patch(ctx, set.Name, types.MergePatchType, patch, metav1.PatchOptions{DryRun: e.dryRun(), FieldManager: "rollplan"}, "status")
+	switch {
+	case apierrors.IsConflict(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("%s: record the completed rollout in status.currentRevision: %w", e.opts.Target, err)
+	}
+	e.opts.Log.Info("complete", "workload", e.opts.Target.String(), "currentRevision", st.UpdateRevision, "dryRun", e.opts.DryRun)
+	return !e.opts.DryRun, nil
+}

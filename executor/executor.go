@@ -1,0 +1,320 @@
+// Package executor carries out a rollout plan on a live cluster, one safe
+// step at a time, like an upstream controller: it keeps no state of its own.
+//
+// A Step reads the live state of one workload (CaptureReader: a fresh list
+// from the API server), marks the pods it is updating in place as not Ready
+// (InFlight, from the pod itself), builds the facts, asks the engine, packs
+// the plan, and carries out the actions of the plan's first wave that every
+// budget allows now. Before each write it reads the live state again and
+// checks every enforced budget with the pod added (overBudget): a stale plan
+// skips the action instead of over-disrupting. Run repeats Step, polling
+// with backoff, until the plan has nothing left, the policy halts it, or
+// the context ends.
+//
+// Writes: an in-place update is one strategic-merge patch of the pod
+// (container images, the revision label the owning controller counts, the
+// AnnInPlaceUpdate record) with metadata.resourceVersion as precondition; a
+// Recreate or Delete is a policy/v1 Eviction with the pod's UID as
+// precondition, so PodDisruptionBudgets are honoured (429: not now). With
+// DryRun every write carries dryRun=All.
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/rollplan/rollplan/planner/engine"
+	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/plan"
+	"github.com/rollplan/rollplan/planner/snapshot"
+	"github.com/rollplan/rollplan/planner/snapshot/capture"
+)
+
+// Target names one workload: Kind is capture.StatefulSet, capture.DaemonSet
+// or capture.Deployment.
+type Target struct {
+	Namespace, Kind, Name string
+}
+
+func (t Target) String() string { return fmt.Sprintf("%s %s/%s", t.Kind, t.Namespace, t.Name) }
+
+// Options configure an Executor.
+type Options struct {
+	Target
+	// Engine decides; required.
+	Engine       engine.Engine
+	FeatureGates map[string]bool
+	// PlanOptions: the duration estimates of the plan (only reported).
+	PlanOptions plan.Options
+	// DryRun sends every write with dryRun=All.
+	DryRun bool
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// Log receives one line per action; default slog.Default().
+	Log *slog.Logger
+	// Poll and MaxPoll bound Run's wait between steps (backoff from Poll,
+	// doubling to MaxPoll while nothing changes); defaults 500ms and 5s.
+	Poll, MaxPoll time.Duration
+	// Reader reads the live state; default CaptureReader over the client.
+	Reader Reader
+}
+
+// Executor drives the rollout of one workload.
+type Executor struct {
+	client kubernetes.Interface
+	reader Reader
+	opts   Options
+}
+
+// New returns an executor for one workload.
+func New(client kubernetes.Interface, o Options) (*Executor, error) {
+	if o.Engine == nil {
+		return nil, errors.New("executor: no engine")
+	}
+	switch o.Kind {
+	case capture.StatefulSet, capture.DaemonSet, capture.Deployment:
+	default:
+		return nil, fmt.Errorf("executor: kind %q: want StatefulSet, DaemonSet or Deployment", o.Kind)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.Poll <= 0 {
+		o.Poll = 500 * time.Millisecond
+	}
+	if o.MaxPoll < o.Poll {
+		o.MaxPoll = max(o.Poll, 5*time.Second)
+	}
+	if o.PlanOptions == (plan.Options{}) {
+		o.PlanOptions = plan.DefaultOptions
+	}
+	e := &Executor{client: client, opts: o, reader: o.Reader}
+	if e.reader == nil {
+		e.reader = CaptureReader{Client: client, Now: o.Now}
+	}
+	return e, nil
+}
+
+func (e *Executor) now() time.Time { return e.opts.Now() }
+
+// Outcomes of an action.
+const (
+	Done    = "done"    // the write was accepted
+	Would   = "would"   // dry run: the server accepted the write and changed nothing
+	Skipped = "skipped" // not now: a budget, a PDB, or the pod changed since the read
+)
+
+// ActionResult is what a step did about one action of the plan.
+type ActionResult struct {
+	Type    string `json:"type"`
+	Pod     string `json:"pod"`
+	Outcome string `json:"outcome"`
+	// Reason: why it was done (the plan's reasons) or skipped.
+	Reason string `json:"reason"`
+}
+
+// StepResult is what one reconcile step found and did.
+type StepResult struct {
+	Plan    plan.WorkloadPlan `json:"plan"`
+	Actions []ActionResult    `json:"actions"`
+	// Done: every pod in scope runs the update revision and is available,
+	// and the plan has nothing left.
+	Done bool `json:"done"`
+	// InFlight: pods being updated in place, with why.
+	InFlight map[string]string `json:"inFlight"`
+	// Pods, Updated, Available, Held count the workload's pods at the read.
+	Pods, Updated, Available, Held int
+}
+
+// Acted counts the actions the step carried out (or would have).
+func (s *StepResult) Acted() int {
+	n := 0
+	for _, a := range s.Actions {
+		if a.Outcome != Skipped {
+			n++
+		}
+	}
+	return n
+}
+
+// HaltedError: the policy halted the rollout (or denied the workload's spec);
+// the cluster is left as it is.
+type HaltedError struct {
+	Target  Target
+	Reasons []string
+}
+
+func (h *HaltedError) Error() string {
+	return fmt.Sprintf("%s: rollout halted by policy: %s", h.Target, strings.Join(h.Reasons, "; "))
+}
+
+// RefusedError: the executor does not drive this workload.
+type RefusedError struct {
+	Target Target
+	Reason string
+}
+
+func (r *RefusedError) Error() string { return fmt.Sprintf("%s: %s", r.Target, r.Reason) }
+
+// refuse says whether the executor may drive the workload as it is now.
+func refuse(t Target, snap *snapshot.Snapshot, r *facts.Rollout) error {
+	w := r.Workload
+	switch t.Kind {
+	case capture.Deployment:
+		return &RefusedError{t, "rollplan apply does not drive Deployments yet (ScaleReplicaSet is not implemented); its controller rolls it, and `rollplan plan` previews the rollout"}
+	}
+	if w.Strategy.Type != string(appsv1.OnDeleteStatefulSetStrategyType) {
+		return &RefusedError{t, fmt.Sprintf("updateStrategy %s: the %s controller drives this rollout itself, so rollplan apply leaves it alone (`rollplan plan` previews it); to let rollplan drive it, set updateStrategy.type OnDelete and annotate %s=\"true\"", w.Strategy.Type, t.Kind, facts.AnnManaged)}
+	}
+	if !w.Managed {
+		return &RefusedError{t, fmt.Sprintf("updateStrategy OnDelete but not managed by rollplan: annotate %s=\"true\" to let rollplan apply drive it", facts.AnnManaged)}
+	}
+	return nil
+}
+
+// Step is one reconcile step: read, plan, carry out what the first wave
+// allows now. It returns a *HaltedError when the policy halts and a
+// *RefusedError for a workload the executor does not drive.
+func (e *Executor) Step(ctx context.Context) (*StepResult, error) {
+	live, err := e.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := refuse(e.opts.Target, live.snap, live.rollout); err != nil {
+		return nil, err
+	}
+	res, err := plan.Build(ctx, []*facts.Rollout{live.rollout}, e.opts.Engine, plan.Metadata{Now: live.now.UTC().Format(time.RFC3339)}, e.opts.PlanOptions)
+	if err != nil {
+		return nil, err
+	}
+	wp := res.Plan.Workloads[0]
+	out := &StepResult{Plan: wp, InFlight: live.inFlight, Actions: []ActionResult{}}
+	held := map[string]bool{}
+	for _, h := range wp.Held {
+		held[h.Pod] = true
+	}
+	for _, p := range live.rollout.Pods {
+		out.Pods++
+		switch {
+		case held[p.Name]:
+			out.Held++
+		case p.Updated:
+			out.Updated++
+		}
+		if p.Available {
+			out.Available++
+		}
+	}
+	inFlight := make([]string, 0, len(live.inFlight))
+	for p := range live.inFlight {
+		inFlight = append(inFlight, p)
+	}
+	sort.Strings(inFlight)
+	e.opts.Log.Debug("step", "workload", e.opts.Target.String(), "pods", out.Pods, "updated", out.Updated, "available", out.Available,
+		"held", out.Held, "inFlight", strings.Join(inFlight, ","), "waves", len(wp.Waves))
+	if reasons := append(append([]string(nil), wp.Halted...), wp.Denied...); len(reasons) > 0 {
+		return out, &HaltedError{Target: e.opts.Target, Reasons: reasons}
+	}
+	if len(wp.Waves) == 0 {
+		out.Done, err = e.finish(ctx, live, held)
+		return out, err
+	}
+	spent := map[string]bool{}
+	for _, a := range wp.Waves[0].Actions {
+		r, err := e.act(ctx, live, wp, a, spent)
+		if err != nil {
+			return out, err
+		}
+		out.Actions = append(out.Actions, r)
+		attrs := []any{"workload", e.opts.Target.String(), "action", r.Type, "pod", r.Pod, "outcome", r.Outcome, "reason", r.Reason}
+		if r.Outcome == Skipped {
+			e.opts.Log.Info("skip", attrs...)
+		} else {
+			e.opts.Log.Info(r.Type, attrs...)
+		}
+	}
+	return out, nil
+}
+
+// finish: the plan has no wave. The rollout is done once every pod in
+// scope is updated and available and the workload's controller says so.
+func (e *Executor) finish(ctx context.Context, live *liveState, held map[string]bool) (bool, error) {
+	r := live.rollout
+	active := 0
+	for _, p := range r.Pods {
+		if p.Terminating || p.Terminal {
+			continue
+		}
+		active++
+		if held[p.Name] {
+			continue
+		}
+		if !p.Updated || !p.Available {
+			return false, nil
+		}
+	}
+	if active < r.Workload.Replicas {
+		return false, nil // a replacement is still to be created
+	}
+	if e.opts.Kind == capture.StatefulSet && len(held) == 0 {
+		return e.completeStatefulSet(ctx, live)
+	}
+	return true, nil
+}
+
+// Summary is what Run did in all.
+type Summary struct {
+	Steps   int
+	Actions map[string]int // by type, carried out (or would be, dry run)
+	Last    *StepResult
+}
+
+// Run repeats Step until the rollout is done, halted or refused, the
+// context ends (its error is returned, wrapped), or, with once, after one
+// step. Between steps it polls with backoff: from Poll, doubling up to
+// MaxPoll while a step does nothing, back to Poll after a step that acts.
+func (e *Executor) Run(ctx context.Context, once bool) (*Summary, error) {
+	sum := &Summary{Actions: map[string]int{}}
+	wait := e.opts.Poll
+	for {
+		step, err := e.Step(ctx)
+		if step != nil {
+			sum.Last = step
+		}
+		if err != nil {
+			return sum, err
+		}
+		sum.Steps++
+		for _, a := range step.Actions {
+			if a.Outcome != Skipped {
+				sum.Actions[a.Type]++
+			}
+		}
+		if step.Done || once || e.opts.DryRun {
+			return sum, nil
+		}
+		if step.Acted() > 0 {
+			wait = e.opts.Poll
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return sum, fmt.Errorf("%s: stopped before the rollout finished (%d/%d pods updated, %d in flight): %w",
+				e.opts.Target, step.Updated, step.Pods-step.Held, len(step.InFlight), context.Cause(ctx))
+		case <-t.C:
+		}
+		wait = min(2*wait, e.opts.MaxPoll)
+	}
+}

@@ -1,0 +1,278 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/rollplan/rollplan/planner/engine"
+	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/plan"
+	"github.com/rollplan/rollplan/planner/snapshot"
+	"github.com/rollplan/rollplan/planner/snapshot/capture"
+)
+
+// AnnInPlaceUpdate is the pod annotation an in-place update writes, in the
+// same patch as the new images and the revision label: a JSON InPlaceRecord.
+// It is the only state the executor keeps, and it lives on the pod, so a
+// restarted executor sees which pods are being updated (see InFlight).
+const AnnInPlaceUpdate = "rollplan.dev/in-place-update"
+
+// InPlaceRecord is the value of AnnInPlaceUpdate.
+type InPlaceRecord struct {
+	// Revision the pod was updated to.
+	Revision string `json:"revision"`
+	// At: when the patch was sent (RFC 3339, whole seconds).
+	At string `json:"at"`
+	// ImageIDs: container name → the imageID it ran before the patch, for
+	// the containers whose image changed.
+	ImageIDs map[string]string `json:"imageIDs"`
+}
+
+// Reader reads the live state of one workload.
+type Reader interface {
+	Read(ctx context.Context, t Target) (*snapshot.Snapshot, error)
+}
+
+// CaptureReader reads through capture.Capture: the workload, its
+// ControllerRevisions, its pods, the PDBs selecting them (with their other
+// pods) and the Nodes — the very objects `rollplan snapshot` captures, so
+// the executor plans what `rollplan plan` would show for the same state.
+// Every Read lists afresh from the API server (no cache), which is what
+// the budget re-check before each write needs.
+type CaptureReader struct {
+	Client kubernetes.Interface
+	Now    func() time.Time
+}
+
+// Read implements Reader.
+func (c CaptureReader) Read(ctx context.Context, t Target) (*snapshot.Snapshot, error) {
+	snap, _, err := capture.Capture(ctx, c.Client, capture.Options{
+		Namespace: t.Namespace,
+		Workloads: []capture.Ref{{Kind: t.Kind, Name: t.Name}},
+		Now:       c.Now,
+	})
+	return snap, err
+}
+
+// InFlight reports whether a pod is being updated in place right now, and
+// why: a container's spec image differs from the image its status reports
+// (the kubelet has not restarted it yet), or the pod carries an
+// AnnInPlaceUpdate record whose update has not completed: every changed
+// container running the new image with a new imageID (or started after
+// the patch), and the pod Ready for minReadySeconds since then.
+func InFlight(p *corev1.Pod, minReady int, now time.Time) (bool, string) {
+	statuses := map[string]corev1.ContainerStatus{}
+	for _, cs := range p.Status.ContainerStatuses {
+		statuses[cs.Name] = cs
+	}
+	for _, c := range p.Spec.Containers {
+		cs, ok := statuses[c.Name]
+		if ok && cs.Image != "" && !sameImage(cs.Image, c.Image) {
+			return true, fmt.Sprintf("container %s runs %s, spec says %s", c.Name, cs.Image, c.Image)
+		}
+	}
+	raw, ok := p.Annotations[AnnInPlaceUpdate]
+	if !ok {
+		return false, ""
+	}
+	var rec InPlaceRecord
+	if err := json.Unmarshal([]byte(raw), &rec); err != nil {
+		return false, ""
+	}
+	at, _ := time.Parse(time.RFC3339, rec.At)
+	var started time.Time
+	for name, oldID := range rec.ImageIDs {
+		cs, ok := statuses[name]
+		if !ok || cs.State.Running == nil || cs.ImageID == "" {
+			return true, fmt.Sprintf("container %s is restarting with its new image", name)
+		}
+		if cs.ImageID == oldID && cs.State.Running.StartedAt.Time.Before(at) {
+			return true, fmt.Sprintf("container %s has not restarted with its new image yet", name)
+		}
+		if cs.State.Running.StartedAt.After(started) {
+			started = cs.State.Running.StartedAt.Time
+		}
+	}
+	ready := readyCondition(p)
+	if ready == nil || ready.Status != corev1.ConditionTrue {
+		return true, "not Ready since its in-place update"
+	}
+	since := ready.LastTransitionTime.Time
+	if started.After(since) {
+		since = started
+	}
+	if since.Add(time.Duration(minReady) * time.Second).After(now) {
+		return true, fmt.Sprintf("Ready for less than minReadySeconds (%ds) since its in-place update", minReady)
+	}
+	return false, ""
+}
+
+// sameImage compares images as a container runtime reports them:
+// "nginx:1" and "docker.io/library/nginx:1" are the same image.
+func sameImage(a, b string) bool {
+	return normImage(a) == normImage(b)
+}
+
+func normImage(s string) string {
+	s = strings.TrimPrefix(s, "docker.io/")
+	s = strings.TrimPrefix(s, "library/")
+	if !strings.Contains(s, "@") {
+		if i := strings.LastIndex(s, ":"); i <= strings.LastIndex(s, "/") {
+			s += ":latest"
+		}
+	}
+	return s
+}
+
+func readyCondition(p *corev1.Pod) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == corev1.PodReady {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// normalise makes the snapshot say what the executor knows: a pod being
+// updated in place is not Ready, whatever its last status write says (the
+// kubelet may not have acted on the patch yet). The planner then counts it
+// against the budgets, and a restarted executor never spends it twice.
+// It returns the pods in flight. The snapshot's pods are copied, not changed.
+func normalise(s *snapshot.Snapshot, minReady int, now time.Time) map[string]string {
+	inFlight := map[string]string{}
+	for i, p := range s.Pods {
+		busy, why := InFlight(p, minReady, now)
+		if !busy {
+			continue
+		}
+		inFlight[p.Name] = why
+		cp := p.DeepCopy()
+		if c := readyCondition(cp); c != nil {
+			c.Status, c.LastTransitionTime = corev1.ConditionFalse, metav1.NewTime(now)
+		} else {
+			cp.Status.Conditions = append(cp.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(now)})
+		}
+		s.Pods[i] = cp
+	}
+	return inFlight
+}
+
+// minReadySeconds of the target workload in the snapshot.
+func minReadySeconds(s *snapshot.Snapshot, t Target) int {
+	switch t.Kind {
+	case capture.StatefulSet:
+		for _, o := range s.StatefulSets {
+			if o.Name == t.Name && o.Namespace == t.Namespace {
+				return int(o.Spec.MinReadySeconds)
+			}
+		}
+	case capture.DaemonSet:
+		for _, o := range s.DaemonSets {
+			if o.Name == t.Name && o.Namespace == t.Namespace {
+				return int(o.Spec.MinReadySeconds)
+			}
+		}
+	}
+	return 0
+}
+
+// liveState is one fresh read, normalised, with the workload's facts.
+type liveState struct {
+	snap     *snapshot.Snapshot
+	rollout  *facts.Rollout
+	inFlight map[string]string
+	now      time.Time
+}
+
+func (e *Executor) read(ctx context.Context) (*liveState, error) {
+	snap, err := e.reader.Read(ctx, e.opts.Target)
+	if err != nil {
+		return nil, err
+	}
+	now := e.now()
+	inFlight := normalise(snap, minReadySeconds(snap, e.opts.Target), now)
+	rollouts, err := facts.Build(snap, facts.Options{Now: now, FeatureGates: e.opts.FeatureGates})
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rollouts {
+		w := r.Workload
+		if w.Kind == e.opts.Kind && w.Namespace == e.opts.Namespace && w.Name == e.opts.Name {
+			return &liveState{snap: snap, rollout: r, inFlight: inFlight, now: now}, nil
+		}
+	}
+	return nil, fmt.Errorf("%s not found", e.opts.Target)
+}
+
+// budgetUse counts what a budget would hold if the pods in extra were
+// disrupted on top of the live state: the unavailable pods (per group when
+// the budget groups, plus the PDB's unavailable pods elsewhere), or the
+// groups in flight. Pods the workload should have but that do not exist
+// (evicted, not yet recreated) count as unavailable: a deleted pod frees
+// no budget until its replacement is available. Mirrors plan.inUse.
+func budgetUse(r *facts.Rollout, b plan.Budget, extra map[string]bool) int {
+	active := 0
+	for _, p := range r.Pods {
+		if !p.Terminating && !p.Terminal {
+			active++
+		}
+	}
+	missing := max(0, r.Workload.Replicas-active)
+	down := func(p *facts.Pod) bool { return !p.Available || extra[p.Name] }
+	if b.Type == "groups" {
+		groups := map[string]bool{}
+		for i := range r.Pods {
+			if down(&r.Pods[i]) {
+				groups[engine.GroupKey(&r.Pods[i], b.GroupBy)] = true
+			}
+		}
+		n := len(groups)
+		if missing > 0 {
+			n++ // unknown group
+		}
+		return n
+	}
+	n := missing
+	if b.PDB != "" {
+		for _, pdb := range r.PDBs {
+			if pdb.Name == b.PDB {
+				n += pdb.UnavailableElsewhere
+			}
+		}
+	}
+	perGroup := map[string]int{}
+	for i := range r.Pods {
+		p := &r.Pods[i]
+		if !down(p) || (b.PDB != "" && !slices.Contains(p.PDBs, b.PDB)) {
+			continue
+		}
+		perGroup[engine.GroupKey(p, b.GroupBy)]++
+	}
+	best := 0
+	for _, c := range perGroup {
+		best = max(best, c)
+	}
+	return n + best
+}
+
+// overBudget names the first enforced budget the extra pods would break
+// on top of the live state, or "" when every budget holds.
+func overBudget(r *facts.Rollout, budgets []plan.Budget, extra map[string]bool) string {
+	for _, b := range budgets {
+		if b.Advisory || (b.Type != "unavailable" && b.Type != "groups") {
+			continue
+		}
+		if use := budgetUse(r, b, extra); use > b.Limit {
+			return fmt.Sprintf("budget %s would be %d/%d", b.Name, use, b.Limit)
+		}
+	}
+	return ""
+}
