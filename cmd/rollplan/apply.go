@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rollplan/rollplan/executor"
+	"github.com/rollplan/rollplan/planner/snapshot/capture"
+)
+
+// applyClock is the executor's clock; tests may fix it.
+var applyClock = time.Now
+
+// applyPoll is the executor's first wait between steps; tests shorten it.
+var applyPoll = 500 * time.Millisecond
+
+func newApplyCommand() *cobra.Command {
+	var (
+		config  kubeFlags
+		pf      planFlags
+		dryRun  string
+		once    bool
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "apply KIND/NAME [-n NAMESPACE] [--policy P] [--dry-run=server] [--once]",
+		Short: "Carry out the rollout plan of one workload on a live cluster, safely",
+		Long: `Carry out the rollout of one StatefulSet or DaemonSet on a live cluster,
+step by step, as rollplan plan previews it. Each step reads the live state,
+plans, and carries out what the plan's first wave allows now; then it waits
+for pods to become available and repeats, until every pod runs the update
+revision (done), the policy halts the rollout, or --timeout passes.
+
+It drives workloads with updateStrategy OnDelete annotated
+rollplan.dev/managed="true"; a RollingUpdate workload is refused (its
+controller drives it; rollplan plan previews it). Deployments are not
+driven yet.
+
+Actions: an in-place update patches the pod's images and its
+controller-revision-hash label (so the controller counts it updated) with
+the pod's resourceVersion as precondition; a recreation evicts the pod
+through the Eviction API (PodDisruptionBudgets are honoured; a refusal means
+"not now") with its UID as precondition. Before every write the live budget
+is checked again: a pod is unavailable when it is missing, terminating, not
+Ready for minReadySeconds, or being updated in place (its spec image differs
+from the running one, or its rollplan.dev/in-place-update record has not
+completed). That state lives on the pods, so apply can be stopped and
+started again at any moment without spending a budget twice.
+
+Exit codes: 0 done (or, with --once or --dry-run, the step succeeded),
+1 error or timeout, 2 usage error, 3 halted by policy.`,
+		Example: `  rollplan apply sts/web -n prod
+  rollplan apply statefulset/web -n prod --dry-run=server
+  rollplan apply ds/agent --policy policies/examples/one-zone-at-a-time --timeout 30m
+  rollplan apply sts/db --once --context staging`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageError{fmt.Errorf("%s takes one KIND/NAME, e.g. sts/web", cmd.CommandPath())}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ref, err := capture.ParseRef(args[0])
+			if err != nil {
+				return usageError{err}
+			}
+			if dryRun != "none" && dryRun != "server" {
+				return usageError{fmt.Errorf("--dry-run %q: want none or server", dryRun)}
+			}
+			gates, err := parseFeatureGates(pf.featureGates)
+			if err != nil {
+				return usageError{err}
+			}
+			kind, err := pf.engineKind()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			if timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeoutCause(ctx, timeout, fmt.Errorf("--timeout %s passed", timeout))
+				defer cancel()
+			}
+			eng, err := newEngine(ctx, kind, pf.policies, pf.timeout)
+			if err != nil {
+				return err
+			}
+			cl, err := connectCluster(&config)
+			if err != nil {
+				return err
+			}
+			stderr := cmd.ErrOrStderr()
+			target := executor.Target{Namespace: cl.namespace, Kind: ref.Kind, Name: ref.Name}
+			x, err := executor.New(cl.client, executor.Options{
+				Target: target, Engine: eng, FeatureGates: gates, DryRun: dryRun == "server",
+				Now: applyClock, Poll: applyPoll, Log: slog.New(slog.NewTextHandler(stderr, nil)),
+			})
+			if err != nil {
+				return err
+			}
+			sum, err := x.Run(ctx, once)
+			report(stderr, target, dryRun == "server", sum, err)
+			return err
+		},
+	}
+	config.register(cmd.Flags())
+	fl := cmd.Flags()
+	fl.StringSliceVar(&pf.policies, "policy", nil, "policy files or directories: Rego (entry package rollplan.strategy) or CEL RolloutPolicy YAML; default: the built-in strategy")
+	fl.StringVar(&pf.engine, "engine", "", "policy engine: rego, cel or native; default: cel when --policy names YAML files, else rego")
+	fl.StringVar(&pf.featureGates, "feature-gates", "", "cluster feature gates that change upstream behaviour, e.g. MaxUnavailableStatefulSet=true")
+	fl.DurationVar(&pf.timeout, "policy-timeout", time.Minute, "deadline for evaluating the policy at each step")
+	fl.StringVar(&dryRun, "dry-run", "none", `"server": send every write of one step with dryRun=All and report what would change; "none": apply`)
+	fl.Lookup("dry-run").NoOptDefVal = "server"
+	fl.BoolVar(&once, "once", false, "carry out one step and exit, done or not")
+	fl.DurationVar(&timeout, "timeout", 0, "give up after this long (exit 1); 0: no limit")
+	return cmd
+}
+
+// report writes the final summary line.
+func report(w io.Writer, t executor.Target, dryRun bool, sum *executor.Summary, err error) {
+	if sum == nil || sum.Last == nil {
+		return
+	}
+	last := sum.Last
+	var acts []string
+	types := make([]string, 0, len(sum.Actions))
+	for k := range sum.Actions {
+		types = append(types, k)
+	}
+	sort.Strings(types)
+	for _, k := range types {
+		acts = append(acts, fmt.Sprintf("%d %s", sum.Actions[k], k))
+	}
+	if len(acts) == 0 {
+		acts = []string{"no action"}
+	}
+	state := "in progress"
+	var h *executor.HaltedError
+	switch {
+	case errors.As(err, &h):
+		state = "halted by policy"
+	case err != nil:
+		state = "stopped"
+	case dryRun:
+		state = "dry run, nothing changed"
+		for i, a := range acts {
+			acts[i] = "would " + a
+		}
+	case last.Done:
+		state = "done"
+	}
+	fmt.Fprintf(w, "%s: %s: %s in %d step(s); %d/%d pods updated, %d available, %d held, %d in flight\n",
+		t, state, strings.Join(acts, ", "), max(sum.Steps, 1), last.Updated, last.Pods-last.Held, last.Available, last.Held, len(last.InFlight))
+}

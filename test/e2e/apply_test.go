@@ -1,0 +1,592 @@
+// Package e2e runs rollplan apply's executor on a real control plane
+// (etcd, kube-apiserver, kube-controller-manager) with the test kubelet.
+// The tests skip when the control-plane binaries are not built (set
+// ROLLPLAN_CLUSTER_BIN, or run `make test-cluster`).
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/rollplan/rollplan/executor"
+	"github.com/rollplan/rollplan/planner/engine/rego"
+	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/test/controlplane"
+	"github.com/rollplan/rollplan/test/kubelet"
+)
+
+var (
+	planeOnce sync.Once
+	plane     *controlplane.ControlPlane
+	planeErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if plane != nil {
+		if err := plane.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stop control plane:", err)
+		}
+	}
+	os.Exit(code)
+}
+
+// cluster returns the shared control plane, started on first use.
+func cluster(t *testing.T) *controlplane.ControlPlane {
+	t.Helper()
+	if _, err := controlplane.BinDir(); err != nil {
+		t.Skip(err)
+	}
+	planeOnce.Do(func() { plane, planeErr = controlplane.Start(context.Background(), controlplane.Options{}) })
+	if planeErr != nil {
+		t.Fatalf("start control plane: %v", planeErr)
+	}
+	return plane
+}
+
+// envLabel on a node names the test namespace whose kubelet keeps it.
+const envLabel = "e2e.rollplan.dev/env"
+
+// env is one test's namespace with a test kubelet for it.
+type env struct {
+	t      *testing.T
+	ctx    context.Context
+	client kubernetes.Interface
+	ns     string
+}
+
+func newEnv(t *testing.T, nodes int) *env {
+	cp := cluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
+	ns := fmt.Sprintf("e2e-%d", time.Now().UnixNano()%1_000_000_000)
+	if _, err := cp.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var ns_ []kubelet.Node
+	for i := range nodes {
+		// The env label keeps DaemonSets to the nodes of their own test:
+		// the nodes of earlier tests stay, with no kubelet behind them.
+		ns_ = append(ns_, kubelet.Node{Name: fmt.Sprintf("%s-node-%d", ns, i), Zone: fmt.Sprintf("zone-%d", i%3), Labels: map[string]string{envLabel: ns}})
+	}
+	k := kubelet.New(cp.Client, kubelet.Options{Nodes: ns_, Namespace: ns,
+		Default: kubelet.Behavior{StartDelay: 300 * time.Millisecond, ReadyDelay: 500 * time.Millisecond, TerminationDelay: 200 * time.Millisecond}})
+	if err := k.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, ctx: ctx, client: cp.Client, ns: ns}
+}
+
+// statefulSet is a managed OnDelete StatefulSet updated in place if possible.
+func statefulSet(ns, name string, replicas int32, maxUnavailable string) *appsv1.StatefulSet {
+	labels := map[string]string{"app": name}
+	return &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{
+			facts.AnnManaged:         "true",
+			facts.AnnPodUpdatePolicy: "InPlaceIfPossible",
+			facts.AnnMaxUnavailable:  maxUnavailable,
+		}},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:            ptr.To(replicas),
+			Selector:            &metav1.LabelSelector{MatchLabels: labels},
+			ServiceName:         name,
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+			UpdateStrategy:      appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "app", Image: "example.com/app:v1",
+					Env: []corev1.EnvVar{{Name: "MODE", Value: "a"}},
+				}}},
+			},
+		},
+	}
+}
+
+func (e *env) pods(selector string) []corev1.Pod {
+	e.t.Helper()
+	list, err := e.client.CoreV1().Pods(e.ns).List(e.ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return list.Items
+}
+
+// waitRolledOut waits until the StatefulSet's pods all exist and are Ready
+// and the controller has observed the spec.
+func (e *env) waitSettled(name string, replicas int) *appsv1.StatefulSet {
+	e.t.Helper()
+	var set *appsv1.StatefulSet
+	err := wait.PollUntilContextTimeout(e.ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		s, err := e.client.AppsV1().StatefulSets(e.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		set = s
+		return s.Status.ObservedGeneration == s.Generation && int(s.Status.ReadyReplicas) == replicas && int(s.Status.Replicas) == replicas, nil
+	})
+	if err != nil {
+		e.t.Fatalf("StatefulSet %s did not settle: %v (status %+v)", name, err, set.Status)
+	}
+	return set
+}
+
+// watcher records, at every pod event, how many of the workload's pods are
+// unavailable: missing, terminating, not Ready, or running another image
+// than their spec names (an in-place update the kubelet has not acted on).
+type watcher struct {
+	mu       sync.Mutex
+	replicas int
+	pods     map[string]*corev1.Pod
+	worst    int
+	samples  int
+	synced   bool
+	// at: the pods' state when worst was first reached.
+	at string
+}
+
+func (e *env) watch(selector string, replicas int) *watcher {
+	w := &watcher{replicas: replicas, pods: map[string]*corev1.Pod{}}
+	f := informers.NewSharedInformerFactoryWithOptions(e.client, 0, informers.WithNamespace(e.ns),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
+	inf := f.Core().V1().Pods().Informer()
+	set := func(obj any) {
+		if p, ok := obj.(*corev1.Pod); ok {
+			w.mu.Lock()
+			w.put(p)
+			w.record()
+			w.mu.Unlock()
+		}
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    set,
+		UpdateFunc: func(_, obj any) { set(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if p, ok := obj.(*corev1.Pod); ok {
+				w.mu.Lock()
+				if cur, ok := w.pods[p.Name]; ok && cur.UID == p.UID {
+					delete(w.pods, p.Name)
+				}
+				w.record()
+				w.mu.Unlock()
+			}
+		},
+	})
+	// Stopped before the test's context ends: Shutdown waits for the
+	// informer to stop.
+	stop := make(chan struct{})
+	f.Start(stop)
+	f.WaitForCacheSync(stop)
+	// Handlers are told of the initial list after the cache syncs: start
+	// from the cache itself.
+	w.mu.Lock()
+	for _, obj := range inf.GetStore().List() {
+		w.put(obj.(*corev1.Pod))
+	}
+	w.synced = true
+	w.record()
+	w.mu.Unlock()
+	e.t.Cleanup(func() { close(stop); f.Shutdown() })
+	return w
+}
+
+// put keeps the newest state of a pod (notifications of the initial list
+// may arrive after the cache was read).
+func (w *watcher) put(p *corev1.Pod) {
+	if old, ok := w.pods[p.Name]; ok {
+		a, _ := strconv.ParseInt(old.ResourceVersion, 10, 64)
+		b, _ := strconv.ParseInt(p.ResourceVersion, 10, 64)
+		if b < a {
+			return
+		}
+	}
+	w.pods[p.Name] = p
+}
+
+func (w *watcher) record() {
+	if !w.synced {
+		return // the initial list arrives pod by pod
+	}
+	available := 0
+	var desc []string
+	for _, p := range w.pods {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		ready := false
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				ready = true
+			}
+		}
+		for _, c := range p.Spec.Containers {
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.Name == c.Name && cs.Image != c.Image {
+					ready = false
+				}
+			}
+		}
+		if ready {
+			available++
+		}
+		desc = append(desc, fmt.Sprintf("%s(ready=%t rv=%s spec=%s status=%v)", p.Name, ready, p.ResourceVersion, p.Spec.Containers[0].Image, p.Status.ContainerStatuses))
+	}
+	w.samples++
+	if w.replicas-available > w.worst {
+		w.worst = w.replicas - available
+		sort.Strings(desc)
+		w.at = strings.Join(desc, "\n")
+	}
+}
+
+func (w *watcher) result(t *testing.T, budget int) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t.Logf("watcher: %d samples, at most %d pods unavailable", w.samples, w.worst)
+	if w.worst > budget {
+		t.Errorf("at some point %d pods were unavailable, budget is %d:\n%s", w.worst, budget, w.at)
+	}
+	if w.worst == 0 {
+		t.Errorf("the watcher never saw a pod unavailable: it did not observe the rollout")
+	}
+}
+
+// setTemplate changes the StatefulSet's template and waits for the
+// controller to record the new update revision.
+func (e *env) setTemplate(name string, change func(*corev1.PodSpec)) {
+	e.t.Helper()
+	set, err := e.client.AppsV1().StatefulSets(e.ns).Get(e.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	old := set.Status.UpdateRevision
+	change(&set.Spec.Template.Spec)
+	if _, err := e.client.AppsV1().StatefulSets(e.ns).Update(e.ctx, set, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(e.ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		s, err := e.client.AppsV1().StatefulSets(e.ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil && s.Status.UpdateRevision != old && s.Status.ObservedGeneration == s.Generation, err
+	})
+	if err != nil {
+		e.t.Fatalf("no new update revision: %v", err)
+	}
+}
+
+func (e *env) executor(name string, log *bytes.Buffer) *executor.Executor {
+	return e.newExecutor(name, log, false)
+}
+
+func (e *env) newExecutor(name string, log io.Writer, dryRun bool) *executor.Executor {
+	e.t.Helper()
+	bundle, err := rego.LoadBundle(nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	eng, err := rego.New(e.ctx, bundle, time.Minute)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	x, err := executor.New(e.client, executor.Options{
+		Target: executor.Target{Namespace: e.ns, Kind: "StatefulSet", Name: name},
+		Engine: eng, Poll: 200 * time.Millisecond, MaxPoll: time.Second, DryRun: dryRun,
+		Log: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return x
+}
+
+func uids(pods []corev1.Pod) map[string]types.UID {
+	out := map[string]types.UID{}
+	for _, p := range pods {
+		out[p.Name] = p.UID
+	}
+	return out
+}
+
+func run(t *testing.T, x *executor.Executor, ctx context.Context, log *bytes.Buffer) *executor.Summary {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	sum, err := x.Run(ctx, false)
+	t.Logf("executor log:\n%s", log.String())
+	if err != nil {
+		var h *executor.HaltedError
+		if errors.As(err, &h) {
+			t.Fatalf("halted: %v", h.Reasons)
+		}
+		t.Fatalf("run: %v", err)
+	}
+	return sum
+}
+
+// TestInPlaceStatefulSet: a managed OnDelete StatefulSet of 6 pods with
+// InPlaceIfPossible and max-unavailable 2 gets a new image: every pod is
+// patched in place (same UIDs), runs the new image, the controller counts
+// all of them updated and reports currentRevision == updateRevision, and
+// the watcher never saw more than 2 pods unavailable.
+func TestInPlaceStatefulSet(t *testing.T) {
+	e := newEnv(t, 3)
+	const name, replicas = "web", 6
+	if _, err := e.client.AppsV1().StatefulSets(e.ns).Create(e.ctx, statefulSet(e.ns, name, replicas, "2"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitSettled(name, replicas)
+	before := uids(e.pods("app=" + name))
+	w := e.watch("app="+name, replicas)
+	e.setTemplate(name, func(s *corev1.PodSpec) { s.Containers[0].Image = "example.com/app:v2" })
+
+	// --dry-run=server: the apiserver accepts the writes of one step and
+	// changes nothing.
+	versions := map[string]string{}
+	for _, p := range e.pods("app=" + name) {
+		versions[p.Name] = p.ResourceVersion
+	}
+	var dryLog bytes.Buffer
+	dry, err := e.newExecutor(name, &dryLog, true).Run(e.ctx, false)
+	if err != nil || dry.Steps != 1 || dry.Actions["InPlaceUpdate"] != 2 {
+		t.Fatalf("dry run: %v, %+v, want one step with 2 InPlaceUpdate\n%s", err, dry, dryLog.String())
+	}
+	for _, p := range e.pods("app=" + name) {
+		if versions[p.Name] != p.ResourceVersion || p.Spec.Containers[0].Image != "example.com/app:v1" {
+			t.Errorf("dry run changed pod %s (resourceVersion %s -> %s, image %s)", p.Name, versions[p.Name], p.ResourceVersion, p.Spec.Containers[0].Image)
+		}
+	}
+
+	var log bytes.Buffer
+	sum := run(t, e.executor(name, &log), e.ctx, &log)
+	if sum.Actions["InPlaceUpdate"] != replicas || sum.Actions["Recreate"] != 0 {
+		t.Errorf("actions %v, want %d InPlaceUpdate and no Recreate", sum.Actions, replicas)
+	}
+
+	set := e.waitSettled(name, replicas)
+	pods := e.pods("app=" + name)
+	after := uids(pods)
+	if len(after) != replicas {
+		t.Fatalf("%d pods after the rollout, want %d", len(after), replicas)
+	}
+	for n, uid := range before {
+		if after[n] != uid {
+			t.Errorf("pod %s was recreated (uid %s -> %s), want an in-place update", n, uid, after[n])
+		}
+	}
+	for _, p := range pods {
+		cs := p.Status.ContainerStatuses
+		if p.Spec.Containers[0].Image != "example.com/app:v2" || len(cs) != 1 || cs[0].Image != "example.com/app:v2" || cs[0].ImageID != kubelet.ImageID("example.com/app:v2") {
+			t.Errorf("pod %s: spec image %s, status %+v; want v2 running", p.Name, p.Spec.Containers[0].Image, cs)
+		}
+		if got := p.Labels[appsv1.ControllerRevisionHashLabelKey]; got != set.Status.UpdateRevision {
+			t.Errorf("pod %s: controller-revision-hash %s, want the update revision %s", p.Name, got, set.Status.UpdateRevision)
+		}
+	}
+	if set.Status.UpdatedReplicas != replicas || set.Status.CurrentRevision != set.Status.UpdateRevision {
+		t.Errorf("StatefulSet status: updatedReplicas %d (want %d), currentRevision %s, updateRevision %s (want equal)",
+			set.Status.UpdatedReplicas, replicas, set.Status.CurrentRevision, set.Status.UpdateRevision)
+	}
+	// The controller keeps the recorded revision on later syncs.
+	time.Sleep(time.Second)
+	set = e.waitSettled(name, replicas)
+	if set.Status.CurrentRevision != set.Status.UpdateRevision || set.Status.UpdatedReplicas != replicas {
+		t.Errorf("after a resync: currentRevision %s, updateRevision %s, updatedReplicas %d", set.Status.CurrentRevision, set.Status.UpdateRevision, set.Status.UpdatedReplicas)
+	}
+	w.result(t, 2)
+}
+
+// TestEnvChangeRecreates: an env change cannot go in place, so under
+// InPlaceIfPossible every pod is recreated through the Eviction API (new
+// UIDs), never more than the budget at once.
+func TestEnvChangeRecreates(t *testing.T) {
+	e := newEnv(t, 3)
+	const name, replicas = "db", 5
+	if _, err := e.client.AppsV1().StatefulSets(e.ns).Create(e.ctx, statefulSet(e.ns, name, replicas, "2"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitSettled(name, replicas)
+	before := uids(e.pods("app=" + name))
+	w := e.watch("app="+name, replicas)
+	e.setTemplate(name, func(s *corev1.PodSpec) { s.Containers[0].Env[0].Value = "b" })
+
+	var log bytes.Buffer
+	sum := run(t, e.executor(name, &log), e.ctx, &log)
+	if sum.Actions["Recreate"] != replicas || sum.Actions["InPlaceUpdate"] != 0 {
+		t.Errorf("actions %v, want %d Recreate", sum.Actions, replicas)
+	}
+	set := e.waitSettled(name, replicas)
+	for _, p := range e.pods("app=" + name) {
+		if before[p.Name] == p.UID {
+			t.Errorf("pod %s kept its UID: want it recreated", p.Name)
+		}
+		if p.Spec.Containers[0].Env[0].Value != "b" {
+			t.Errorf("pod %s: env %v, want MODE=b", p.Name, p.Spec.Containers[0].Env)
+		}
+	}
+	if set.Status.UpdatedReplicas != replicas || set.Status.CurrentRevision != set.Status.UpdateRevision {
+		t.Errorf("StatefulSet status: updatedReplicas %d, currentRevision %s, updateRevision %s",
+			set.Status.UpdatedReplicas, set.Status.CurrentRevision, set.Status.UpdateRevision)
+	}
+	w.result(t, 2)
+}
+
+// TestKilledAtRandomMoments: the executor is stopped at random moments (its
+// context cancelled, mid-step included) and started afresh, again and
+// again, during one in-place rollout. All its state is on the pods, so it
+// converges, and never spends the budget twice.
+func TestKilledAtRandomMoments(t *testing.T) {
+	e := newEnv(t, 3)
+	const name, replicas = "kv", 6
+	if _, err := e.client.AppsV1().StatefulSets(e.ns).Create(e.ctx, statefulSet(e.ns, name, replicas, "2"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitSettled(name, replicas)
+	before := uids(e.pods("app=" + name))
+	w := e.watch("app="+name, replicas)
+	e.setTemplate(name, func(s *corev1.PodSpec) { s.Containers[0].Image = "example.com/app:v3" })
+
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
+	var log bytes.Buffer
+	restarts, done := 0, false
+	for deadline := time.Now().Add(2 * time.Minute); !done && time.Now().Before(deadline); restarts++ {
+		ctx, cancel := context.WithTimeout(e.ctx, time.Duration(5+rng.IntN(300))*time.Millisecond)
+		sum, err := e.newExecutor(name, &log, false).Run(ctx, false)
+		cancel()
+		switch {
+		case err == nil:
+			done = sum.Last != nil && sum.Last.Done
+		case !errors.Is(err, context.DeadlineExceeded) && !errors.Is(ctx.Err(), context.DeadlineExceeded):
+			t.Fatalf("run %d: %v\n%s", restarts, err, log.String())
+		}
+	}
+	t.Logf("converged after %d starts", restarts)
+	if !done {
+		t.Fatalf("did not converge after %d starts\n%s", restarts, log.String())
+	}
+	set := e.waitSettled(name, replicas)
+	for _, p := range e.pods("app=" + name) {
+		if before[p.Name] != p.UID || p.Status.ContainerStatuses[0].Image != "example.com/app:v3" {
+			t.Errorf("pod %s: uid %s (was %s), running %s", p.Name, p.UID, before[p.Name], p.Status.ContainerStatuses[0].Image)
+		}
+	}
+	if set.Status.UpdatedReplicas != replicas || set.Status.CurrentRevision != set.Status.UpdateRevision {
+		t.Errorf("StatefulSet status: updatedReplicas %d, currentRevision %s, updateRevision %s",
+			set.Status.UpdatedReplicas, set.Status.CurrentRevision, set.Status.UpdateRevision)
+	}
+	w.result(t, 2)
+}
+
+// TestInPlaceDaemonSet: a managed OnDelete DaemonSet on 4 nodes is updated
+// in place; the DaemonSet controller counts every pod updated (the pods
+// carry the update revision's controller-revision-hash and
+// pod-template-generation), and at most 1 pod (the default budget) is
+// unavailable at a time.
+func TestInPlaceDaemonSet(t *testing.T) {
+	e := newEnv(t, 4)
+	const name = "agent"
+	labels := map[string]string{"app": name}
+	ds := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name, Annotations: map[string]string{
+			facts.AnnManaged: "true", facts.AnnPodUpdatePolicy: "InPlaceIfPossible",
+		}},
+		Spec: appsv1.DaemonSetSpec{
+			Selector:       &metav1.LabelSelector{MatchLabels: labels},
+			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{NodeSelector: map[string]string{envLabel: e.ns},
+					Containers: []corev1.Container{{Name: "app", Image: "example.com/agent:v1"}}}},
+		},
+	}
+	if _, err := e.client.AppsV1().DaemonSets(e.ns).Create(e.ctx, ds, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	settled := func(image string) *appsv1.DaemonSet {
+		t.Helper()
+		var got *appsv1.DaemonSet
+		err := wait.PollUntilContextTimeout(e.ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			d, err := e.client.AppsV1().DaemonSets(e.ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			got = d
+			s := d.Status
+			return s.ObservedGeneration == d.Generation && s.DesiredNumberScheduled == 4 && s.NumberReady == 4 &&
+				(image == "" || s.UpdatedNumberScheduled == 4), nil
+		})
+		if err != nil {
+			t.Fatalf("DaemonSet did not settle: %v (status %+v)", err, got.Status)
+		}
+		return got
+	}
+	settled("")
+	before := uids(e.pods("app=" + name))
+	w := e.watch("app="+name, 4)
+	d, err := e.client.AppsV1().DaemonSets(e.ns).Get(e.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Spec.Template.Spec.Containers[0].Image = "example.com/agent:v2"
+	if _, err := e.client.AppsV1().DaemonSets(e.ns).Update(e.ctx, d, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The controller has seen the new template once it counts no pod updated.
+	if err := wait.PollUntilContextTimeout(e.ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		d, err := e.client.AppsV1().DaemonSets(e.ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil && d.Status.ObservedGeneration == d.Generation && d.Status.UpdatedNumberScheduled == 0, err
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	bundle, err := rego.LoadBundle(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := rego.New(e.ctx, bundle, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	x, err := executor.New(e.client, executor.Options{
+		Target: executor.Target{Namespace: e.ns, Kind: "DaemonSet", Name: name}, Engine: eng,
+		Poll: 200 * time.Millisecond, MaxPoll: time.Second, Log: slog.New(slog.NewTextHandler(&log, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := run(t, x, e.ctx, &log)
+	if sum.Actions["InPlaceUpdate"] != 4 {
+		t.Errorf("actions %v, want 4 InPlaceUpdate", sum.Actions)
+	}
+	settled("example.com/agent:v2")
+	for _, p := range e.pods("app=" + name) {
+		if before[p.Name] != p.UID || p.Status.ContainerStatuses[0].Image != "example.com/agent:v2" {
+			t.Errorf("pod %s: uid %s (was %s), running %s", p.Name, p.UID, before[p.Name], p.Status.ContainerStatuses[0].Image)
+		}
+	}
+	w.result(t, 1)
+}
