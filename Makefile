@@ -87,9 +87,11 @@ test-cluster: $(CLUSTER_STAMP)
 	ROLLPLAN_CLUSTER_BIN=$(abspath $(CLUSTER_BIN)) ROLLPLAN_FIDELITY_REPORT=$(abspath $(FIDELITY_REPORT)) \
 		$(GO) test -count=1 -timeout 30m ./test/...
 	@cat $(FIDELITY_REPORT)
-	@if pgrep -f '[r]ollplan-controlplane-' >/dev/null; then \
-		echo "test-cluster: control-plane processes left behind:"; pgrep -af '[r]ollplan-controlplane-'; \
-		pkill -KILL -f '[r]ollplan-controlplane-'; exit 1; fi
+	@# Only this checkout's binaries: other checkouts may run their own.
+	@if pgrep -f '$(abspath $(CLUSTER_BIN))/(e[t]cd|kube-apiserve[r]|kube-controller-manage[r])' >/dev/null; then \
+		echo "test-cluster: control-plane processes left behind:"; \
+		pgrep -af '$(abspath $(CLUSTER_BIN))/(e[t]cd|kube-apiserve[r]|kube-controller-manage[r])'; \
+		pkill -KILL -f '$(abspath $(CLUSTER_BIN))/(e[t]cd|kube-apiserve[r]|kube-controller-manage[r])'; exit 1; fi
 
 clean:
 	rm -rf bin $(CLUSTER_BIN)
