@@ -183,9 +183,20 @@ func (e *Executor) inPlace(ctx context.Context, live *liveState, pod *corev1.Pod
 	for k, v := range labels {
 		allLabels[k] = v
 	}
+	rv := pod.ResourceVersion
+	if len(spec) > 0 && HasReadinessGate(pod) {
+		// Out of the Services before the kubelet restarts a container.
+		if rv, err = e.setGate(ctx, pod, corev1.ConditionFalse, "InPlaceUpdate",
+			"in-place update to revision "+r.Workload.UpdateRevision, live.now); err != nil {
+			return err
+		}
+		if rv, err = e.waitNotReady(ctx, pod, rv); err != nil {
+			return err
+		}
+	}
 	patch := map[string]any{
 		"metadata": map[string]any{
-			"resourceVersion": pod.ResourceVersion,
+			"resourceVersion": rv,
 			"labels":          allLabels,
 			"annotations":     annotations,
 		},
@@ -283,7 +294,10 @@ func (e *Executor) completeStatefulSet(ctx context.Context, live *liveState) (bo
 	if err != nil {
 		return false, err
 	}
-	_, err = e.client.AppsV1().StatefulSets(set.Namespace).Patch(ctx, set.Name, types.MergePatchType, patch, metav1.PatchOptions{DryRun: e.dryRun(), FieldManager: "rollplan"}, "status")
+	// Like any write, not cut short by a cancelled context.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	_, err = e.client.AppsV1().StatefulSets(set.Namespace).Patch(wctx, set.Name, types.MergePatchType, patch, metav1.PatchOptions{DryRun: e.dryRun(), FieldManager: "rollplan"}, "status")
 	switch {
 	case apierrors.IsConflict(err):
 		return false, nil

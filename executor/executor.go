@@ -16,7 +16,10 @@
 // AnnInPlaceUpdate record) with metadata.resourceVersion as precondition; a
 // Recreate or Delete is a policy/v1 Eviction with the pod's UID as
 // precondition, so PodDisruptionBudgets are honoured (429: not now). With
-// DryRun every write carries dryRun=All.
+// DryRun every write carries dryRun=All. A pod that declares the readiness
+// gate rollplan.dev/in-place-update-ready gets that condition set False
+// before an in-place image update and True once it is complete (see
+// ReadinessGate).
 package executor
 
 import (
@@ -200,6 +203,16 @@ func (e *Executor) Step(ctx context.Context) (*StepResult, error) {
 	}
 	wp := res.Plan.Workloads[0]
 	out := &StepResult{Plan: wp, InFlight: live.inFlight, Actions: []ActionResult{}}
+	// The readiness gate first (halted or not): new pods and completed
+	// in-place updates get it True, so they can become Ready.
+	gates, err := e.syncGates(ctx, live)
+	for _, r := range gates {
+		out.Actions = append(out.Actions, r)
+		e.opts.Log.Info(r.Type, "workload", e.opts.Target.String(), "pod", r.Pod, "outcome", r.Outcome, "reason", r.Reason)
+	}
+	if err != nil {
+		return out, err
+	}
 	held := map[string]bool{}
 	for _, h := range wp.Held {
 		held[h.Pod] = true
