@@ -1,0 +1,307 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/rollplan/rollplan/executor"
+	"github.com/rollplan/rollplan/planner/snapshot/capture"
+)
+
+// statusInterval is how often status --watch reads again; tests shorten it.
+var statusInterval = 2 * time.Second
+
+// statusIsTTY says whether w is a terminal (status --watch then redraws);
+// tests replace it.
+var statusIsTTY = func(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+func newStatusCommand() *cobra.Command {
+	var (
+		config kubeFlags
+		pf     planFlags
+		output string
+		watch  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "status KIND/NAME [-n NAMESPACE] [--policy P] [-o table|json|yaml] [--watch]",
+		Short: "Show the rollout status of one workload: revisions, pods, the current wave, budgets, halts",
+		Long: `Show where the rollout of one workload stands, as rollplan apply sees it:
+the revisions (current → update); the pods: total, updated, available, held
+(with reasons) and in flight (being updated in place); the plan's next wave
+and its actions; every budget with its use and limit; the policy's halt and
+deny reasons; and a one-line verdict: "rolled out", "in progress: wave 2 of
+5", "halted: ...", or "paused" (a paused Deployment).
+
+It only reads, so it works for every workload rollplan plans: Deployments,
+StatefulSets and DaemonSets, rolled by their controller or by rollplan
+apply. The state is read and planned exactly as each step of rollplan apply
+reads and plans it (same policy flags). Waves done are an estimate: rollplan
+keeps no history, so they are counted from the pods already updated.
+
+With --watch it reads again every 2s and prints again until the rollout is
+rolled out (exit 0) or halted (exit 3): on a terminal the table is redrawn;
+otherwise a line (or, with -o json|yaml, a document) is printed only when
+something changed.
+
+-o json and -o yaml print a RolloutStatus (apiVersion rollplan.dev/v1alpha1).
+
+Exit codes: 0 rolled out, or without --watch the status was printed; 1
+error; 2 usage error; 3 halted by policy (with or without --watch).`,
+		Example: `  rollplan status sts/web -n prod
+  rollplan status deploy/api -o json | jq .verdict
+  rollplan status ds/agent --policy policies/examples/one-zone-at-a-time --watch`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageError{fmt.Errorf("%s takes one KIND/NAME, e.g. sts/web", cmd.CommandPath())}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ref, err := capture.ParseRef(args[0])
+			if err != nil {
+				return usageError{err}
+			}
+			if output != "table" && output != "json" && output != "yaml" {
+				return usageError{fmt.Errorf("--output %q: want table, json or yaml", output)}
+			}
+			gates, err := parseFeatureGates(pf.featureGates)
+			if err != nil {
+				return usageError{err}
+			}
+			kind, err := pf.engineKind()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			eng, err := newEngine(ctx, kind, pf.policies, pf.timeout)
+			if err != nil {
+				return err
+			}
+			cl, err := connectCluster(&config)
+			if err != nil {
+				return err
+			}
+			target := executor.Target{Namespace: cl.namespace, Kind: ref.Kind, Name: ref.Name}
+			x, err := executor.New(cl.client, executor.Options{Target: target, Engine: eng, FeatureGates: gates, Now: applyClock})
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if !watch {
+				st, err := x.Status(ctx)
+				if err != nil {
+					return err
+				}
+				if err := writeStatus(out, st, output); err != nil {
+					return err
+				}
+				return statusErr(target, st)
+			}
+			return watchStatus(ctx, x, target, out, output, statusIsTTY(out))
+		},
+	}
+	config.register(cmd.Flags())
+	fl := cmd.Flags()
+	fl.StringSliceVar(&pf.policies, "policy", nil, "policy files or directories: Rego (entry package rollplan.strategy) or CEL RolloutPolicy YAML; default: the built-in strategy")
+	fl.StringVar(&pf.engine, "engine", "", "policy engine: rego, cel or native; default: cel when --policy names YAML files, else rego")
+	fl.StringVar(&pf.featureGates, "feature-gates", "", "cluster feature gates that change upstream behaviour, e.g. MaxUnavailableStatefulSet=true")
+	fl.DurationVar(&pf.timeout, "policy-timeout", time.Minute, "deadline for evaluating the policy at each read")
+	fl.StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
+	fl.BoolVarP(&watch, "watch", "w", false, "read again every 2s until the rollout is rolled out (exit 0) or halted (exit 3)")
+	return cmd
+}
+
+// statusErr is the error a status maps to: a *executor.HaltedError (exit 3)
+// when the policy halts the rollout, else nil.
+func statusErr(t executor.Target, st *executor.RolloutStatus) error {
+	if st.State == executor.StatusHalted {
+		return &executor.HaltedError{Target: t, Reasons: append(append([]string{}, st.Halted...), st.Denied...)}
+	}
+	return nil
+}
+
+// watchStatus reads and prints until the rollout is rolled out or halted,
+// or ctx ends.
+func watchStatus(ctx context.Context, x *executor.Executor, t executor.Target, out io.Writer, format string, tty bool) error {
+	last := ""
+	for {
+		st, err := x.Status(ctx)
+		if err != nil {
+			return err
+		}
+		// What changed is judged without the read time.
+		key := *st
+		key.Time = ""
+		k, _ := json.Marshal(key)
+		if changed := string(k) != last; changed || (tty && format == "table") {
+			last = string(k)
+			var buf bytes.Buffer
+			switch {
+			case format != "table":
+				if format == "yaml" {
+					buf.WriteString("---\n")
+				}
+				err = writeStatus(&buf, st, format)
+			case tty:
+				buf.WriteString("\x1b[H\x1b[2J") // home, clear screen
+				err = writeStatus(&buf, st, format)
+			default:
+				statusLine(&buf, st)
+			}
+			if err != nil {
+				return err
+			}
+			if _, err := out.Write(buf.Bytes()); err != nil {
+				return err
+			}
+		}
+		switch st.State {
+		case executor.StatusRolledOut:
+			return nil
+		case executor.StatusHalted:
+			return statusErr(t, st)
+		}
+		tm := time.NewTimer(statusInterval)
+		select {
+		case <-ctx.Done():
+			tm.Stop()
+			return fmt.Errorf("%s: stopped watching before the rollout finished (%s): %w", t, st.Verdict, context.Cause(ctx))
+		case <-tm.C:
+		}
+	}
+}
+
+// statusLine is the one line --watch prints per change when not on a terminal.
+func statusLine(w io.Writer, st *executor.RolloutStatus) {
+	p := st.Pods
+	fmt.Fprintf(w, "%s %s %s/%s: %s; %d/%d pods updated, %d available, %d held, %d in flight\n",
+		st.Time, st.Workload.Kind, st.Workload.Namespace, st.Workload.Name, st.Verdict,
+		p.Updated, p.Desired-p.Held, p.Available, p.Held, p.InFlight)
+}
+
+// writeStatus prints the status as a table, JSON or YAML.
+func writeStatus(w io.Writer, st *executor.RolloutStatus, format string) error {
+	switch format {
+	case "json":
+		b, err := json.MarshalIndent(st, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(append(b, '\n'))
+		return err
+	case "yaml":
+		b, err := yaml.Marshal(st)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	}
+	var b bytes.Buffer
+	wl := st.Workload
+	fmt.Fprintf(&b, "%s %s/%s: %s\n", wl.Kind, wl.Namespace, wl.Name, st.Verdict)
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	mode := wl.Strategy
+	if wl.Managed {
+		mode += ", managed by rollplan"
+	}
+	if wl.PodUpdatePolicy != "" {
+		mode += ", pod update policy " + wl.PodUpdatePolicy
+	}
+	fmt.Fprintf(tw, "Strategy:\t%s\n", mode)
+	rev := st.Revisions.Current + " → " + st.Revisions.Update
+	if st.Revisions.Current == st.Revisions.Update {
+		rev = st.Revisions.Update + " (current)"
+	}
+	fmt.Fprintf(tw, "Revisions:\t%s\n", rev)
+	p := st.Pods
+	fmt.Fprintf(tw, "Pods:\t%d desired, %d total: %d updated, %d available, %d held, %d in flight\n", p.Desired, p.Total, p.Updated, p.Available, p.Held, p.InFlight)
+	if st.Waves.Total > 0 {
+		fmt.Fprintf(tw, "Waves:\t%d of %d done (estimated), %d remaining\n", st.Waves.Done, st.Waves.Total, st.Waves.Remaining)
+	}
+	tw.Flush()
+	podList(&b, "In flight", st.InFlight)
+	podList(&b, "Held", st.Held)
+	if cw := st.CurrentWave; cw != nil {
+		when := "now"
+		if cw.Start != "" && cw.Start != "0s" {
+			when = "in " + cw.Start
+		}
+		fmt.Fprintf(&b, "Current wave %d (starts %s):\n", cw.Number, when)
+		tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+		for _, a := range cw.Actions {
+			what := a.Pod
+			if a.ReplicaSet != "" {
+				what = a.ReplicaSet
+				if a.From != nil && a.To != nil {
+					what += fmt.Sprintf(" %d → %d", *a.From, *a.To)
+				}
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", a.Type, what, strings.Join(a.Reasons, "; "))
+		}
+		tw.Flush()
+	}
+	if len(st.Budgets) > 0 {
+		fmt.Fprintln(&b, "Budgets:")
+		tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+		for _, bu := range st.Budgets {
+			adv := ""
+			if bu.Advisory {
+				adv = " (advisory)"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%d/%d in use%s\t%s\n", bu.Name, bu.Type, bu.InUse, bu.Limit, adv, bu.Source)
+		}
+		tw.Flush()
+	}
+	reasons(&b, "Halted", st.Halted)
+	reasons(&b, "Denied", st.Denied)
+	reasons(&b, "Notes", st.Notes)
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+func podList(w io.Writer, title string, pods []executor.StatusPod) {
+	if len(pods) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "%s:\n", title)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, p := range pods {
+		fmt.Fprintf(tw, "  %s\t%s\n", p.Pod, p.Reason)
+	}
+	tw.Flush()
+}
+
+func reasons(w io.Writer, title string, rs []string) {
+	if len(rs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "%s:\n", title)
+	for _, r := range rs {
+		fmt.Fprintf(w, "  %s\n", r)
+	}
+}

@@ -1,0 +1,297 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/plan"
+)
+
+// RolloutStatus is what `rollplan status` reports about one workload's
+// rollout: a read-only look at the live state, planned as `rollplan apply`
+// would plan its next step. It is the -o json / -o yaml document; fields
+// are added, never renamed.
+type RolloutStatus struct {
+	// APIVersion is StatusAPIVersion, Kind is StatusKind.
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// Workload names the workload and how it rolls.
+	Workload StatusWorkload `json:"workload"`
+	// Time of the read (RFC 3339).
+	Time string `json:"time"`
+	// State: RolledOut, InProgress, Halted or Paused (the Status* constants).
+	State string `json:"state"`
+	// Verdict is the one-line summary: "rolled out", "in progress: wave 2
+	// of 5", "halted: ...", "paused".
+	Verdict string `json:"verdict"`
+	// Revisions: the revision pods are rolled from (current) and to (update).
+	Revisions StatusRevisions `json:"revisions"`
+	Pods      StatusPods      `json:"pods"`
+	// Held: pods kept out of the rollout, with why (partition, policy, ...).
+	Held []StatusPod `json:"held"`
+	// InFlight: pods being updated in place right now, with why (the
+	// executor's detection: InFlight). They count as unavailable.
+	InFlight []StatusPod `json:"inFlight"`
+	// Waves: the rollout's waves. Done is an estimate (the executor keeps no
+	// history): the completed pods divided by the size of the next wave.
+	Waves StatusWaves `json:"waves"`
+	// CurrentWave: the plan's next wave, what apply would carry out now;
+	// absent when nothing is left to plan.
+	CurrentWave *StatusWave `json:"currentWave,omitempty"`
+	// Budgets: every budget of the plan with how much is in use now.
+	Budgets []StatusBudget `json:"budgets"`
+	// Halted and Denied: the policy's halt reasons and the guard rails that
+	// refuse the workload's spec; either makes the State Halted.
+	Halted []string `json:"halted"`
+	Denied []string `json:"denied,omitempty"`
+	// Notes from the plan (why nothing is planned, ...).
+	Notes []string `json:"notes,omitempty"`
+}
+
+// The document's type, and the values of RolloutStatus.State.
+const (
+	StatusAPIVersion = "rollplan.dev/v1alpha1"
+	StatusKind       = "RolloutStatus"
+
+	StatusRolledOut  = "RolledOut"
+	StatusInProgress = "InProgress"
+	StatusHalted     = "Halted"
+	StatusPaused     = "Paused"
+)
+
+// StatusWorkload names the workload.
+type StatusWorkload struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Strategy: RollingUpdate, Recreate or OnDelete.
+	Strategy string `json:"strategy"`
+	// Managed: annotated rollplan.dev/managed="true" (rollplan apply drives it).
+	Managed bool `json:"managed"`
+	// PodUpdatePolicy: Recreate, InPlaceIfPossible or InPlaceOnly.
+	PodUpdatePolicy string `json:"podUpdatePolicy"`
+	Paused          bool   `json:"paused,omitempty"`
+}
+
+// StatusRevisions: ControllerRevision names (StatefulSet, DaemonSet) or
+// ReplicaSet names (Deployment).
+type StatusRevisions struct {
+	Current string `json:"current"`
+	Update  string `json:"update"`
+}
+
+// StatusPods counts the workload's pods at the read.
+type StatusPods struct {
+	// Desired: spec.replicas, or the nodes that should run a DaemonSet's pod.
+	Desired int `json:"desired"`
+	// Total: the pods that exist, terminating ones included.
+	Total int `json:"total"`
+	// Updated: pods running the update revision (held pods excluded).
+	Updated int `json:"updated"`
+	// Available: Ready for minReadySeconds and not being updated in place.
+	Available int `json:"available"`
+	Held      int `json:"held"`
+	InFlight  int `json:"inFlight"`
+}
+
+// StatusPod is a pod and a reason.
+type StatusPod struct {
+	Pod    string `json:"pod"`
+	Reason string `json:"reason"`
+}
+
+// StatusWaves counts waves.
+type StatusWaves struct {
+	// Done: waves completed (estimated); Remaining: waves the plan still
+	// has (a wave of pods in flight included); Total: Done + Remaining.
+	Done      int `json:"done"`
+	Remaining int `json:"remaining"`
+	Total     int `json:"total"`
+}
+
+// StatusWave is the plan's next wave.
+type StatusWave struct {
+	// Number of the wave in the whole rollout (1-based, see StatusWaves).
+	Number int `json:"number"`
+	// Start: offset from now at which the plan starts it ("0s": now).
+	Start   string         `json:"start"`
+	Actions []StatusAction `json:"actions"`
+}
+
+// StatusAction is one action of the wave, as in the plan.
+type StatusAction struct {
+	Type       string   `json:"type"`
+	Pod        string   `json:"pod,omitempty"`
+	ReplicaSet string   `json:"replicaSet,omitempty"`
+	From       *int     `json:"from,omitempty"`
+	To         *int     `json:"to,omitempty"`
+	Reasons    []string `json:"reasons,omitempty"`
+}
+
+// StatusBudget is a budget and its use now.
+type StatusBudget struct {
+	Name     string `json:"name"`
+	Type     string `json:"type"`
+	InUse    int    `json:"inUse"`
+	Limit    int    `json:"limit"`
+	Advisory bool   `json:"advisory,omitempty"`
+	Source   string `json:"source,omitempty"`
+}
+
+// Status reads the live state as Step does (same reader, same in-flight
+// normalisation, same plan) and reports it. It only reads: it works for
+// every workload kind, driven by rollplan or by its controller.
+func (e *Executor) Status(ctx context.Context) (*RolloutStatus, error) {
+	live, err := e.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, err := plan.Build(ctx, []*facts.Rollout{live.rollout}, e.opts.Engine, plan.Metadata{Now: live.now.UTC().Format(time.RFC3339)}, e.opts.PlanOptions)
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Plan.Workloads) == 0 {
+		return nil, fmt.Errorf("%s: the plan has no workload", e.opts.Target)
+	}
+	return BuildStatus(live.rollout, res.Plan.Workloads[0], live.inFlight, live.now), nil
+}
+
+// BuildStatus computes the status from the facts of a (normalised) read,
+// its plan and the pods in flight.
+func BuildStatus(r *facts.Rollout, wp plan.WorkloadPlan, inFlight map[string]string, now time.Time) *RolloutStatus {
+	w := r.Workload
+	st := &RolloutStatus{
+		APIVersion: StatusAPIVersion, Kind: StatusKind,
+		Workload: StatusWorkload{Kind: w.Kind, Namespace: w.Namespace, Name: w.Name, Strategy: w.Strategy.Type,
+			Managed: w.Managed, PodUpdatePolicy: w.PodUpdatePolicy, Paused: w.Paused},
+		Time:      now.UTC().Format(time.RFC3339),
+		Revisions: StatusRevisions{Current: w.CurrentRevision, Update: w.UpdateRevision},
+		Held:      []StatusPod{}, InFlight: []StatusPod{}, Budgets: []StatusBudget{},
+		Halted: append([]string{}, wp.Halted...), Denied: wp.Denied, Notes: wp.Notes,
+	}
+	if st.Revisions.Update == "" {
+		st.Revisions.Update = wp.ToRevision
+	}
+	if st.Revisions.Current == "" {
+		st.Revisions.Current = wp.FromRevision
+	}
+	held := map[string]bool{}
+	for _, h := range wp.Held {
+		held[h.Pod] = true
+		st.Held = append(st.Held, StatusPod{Pod: h.Pod, Reason: h.Reason})
+	}
+	for p, why := range inFlight {
+		st.InFlight = append(st.InFlight, StatusPod{Pod: p, Reason: why})
+	}
+	sort.Slice(st.InFlight, func(i, j int) bool { return st.InFlight[i].Pod < st.InFlight[j].Pod })
+
+	// Counted as StepResult counts them, plus completeness as finish sees it.
+	complete, active, doneUpdated := true, 0, 0
+	st.Pods.Desired = w.Replicas
+	for _, p := range r.Pods {
+		st.Pods.Total++
+		switch {
+		case held[p.Name]:
+			st.Pods.Held++
+		case p.Updated:
+			st.Pods.Updated++
+			if inFlight[p.Name] == "" {
+				doneUpdated++
+			}
+		}
+		if p.Available {
+			st.Pods.Available++
+		}
+		if p.Terminating || p.Terminal {
+			continue
+		}
+		active++
+		if !held[p.Name] && (!p.Updated || !p.Available) {
+			complete = false
+		}
+	}
+	st.Pods.InFlight = len(inFlight)
+	if active < w.Replicas || len(wp.Waves) > 0 {
+		complete = false
+	}
+
+	for _, b := range wp.Budgets {
+		st.Budgets = append(st.Budgets, StatusBudget{Name: b.Name, Type: b.Type, InUse: b.InUse, Limit: b.Limit, Advisory: b.Advisory, Source: b.Source})
+	}
+
+	// Waves: the plan holds what is left; a wave whose pods are in flight
+	// is still going on.
+	remaining := len(wp.Waves)
+	if len(inFlight) > 0 {
+		remaining++
+	}
+	if len(wp.Waves) > 0 {
+		per := wavePods(wp.Waves[0])
+		done := (doneUpdated + per - 1) / per
+		st.Waves = StatusWaves{Done: done, Remaining: remaining, Total: done + remaining}
+		next := wp.Waves[0]
+		cw := &StatusWave{Number: st.Waves.Total - len(wp.Waves) + 1, Start: next.Start, Actions: []StatusAction{}}
+		for _, a := range next.Actions {
+			cw.Actions = append(cw.Actions, StatusAction{Type: a.Type, Pod: a.Pod, ReplicaSet: a.ReplicaSet, From: a.From, To: a.To, Reasons: a.Reasons})
+		}
+		st.CurrentWave = cw
+	} else if remaining > 0 {
+		// Only the pods in flight are left: the last wave.
+		st.Waves = StatusWaves{Done: (doneUpdated + len(inFlight) - 1) / len(inFlight), Remaining: remaining}
+		st.Waves.Total = st.Waves.Done + remaining
+	}
+
+	switch {
+	case len(wp.Halted)+len(wp.Denied) > 0:
+		st.State = StatusHalted
+		rs := append(append([]string{}, wp.Halted...), wp.Denied...)
+		st.Verdict = "halted: " + rs[0]
+		if len(rs) > 1 {
+			st.Verdict += fmt.Sprintf(" (and %d more)", len(rs)-1)
+		}
+	case complete:
+		st.State, st.Verdict = StatusRolledOut, "rolled out"
+		st.Waves = StatusWaves{Done: st.Waves.Total, Total: st.Waves.Total}
+	case w.Paused:
+		st.State, st.Verdict = StatusPaused, "paused"
+	default:
+		st.State = StatusInProgress
+		switch {
+		case st.Waves.Total > 0:
+			st.Verdict = fmt.Sprintf("in progress: wave %d of %d", st.Waves.Done+1, st.Waves.Total)
+		case len(wp.Notes) > 0 && active >= w.Replicas && notUpdated(r, held) > 0:
+			st.Verdict = "in progress: nothing planned: " + wp.Notes[0]
+		default:
+			st.Verdict = fmt.Sprintf("in progress: waiting for pods to become available (%d of %d)", st.Pods.Available, w.Replicas)
+		}
+	}
+	return st
+}
+
+// wavePods counts the pods a wave changes (at least 1): one per pod
+// action, and the pods a ReplicaSet scale-up adds.
+func wavePods(w plan.Wave) int {
+	n := 0
+	for _, a := range w.Actions {
+		switch {
+		case a.Pod != "":
+			n++
+		case a.From != nil && a.To != nil && *a.To > *a.From:
+			n += *a.To - *a.From
+		}
+	}
+	return max(n, 1)
+}
+
+func notUpdated(r *facts.Rollout, held map[string]bool) int {
+	n := 0
+	for _, p := range r.Pods {
+		if !p.Updated && !held[p.Name] && !p.Terminating && !p.Terminal {
+			n++
+		}
+	}
+	return n
+}

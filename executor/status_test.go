@@ -1,0 +1,162 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/rollplan/rollplan/planner/facts"
+)
+
+// TestStatus computes the status of StatefulSets in several states through
+// a fake clientset, and checks that it only reads.
+func TestStatus(t *testing.T) {
+	v2 := "example.com/app:v2"
+	tests := []struct {
+		name  string
+		setup func() *cluster
+		check func(t *testing.T, st *RolloutStatus)
+	}{
+		{
+			name: "mid-rollout: two pods done, one in flight, the next wave fills the budget",
+			setup: func() *cluster {
+				c := newCluster(6, appsv1.OnDeleteStatefulSetStrategyType, true, v2, "a")
+				c.pods[0] = pod("web-0", v2, newRev, true)
+				c.pods[1] = pod("web-1", v2, newRev, true)
+				// Patched in place: the spec says v2, the kubelet still runs v1.
+				p := pod("web-2", v2, newRev, true)
+				p.Status.ContainerStatuses[0].Image = "example.com/app:v1"
+				c.pods[2] = p
+				return c
+			},
+			check: func(t *testing.T, st *RolloutStatus) {
+				want := StatusPods{Desired: 6, Total: 6, Updated: 3, Available: 5, Held: 0, InFlight: 1}
+				if st.Pods != want {
+					t.Errorf("pods %+v, want %+v", st.Pods, want)
+				}
+				if st.State != StatusInProgress {
+					t.Errorf("state %s, want %s", st.State, StatusInProgress)
+				}
+				if len(st.InFlight) != 1 || st.InFlight[0].Pod != "web-2" || !strings.Contains(st.InFlight[0].Reason, "spec says") {
+					t.Errorf("in flight %+v, want web-2 with the image reason", st.InFlight)
+				}
+				if st.Revisions != (StatusRevisions{Current: oldRev, Update: newRev}) {
+					t.Errorf("revisions %+v", st.Revisions)
+				}
+				// Waves of one pod: two done, web-2's in flight is the third.
+				if st.Waves.Done != 2 || st.Waves.Total != st.Waves.Done+st.Waves.Remaining || st.Waves.Remaining < 2 {
+					t.Errorf("waves %+v, want 2 done and at least the in-flight and the next remaining", st.Waves)
+				}
+				if want := fmt.Sprintf("in progress: wave 3 of %d", st.Waves.Total); st.Verdict != want {
+					t.Errorf("verdict %q, want %q", st.Verdict, want)
+				}
+				cw := st.CurrentWave
+				if cw == nil || cw.Number != 4 || len(cw.Actions) != 1 || cw.Actions[0].Type != "InPlaceUpdate" {
+					t.Fatalf("current wave %+v, want wave 4 with one InPlaceUpdate (budget 2, one in use)", cw)
+				}
+				if p := cw.Actions[0].Pod; p == "web-0" || p == "web-1" || p == "web-2" {
+					t.Errorf("the next wave updates %s again", p)
+				}
+				if len(st.Budgets) == 0 || st.Budgets[0].InUse != 1 || st.Budgets[0].Limit != 2 {
+					t.Errorf("budgets %+v, want 1/2 in use", st.Budgets)
+				}
+			},
+		},
+		{
+			name: "done: every pod runs the update revision and is available",
+			setup: func() *cluster {
+				c := newCluster(3, appsv1.OnDeleteStatefulSetStrategyType, true, v2, "a")
+				for i := range c.pods {
+					c.pods[i] = pod(fmt.Sprintf("web-%d", i), v2, newRev, true)
+				}
+				c.set.Status.CurrentRevision, c.set.Status.UpdatedReplicas = newRev, 3
+				return c
+			},
+			check: func(t *testing.T, st *RolloutStatus) {
+				if st.State != StatusRolledOut || st.Verdict != "rolled out" {
+					t.Errorf("state %s %q, want rolled out", st.State, st.Verdict)
+				}
+				if st.Pods.Updated != 3 || st.Pods.Available != 3 || st.CurrentWave != nil || len(st.Halted) != 0 {
+					t.Errorf("status %+v", st)
+				}
+			},
+		},
+		{
+			name: "halted: InPlaceOnly and an env change",
+			setup: func() *cluster {
+				c := newCluster(4, appsv1.OnDeleteStatefulSetStrategyType, true, "example.com/app:v1", "b")
+				c.set.Annotations[facts.AnnPodUpdatePolicy] = "InPlaceOnly"
+				return c
+			},
+			check: func(t *testing.T, st *RolloutStatus) {
+				if st.State != StatusHalted || len(st.Halted) == 0 || !strings.HasPrefix(st.Verdict, "halted: "+st.Halted[0]) {
+					t.Errorf("state %s %q halted %v, want Halted with the first reason", st.State, st.Verdict, st.Halted)
+				}
+				if st.CurrentWave != nil {
+					t.Errorf("a halted rollout has a current wave: %+v", st.CurrentWave)
+				}
+			},
+		},
+		{
+			name: "a native RollingUpdate StatefulSet apply refuses: status reports it",
+			setup: func() *cluster {
+				c := newCluster(4, appsv1.RollingUpdateStatefulSetStrategyType, false, v2, "a")
+				c.pods[3] = pod("web-3", v2, newRev, true)
+				return c
+			},
+			check: func(t *testing.T, st *RolloutStatus) {
+				if st.State != StatusInProgress || st.Pods.Updated != 1 || st.Workload.Strategy != "RollingUpdate" || st.Workload.Managed {
+					t.Errorf("status %+v", st)
+				}
+				if st.CurrentWave == nil || !strings.HasPrefix(st.Verdict, "in progress: wave 2 of ") {
+					t.Errorf("verdict %q, current wave %+v", st.Verdict, st.CurrentWave)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cs := tt.setup().client(&recorder{}, nil)
+			x := newExec(t, cs, false, &bytes.Buffer{})
+			st, err := x.Status(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.APIVersion != StatusAPIVersion || st.Kind != StatusKind || st.Workload.Name != "web" {
+				t.Errorf("header %s %s %+v", st.APIVersion, st.Kind, st.Workload)
+			}
+			tt.check(t, st)
+			for _, a := range cs.Actions() {
+				if v := a.GetVerb(); v != "list" && v != "get" && v != "watch" {
+					t.Errorf("status wrote: %s %s", v, a.GetResource().Resource)
+				}
+			}
+		})
+	}
+}
+
+// Pods in flight only: the plan has nothing left, the rollout is not done.
+func TestStatusLastWaveInFlight(t *testing.T) {
+	v2 := "example.com/app:v2"
+	c := newCluster(2, appsv1.OnDeleteStatefulSetStrategyType, true, v2, "a")
+	c.pods[0] = pod("web-0", v2, newRev, true)
+	p := pod("web-1", v2, newRev, true)
+	p.Status.ContainerStatuses[0].Image = "example.com/app:v1"
+	p.Status.Conditions[0].Status = corev1.ConditionFalse
+	c.pods[1] = p
+	st, err := newExec(t, c.client(&recorder{}, nil), false, &bytes.Buffer{}).Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != StatusInProgress || st.CurrentWave != nil || st.Pods.InFlight != 1 {
+		t.Errorf("status %+v", st)
+	}
+	if st.Waves != (StatusWaves{Done: 1, Remaining: 1, Total: 2}) || st.Verdict != "in progress: wave 2 of 2" {
+		t.Errorf("waves %+v verdict %q, want wave 2 of 2", st.Waves, st.Verdict)
+	}
+}
