@@ -167,6 +167,22 @@ type watcher struct {
 	synced   bool
 	// at: the pods' state when worst was first reached.
 	at string
+	// With groupBy (see groups): the most groups with a pod unavailable at
+	// once, and the pods' state when first reached.
+	groupOf     func(*corev1.Pod) string
+	groupWant   map[string]int
+	worstGroups int
+	groupsAt    string
+}
+
+// groups makes the watcher also record how many groups (e.g. zones) have
+// a pod unavailable at once: a group's unavailable pods are want[group]
+// minus its available pods, so a missing pod counts too.
+func (w *watcher) groups(of func(*corev1.Pod) string, want map[string]int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.groupOf, w.groupWant = of, want
+	w.record()
 }
 
 func (e *env) watch(selector string, replicas int) *watcher {
@@ -235,6 +251,7 @@ func (w *watcher) record() {
 		return // the initial list arrives pod by pod
 	}
 	available := 0
+	byGroup := map[string]int{}
 	var desc []string
 	for _, p := range w.pods {
 		if p.DeletionTimestamp != nil {
@@ -255,14 +272,30 @@ func (w *watcher) record() {
 		}
 		if ready {
 			available++
+			if w.groupOf != nil {
+				byGroup[w.groupOf(p)]++
+			}
 		}
-		desc = append(desc, fmt.Sprintf("%s(ready=%t rv=%s spec=%s status=%v)", p.Name, ready, p.ResourceVersion, p.Spec.Containers[0].Image, p.Status.ContainerStatuses))
+		desc = append(desc, fmt.Sprintf("%s(ready=%t rv=%s node=%s spec=%s status=%v)", p.Name, ready, p.ResourceVersion, p.Spec.NodeName, p.Spec.Containers[0].Image, p.Status.ContainerStatuses))
 	}
 	w.samples++
+	sort.Strings(desc)
 	if w.replicas-available > w.worst {
 		w.worst = w.replicas - available
-		sort.Strings(desc)
 		w.at = strings.Join(desc, "\n")
+	}
+	if w.groupOf != nil {
+		var short []string
+		for g, n := range w.groupWant {
+			if byGroup[g] < n {
+				short = append(short, fmt.Sprintf("%s: %d of %d available", g, byGroup[g], n))
+			}
+		}
+		if len(short) > w.worstGroups {
+			sort.Strings(short)
+			w.worstGroups = len(short)
+			w.groupsAt = strings.Join(short, "; ") + "\n" + strings.Join(desc, "\n")
+		}
 	}
 }
 
@@ -313,7 +346,15 @@ func (e *env) executor(name string, log *bytes.Buffer) *executor.Executor {
 
 func (e *env) newExecutor(name string, log io.Writer, dryRun bool) *executor.Executor {
 	e.t.Helper()
-	bundle, err := rego.LoadBundle(nil)
+	return e.executorFor("StatefulSet", name, nil, log, dryRun)
+}
+
+// executorFor is an executor for any kind, with the Rego engine loaded
+// from policies (as rollplan apply --policy loads them; nil: the built-in
+// strategy).
+func (e *env) executorFor(kind, name string, policies []string, log io.Writer, dryRun bool) *executor.Executor {
+	e.t.Helper()
+	bundle, err := rego.LoadBundle(policies)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -322,7 +363,7 @@ func (e *env) newExecutor(name string, log io.Writer, dryRun bool) *executor.Exe
 		e.t.Fatal(err)
 	}
 	x, err := executor.New(e.client, executor.Options{
-		Target: executor.Target{Namespace: e.ns, Kind: "StatefulSet", Name: name},
+		Target: executor.Target{Namespace: e.ns, Kind: kind, Name: name},
 		Engine: eng, Poll: 200 * time.Millisecond, MaxPoll: time.Second, DryRun: dryRun,
 		Log: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
@@ -520,80 +561,21 @@ func TestKilledAtRandomMoments(t *testing.T) {
 func TestInPlaceDaemonSet(t *testing.T) {
 	e := newEnv(t, 4)
 	const name = "agent"
-	labels := map[string]string{"app": name}
-	ds := &appsv1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name, Annotations: map[string]string{
-			facts.AnnManaged: "true", facts.AnnPodUpdatePolicy: "InPlaceIfPossible",
-		}},
-		Spec: appsv1.DaemonSetSpec{
-			Selector:       &metav1.LabelSelector{MatchLabels: labels},
-			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{NodeSelector: map[string]string{envLabel: e.ns},
-					Containers: []corev1.Container{{Name: "app", Image: "example.com/agent:v1"}}}},
-		},
-	}
-	if _, err := e.client.AppsV1().DaemonSets(e.ns).Create(e.ctx, ds, metav1.CreateOptions{}); err != nil {
+	if _, err := e.client.AppsV1().DaemonSets(e.ns).Create(e.ctx, daemonSet(e.ns, name, "example.com/agent:v1"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	settled := func(image string) *appsv1.DaemonSet {
-		t.Helper()
-		var got *appsv1.DaemonSet
-		err := wait.PollUntilContextTimeout(e.ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			d, err := e.client.AppsV1().DaemonSets(e.ns).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			got = d
-			s := d.Status
-			return s.ObservedGeneration == d.Generation && s.DesiredNumberScheduled == 4 && s.NumberReady == 4 &&
-				(image == "" || s.UpdatedNumberScheduled == 4), nil
-		})
-		if err != nil {
-			t.Fatalf("DaemonSet did not settle: %v (status %+v)", err, got.Status)
-		}
-		return got
-	}
-	settled("")
+	e.waitDaemonSet(name, 4, false)
 	before := uids(e.pods("app=" + name))
 	w := e.watch("app="+name, 4)
-	d, err := e.client.AppsV1().DaemonSets(e.ns).Get(e.ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Spec.Template.Spec.Containers[0].Image = "example.com/agent:v2"
-	if _, err := e.client.AppsV1().DaemonSets(e.ns).Update(e.ctx, d, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// The controller has seen the new template once it counts no pod updated.
-	if err := wait.PollUntilContextTimeout(e.ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		d, err := e.client.AppsV1().DaemonSets(e.ns).Get(ctx, name, metav1.GetOptions{})
-		return err == nil && d.Status.ObservedGeneration == d.Generation && d.Status.UpdatedNumberScheduled == 0, err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	e.setDaemonSetTemplate(name, func(s *corev1.PodSpec) { s.Containers[0].Image = "example.com/agent:v2" })
 
-	bundle, err := rego.LoadBundle(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := rego.New(e.ctx, bundle, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var log bytes.Buffer
-	x, err := executor.New(e.client, executor.Options{
-		Target: executor.Target{Namespace: e.ns, Kind: "DaemonSet", Name: name}, Engine: eng,
-		Poll: 200 * time.Millisecond, MaxPoll: time.Second, Log: slog.New(slog.NewTextHandler(&log, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	x := e.executorFor("DaemonSet", name, nil, &log, false)
 	sum := run(t, x, e.ctx, &log)
 	if sum.Actions["InPlaceUpdate"] != 4 {
 		t.Errorf("actions %v, want 4 InPlaceUpdate", sum.Actions)
 	}
-	settled("example.com/agent:v2")
+	e.waitDaemonSet(name, 4, true)
 	for _, p := range e.pods("app=" + name) {
 		if before[p.Name] != p.UID || p.Status.ContainerStatuses[0].Image != "example.com/agent:v2" {
 			t.Errorf("pod %s: uid %s (was %s), running %s", p.Name, p.UID, before[p.Name], p.Status.ContainerStatuses[0].Image)
