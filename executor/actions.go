@@ -44,8 +44,17 @@ func (e *Executor) outcome() string {
 // act carries out one action of the first wave, if the live budgets allow
 // it now. spent: pods this step disrupted already (a dry run changes
 // nothing the next read would see, so they are counted here too).
-func (e *Executor) act(ctx context.Context, first *liveState, wp plan.WorkloadPlan, a plan.Action, spent map[string]bool) (ActionResult, error) {
-	r := ActionResult{Type: a.Type, Pod: a.Pod, Reason: strings.Join(a.Reasons, "; ")}
+// Every action is counted in the metrics; one carried out is recorded as
+// an Event on the workload.
+func (e *Executor) act(ctx context.Context, first *liveState, wp plan.WorkloadPlan, a plan.Action, spent map[string]bool) (r ActionResult, err error) {
+	r = ActionResult{Type: a.Type, Pod: a.Pod, Reason: strings.Join(a.Reasons, "; ")}
+	metric := OutcomeConflict
+	defer func() {
+		if err != nil {
+			metric = OutcomeError
+		}
+		e.metrics.action(e.opts.Kind, a, metric)
+	}()
 	switch a.Type {
 	case plan.ActionInPlace, plan.ActionRecreate, plan.ActionDelete:
 	default:
@@ -73,6 +82,7 @@ func (e *Executor) act(ctx context.Context, first *liveState, wp plan.WorkloadPl
 		extra[p] = true
 	}
 	if why := overBudget(live.rollout, wp.Budgets, extra); why != "" {
+		metric = OutcomeSkippedBudget
 		r.Outcome, r.Reason = Skipped, why+" with this pod: not now"
 		return r, nil
 	}
@@ -90,7 +100,13 @@ func (e *Executor) act(ctx context.Context, first *liveState, wp plan.WorkloadPl
 	case err == nil:
 		spent[a.Pod] = true
 		r.Outcome = e.outcome()
+		metric = OutcomeDone
+		if e.opts.DryRun {
+			metric = OutcomeDryRun
+		}
+		e.actionEvent(live, pod, a)
 	case apierrors.IsTooManyRequests(err):
+		metric = OutcomeSkippedPDB
 		r.Outcome, r.Reason = Skipped, "eviction refused for now (PodDisruptionBudget): "+err.Error()
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 		r.Outcome, r.Reason = Skipped, "the pod changed since it was read: "+err.Error()

@@ -31,7 +31,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/rollplan/rollplan/planner/engine"
@@ -68,13 +70,24 @@ type Options struct {
 	Poll, MaxPoll time.Duration
 	// Reader reads the live state; default CaptureReader over the client.
 	Reader Reader
+	// Events records Kubernetes Events on the workload: one per action
+	// carried out, per halt and on completion. Nil: none. A dry run
+	// records none (it logs them at debug level).
+	Events Recorder
+	// Metrics: the executor's Prometheus metrics; default NewMetrics on a
+	// registry of its own (see Executor.Metrics).
+	Metrics *Metrics
+	// Progress, when set, is called by Run after every step with its
+	// result (StepResult.Status included).
+	Progress func(*StepResult)
 }
 
 // Executor drives the rollout of one workload.
 type Executor struct {
-	client kubernetes.Interface
-	reader Reader
-	opts   Options
+	client  kubernetes.Interface
+	reader  Reader
+	opts    Options
+	metrics *Metrics
 }
 
 // New returns an executor for one workload.
@@ -102,7 +115,10 @@ func New(client kubernetes.Interface, o Options) (*Executor, error) {
 	if o.PlanOptions == (plan.Options{}) {
 		o.PlanOptions = plan.DefaultOptions
 	}
-	e := &Executor{client: client, opts: o, reader: o.Reader}
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics(prometheus.NewRegistry())
+	}
+	e := &Executor{client: client, opts: o, reader: o.Reader, metrics: o.Metrics}
 	if e.reader == nil {
 		e.reader = CaptureReader{Client: client, Now: o.Now}
 	}
@@ -110,6 +126,9 @@ func New(client kubernetes.Interface, o Options) (*Executor, error) {
 }
 
 func (e *Executor) now() time.Time { return e.opts.Now() }
+
+// Metrics are the executor's metrics (Options.Metrics or its own).
+func (e *Executor) Metrics() *Metrics { return e.metrics }
 
 // Outcomes of an action.
 const (
@@ -138,6 +157,9 @@ type StepResult struct {
 	InFlight map[string]string `json:"inFlight"`
 	// Pods, Updated, Available, Held count the workload's pods at the read.
 	Pods, Updated, Available, Held int
+	// Status: the rollout's status at the read, as `rollplan status`
+	// reports it (BuildStatus).
+	Status *RolloutStatus `json:"-"`
 }
 
 // Acted counts the actions the step carried out (or would have).
@@ -190,6 +212,9 @@ func refuse(t Target, snap *snapshot.Snapshot, r *facts.Rollout) error {
 // allows now. It returns a *HaltedError when the policy halts and a
 // *RefusedError for a workload the executor does not drive.
 func (e *Executor) Step(ctx context.Context) (*StepResult, error) {
+	start := time.Now()
+	e.metrics.Steps.Inc()
+	defer func() { e.metrics.StepDuration.Observe(time.Since(start).Seconds()) }()
 	live, err := e.read(ctx)
 	if err != nil {
 		return nil, err
@@ -202,7 +227,8 @@ func (e *Executor) Step(ctx context.Context) (*StepResult, error) {
 		return nil, err
 	}
 	wp := res.Plan.Workloads[0]
-	out := &StepResult{Plan: wp, InFlight: live.inFlight, Actions: []ActionResult{}}
+	out := &StepResult{Plan: wp, InFlight: live.inFlight, Actions: []ActionResult{},
+		Status: BuildStatus(live.rollout, wp, live.inFlight, live.now)}
 	// The readiness gate first (halted or not): new pods and completed
 	// in-place updates get it True, so they can become Ready.
 	gates, err := e.syncGates(ctx, live)
@@ -236,11 +262,17 @@ func (e *Executor) Step(ctx context.Context) (*StepResult, error) {
 	sort.Strings(inFlight)
 	e.opts.Log.Debug("step", "workload", e.opts.Target.String(), "pods", out.Pods, "updated", out.Updated, "available", out.Available,
 		"held", out.Held, "inFlight", strings.Join(inFlight, ","), "waves", len(wp.Waves))
+	e.metrics.observe(out)
 	if reasons := append(append([]string(nil), wp.Halted...), wp.Denied...); len(reasons) > 0 {
+		e.event(live, nil, corev1.EventTypeWarning, ReasonRolloutHalted, "Halt", "rollout halted by policy: "+strings.Join(reasons, "; "))
 		return out, &HaltedError{Target: e.opts.Target, Reasons: reasons}
 	}
 	if len(wp.Waves) == 0 {
 		out.Done, err = e.finish(ctx, live, held)
+		if out.Done && err == nil {
+			e.event(live, nil, corev1.EventTypeNormal, ReasonRolloutComplete, "Complete",
+				fmt.Sprintf("rollout complete: %d pod(s) at revision %s", out.Updated, live.rollout.Workload.UpdateRevision))
+		}
 		return out, err
 	}
 	spent := map[string]bool{}
@@ -304,6 +336,9 @@ func (e *Executor) Run(ctx context.Context, once bool) (*Summary, error) {
 		step, err := e.Step(ctx)
 		if step != nil {
 			sum.Last = step
+			if e.opts.Progress != nil {
+				e.opts.Progress(step)
+			}
 		}
 		if err != nil {
 			return sum, err

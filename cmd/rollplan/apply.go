@@ -6,12 +6,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os/signal"
 	"sort"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"github.com/rollplan/rollplan/executor"
@@ -31,6 +36,7 @@ func newApplyCommand() *cobra.Command {
 		dryRun  string
 		once    bool
 		timeout time.Duration
+		metrics string
 	)
 	cmd := &cobra.Command{
 		Use:   "apply KIND/NAME [-n NAMESPACE] [--policy P] [--dry-run=server] [--once]",
@@ -56,6 +62,12 @@ Ready for minReadySeconds, or being updated in place (its spec image differs
 from the running one, or its rollplan.dev/in-place-update record has not
 completed). That state lives on the pods, so apply can be stopped and
 started again at any moment without spending a budget twice.
+
+It records Kubernetes Events on the workload (InPlaceUpdate, Evicted,
+Deleted, RolloutHalted, RolloutComplete; none with --dry-run), serves
+Prometheus metrics at /metrics with --metrics-bind-address, and on a
+terminal redraws one progress line after each step (waves, pods updated
+and available, budgets in use).
 
 Exit codes: 0 done (or, with --once or --dry-run, the step succeeded),
 1 error or timeout, 2 usage error, 3 halted by policy.`,
@@ -106,14 +118,44 @@ Exit codes: 0 done (or, with --once or --dry-run, the step succeeded),
 			}
 			stderr := cmd.ErrOrStderr()
 			target := executor.Target{Namespace: cl.namespace, Kind: ref.Kind, Name: ref.Name}
-			x, err := executor.New(cl.client, executor.Options{
+			opts := executor.Options{
 				Target: target, Engine: eng, FeatureGates: gates, DryRun: dryRun == "server",
 				Now: applyClock, Poll: applyPoll, Log: slog.New(slog.NewTextHandler(stderr, nil)),
-			})
+			}
+			var prog *progress
+			if isTerminal(stderr) {
+				// One status line, redrawn after each step; the log
+				// lines scroll above it.
+				prog = &progress{w: stderr}
+				opts.Log = slog.New(slog.NewTextHandler(prog, nil))
+				opts.Progress = prog.step
+			}
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			opts.Metrics = executor.NewMetrics(reg)
+			if metrics != "" {
+				stopMetrics, err := serveMetrics(metrics, reg, opts.Log)
+				if err != nil {
+					return err
+				}
+				defer stopMetrics()
+			}
+			if !opts.DryRun {
+				rec, err := executor.StartEvents(cl.client)
+				if err != nil {
+					return err
+				}
+				defer rec.Shutdown(5 * time.Second)
+				opts.Events = rec
+			}
+			x, err := executor.New(cl.client, opts)
 			if err != nil {
 				return err
 			}
 			sum, err := x.Run(ctx, once)
+			if prog != nil {
+				prog.done()
+			}
 			report(stderr, target, dryRun == "server", sum, err)
 			return err
 		},
@@ -128,7 +170,31 @@ Exit codes: 0 done (or, with --once or --dry-run, the step succeeded),
 	fl.Lookup("dry-run").NoOptDefVal = "server"
 	fl.BoolVar(&once, "once", false, "carry out one step and exit, done or not")
 	fl.DurationVar(&timeout, "timeout", 0, "give up after this long (exit 1); 0: no limit")
+	fl.StringVar(&metrics, "metrics-bind-address", "", `serve Prometheus metrics on this address at /metrics (e.g. ":8080"); "": off`)
 	return cmd
+}
+
+// serveMetrics serves the registry's metrics at addr/metrics until the
+// returned function stops it.
+func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (func(), error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-bind-address: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server", "error", err)
+		}
+	}()
+	log.Info("serving metrics", "address", "http://"+l.Addr().String()+"/metrics")
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
 }
 
 // report writes the final summary line.

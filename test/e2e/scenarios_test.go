@@ -168,7 +168,13 @@ func TestDaemonSetOneZoneAtATime(t *testing.T) {
 	}
 	w := e.watch("app="+name, nodes)
 	w.groups(func(p *corev1.Pod) string { return zoneOf[p.Spec.NodeName] }, perZone)
-	e.setDaemonSetTemplate(name, func(s *corev1.PodSpec) { s.Containers[0].Env[0].Value = "b" })
+	// New pods take a while to become Ready, so that several of one zone
+	// are in flight at once whatever the machine's speed.
+	e.kubelet.SetImage("example.com/agent:v2", kubelet.Behavior{ReadyDelay: 1500 * time.Millisecond})
+	e.setDaemonSetTemplate(name, func(s *corev1.PodSpec) {
+		s.Containers[0].Env[0].Value = "b"
+		s.Containers[0].Image = "example.com/agent:v2"
+	})
 
 	var log bytes.Buffer
 	sum := run(t, e.executorFor("DaemonSet", name, []string{oneZonePolicy}, &log, false), e.ctx, &log)
