@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -94,7 +95,7 @@ func (e *Executor) act(ctx context.Context, first *liveState, wp plan.WorkloadPl
 	case plan.ActionInPlace:
 		err = e.inPlace(wctx, live, pod)
 	default:
-		err = e.evict(wctx, pod)
+		err = e.remove(wctx, pod)
 	}
 	switch {
 	case err == nil:
@@ -139,8 +140,13 @@ func factPod(r *facts.Rollout, name string) *facts.Pod {
 // the revision label the owning controller counts (controller-revision-hash;
 // for a DaemonSet also pod-template-generation) and the AnnInPlaceUpdate
 // record, in one strategic-merge patch with the resourceVersion read as
-// precondition. A change it cannot make in place (cpu/memory through
-// pods/resize is not implemented) is an error, before any write.
+// precondition. A cpu/memory change goes first, through the pods/resize
+// subresource (resize), with the same precondition; the main patch then
+// carries the resourceVersion the resize returned. Resizing first means a
+// pod is never labelled with the update revision before its resources are
+// asked for: if the main patch fails, the pod is still at the old revision
+// and planned again (the resize, sent again, changes nothing). A change
+// it cannot make in place is an error, before any write.
 func (e *Executor) inPlace(ctx context.Context, live *liveState, pod *corev1.Pod) error {
 	r := live.rollout
 	fp := factPod(r, pod.Name)
@@ -148,8 +154,12 @@ func (e *Executor) inPlace(ctx context.Context, live *liveState, pod *corev1.Pod
 		for _, c := range fp.Changes {
 			switch c.Class {
 			case facts.ClassImage, facts.ClassInitImage, facts.ClassLabels, facts.ClassAnnotations:
+			case facts.ClassResources:
+				if !c.InPlace {
+					return fmt.Errorf("in-place change %s cannot be resized in place: %s", c.Path, c.Detail)
+				}
 			default:
-				return fmt.Errorf("in-place change %s (%s) is not carried out by rollplan apply yet (only images, labels and annotations; cpu/memory resize is not implemented)", c.Path, c.Class)
+				return fmt.Errorf("in-place change %s (%s) is not carried out by rollplan apply yet (only images, cpu/memory, labels and annotations)", c.Path, c.Class)
 			}
 		}
 	}
@@ -183,6 +193,10 @@ func (e *Executor) inPlace(ctx context.Context, live *liveState, pod *corev1.Pod
 	if cs := containers(tmpl.Spec.InitContainers, pod.Spec.InitContainers, false); len(cs) > 0 {
 		spec["initContainers"] = cs
 	}
+	resize, restarts := resizeContainers(tmpl.Spec.Containers, pod.Spec.Containers)
+	for _, c := range resize {
+		rec.Resized = append(rec.Resized, c["name"].(string))
+	}
 	recJSON, err := json.Marshal(rec)
 	if err != nil {
 		return err
@@ -200,13 +214,18 @@ func (e *Executor) inPlace(ctx context.Context, live *liveState, pod *corev1.Pod
 		allLabels[k] = v
 	}
 	rv := pod.ResourceVersion
-	if len(spec) > 0 && HasReadinessGate(pod) {
+	if (len(spec) > 0 || restarts) && HasReadinessGate(pod) {
 		// Out of the Services before the kubelet restarts a container.
 		if rv, err = e.setGate(ctx, pod, corev1.ConditionFalse, "InPlaceUpdate",
 			"in-place update to revision "+r.Workload.UpdateRevision, live.now); err != nil {
 			return err
 		}
 		if rv, err = e.waitNotReady(ctx, pod, rv); err != nil {
+			return err
+		}
+	}
+	if len(resize) > 0 {
+		if rv, err = e.resize(ctx, pod, rv, resize); err != nil {
 			return err
 		}
 	}
@@ -226,6 +245,79 @@ func (e *Executor) inPlace(ctx context.Context, live *liveState, pod *corev1.Pod
 	}
 	_, err = e.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{DryRun: e.dryRun(), FieldManager: "rollplan"})
 	return err
+}
+
+// resizeContainers: for every container whose cpu or memory requests or
+// limits differ between the template (want) and the pod (have), its
+// pods/resize patch entry (name and the template's cpu/memory requests and
+// limits); restarts: a resized resource's resizePolicy restarts the
+// container.
+func resizeContainers(want, have []corev1.Container) (out []map[string]any, restarts bool) {
+	for _, w := range want {
+		for _, h := range have {
+			if h.Name != w.Name {
+				continue
+			}
+			var changed []corev1.ResourceName
+			for _, rn := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+				if !sameQuantity(w.Resources.Requests, h.Resources.Requests, rn) || !sameQuantity(w.Resources.Limits, h.Resources.Limits, rn) {
+					changed = append(changed, rn)
+				}
+			}
+			if len(changed) == 0 {
+				continue
+			}
+			res := map[string]any{}
+			for key, list := range map[string]corev1.ResourceList{"requests": w.Resources.Requests, "limits": w.Resources.Limits} {
+				m := map[string]string{}
+				for _, rn := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+					if q, ok := list[rn]; ok {
+						m[string(rn)] = q.String()
+					}
+				}
+				if len(m) > 0 {
+					res[key] = m
+				}
+			}
+			out = append(out, map[string]any{"name": w.Name, "resources": res})
+			for _, p := range w.ResizePolicy {
+				if p.RestartPolicy == corev1.RestartContainer && slices.Contains(changed, p.ResourceName) {
+					restarts = true
+				}
+			}
+		}
+	}
+	return out, restarts
+}
+
+// sameQuantity: resource rn is the same (or absent) in both lists.
+func sameQuantity(a, b corev1.ResourceList, rn corev1.ResourceName) bool {
+	qa, oka := a[rn]
+	qb, okb := b[rn]
+	return oka == okb && (!oka || qa.Cmp(qb) == 0)
+}
+
+// resize patches the containers' cpu/memory through the pods/resize
+// subresource (InPlacePodVerticalScaling, GA in the Kubernetes 1.36 this targets), with
+// resourceVersion rv as precondition, and returns the pod's new
+// resourceVersion (rv itself in a dry run, which changes nothing).
+func (e *Executor) resize(ctx context.Context, pod *corev1.Pod, rv string, containers []map[string]any) (string, error) {
+	data, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": rv},
+		"spec":     map[string]any{"containers": containers},
+	})
+	if err != nil {
+		return rv, err
+	}
+	got, err := e.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, data,
+		metav1.PatchOptions{DryRun: e.dryRun(), FieldManager: "rollplan"}, "resize")
+	if err != nil {
+		return rv, fmt.Errorf("resize: %w", err)
+	}
+	if e.opts.DryRun || got == nil || got.ResourceVersion == "" {
+		return rv, nil
+	}
+	return got.ResourceVersion, nil
 }
 
 // updateTemplate is the workload's pod template (the update revision is
@@ -260,6 +352,20 @@ func (e *Executor) updateTemplate(live *liveState) (*corev1.PodTemplateSpec, map
 		}
 	}
 	return nil, nil, fmt.Errorf("%s: no pod template to update in place from", e.opts.Target)
+}
+
+// remove removes a pod the way Options.DeleteMethod says: evict, or a
+// plain delete with the pod's UID as precondition (the disruption
+// controller is not asked: no PodDisruptionBudget is enforced).
+func (e *Executor) remove(ctx context.Context, pod *corev1.Pod) error {
+	if e.opts.DeleteMethod != DeletePlain {
+		return e.evict(ctx, pod)
+	}
+	uid := pod.UID
+	return e.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &uid},
+		DryRun:        e.dryRun(),
+	})
 }
 
 // evict asks the Eviction API to remove the pod: the disruption controller

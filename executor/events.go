@@ -83,6 +83,13 @@ func (e *Executor) actionEvent(live *liveState, pod *corev1.Pod, a plan.Action) 
 	case plan.ActionDelete:
 		reason, verb = ReasonDeleted, "deleted pod %s through the Eviction API (revision %s)"
 	}
+	if a.Type != plan.ActionInPlace && e.opts.DeleteMethod == DeletePlain {
+		if a.Type == plan.ActionRecreate {
+			reason, verb = ReasonDeleted, "deleted pod %s (no eviction: --delete-method=delete) to recreate it at revision %s"
+		} else {
+			verb = "deleted pod %s (no eviction: --delete-method=delete; revision %s)"
+		}
+	}
 	note := fmt.Sprintf(verb, pod.Name, live.rollout.Workload.UpdateRevision)
 	if len(a.Reasons) > 0 {
 		note += ": " + strings.Join(a.Reasons, "; ")

@@ -15,7 +15,10 @@
 // (container images, the revision label the owning controller counts, the
 // AnnInPlaceUpdate record) with metadata.resourceVersion as precondition; a
 // Recreate or Delete is a policy/v1 Eviction with the pod's UID as
-// precondition, so PodDisruptionBudgets are honoured (429: not now). With
+// precondition, so PodDisruptionBudgets are honoured (429: not now), or,
+// with DeleteMethod DeletePlain, a plain delete with the same precondition
+// (no PodDisruptionBudget is enforced then). A cpu/memory change is sent
+// before the main patch through the pods/resize subresource. With
 // DryRun every write carries dryRun=All. A pod that declares the readiness
 // gate rollplan.dev/in-place-update-ready gets that condition set False
 // before an in-place image update and True once it is complete (see
@@ -61,6 +64,12 @@ type Options struct {
 	PlanOptions plan.Options
 	// DryRun sends every write with dryRun=All.
 	DryRun bool
+	// DeleteMethod: how a Recreate or Delete removes a pod: DeleteEvict
+	// (default, the Eviction API, which honours PodDisruptionBudgets) or
+	// DeletePlain (a plain delete with a UID precondition, for clusters
+	// where eviction is not allowed; the API server then enforces no
+	// PodDisruptionBudget — only the plan's own budgets hold).
+	DeleteMethod string
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Log receives one line per action; default slog.Default().
@@ -82,6 +91,12 @@ type Options struct {
 	Progress func(*StepResult)
 }
 
+// Delete methods (Options.DeleteMethod).
+const (
+	DeleteEvict = "evict"
+	DeletePlain = "delete"
+)
+
 // Executor drives the rollout of one workload.
 type Executor struct {
 	client  kubernetes.Interface
@@ -99,6 +114,13 @@ func New(client kubernetes.Interface, o Options) (*Executor, error) {
 	case capture.StatefulSet, capture.DaemonSet, capture.Deployment:
 	default:
 		return nil, fmt.Errorf("executor: kind %q: want StatefulSet, DaemonSet or Deployment", o.Kind)
+	}
+	switch o.DeleteMethod {
+	case "":
+		o.DeleteMethod = DeleteEvict
+	case DeleteEvict, DeletePlain:
+	default:
+		return nil, fmt.Errorf("executor: delete method %q: want %s or %s", o.DeleteMethod, DeleteEvict, DeletePlain)
 	}
 	if o.Now == nil {
 		o.Now = time.Now

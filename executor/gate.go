@@ -17,7 +17,8 @@ import (
 // it is Ready only while its condition of this type is True, so:
 //
 //   - Before an in-place update that restarts a container (an image
-//     change), the executor sets the condition False (pods/status, with the
+//     change, or a resize of a resource whose resizePolicy is
+//     RestartContainer), the executor sets the condition False (pods/status, with the
 //     resourceVersion read as precondition), waits (up to GateWait) for the
 //     kubelet to report the pod not Ready, and only then patches the pod,
 //     with the resourceVersion of that last read (and the same UID and

@@ -34,6 +34,10 @@ type InPlaceRecord struct {
 	// ImageIDs: container name → the imageID it ran before the patch, for
 	// the containers whose image changed.
 	ImageIDs map[string]string `json:"imageIDs"`
+	// Resized: the containers whose cpu/memory the update changed through
+	// pods/resize; complete once their status.containerStatuses[].resources
+	// report the spec's cpu/memory.
+	Resized []string `json:"resized,omitempty"`
 }
 
 // Reader reads the live state of one workload.
@@ -67,7 +71,9 @@ func (c CaptureReader) Read(ctx context.Context, t Target) (*snapshot.Snapshot, 
 // (the kubelet has not restarted it yet), or the pod carries an
 // AnnInPlaceUpdate record whose update has not completed: every changed
 // container running the new image with a new imageID (or started after
-// the patch), and the pod Ready for minReadySeconds since then.
+// the patch), every resized container's status resources reporting the
+// spec's cpu/memory requests and limits, and the pod Ready for
+// minReadySeconds since then.
 func InFlight(p *corev1.Pod, minReady int, now time.Time) (bool, string) {
 	statuses := map[string]corev1.ContainerStatus{}
 	for _, cs := range p.Status.ContainerStatuses {
@@ -101,6 +107,11 @@ func InFlight(p *corev1.Pod, minReady int, now time.Time) (bool, string) {
 			started = cs.State.Running.StartedAt.Time
 		}
 	}
+	for _, name := range rec.Resized {
+		if why := resizePending(p, name, statuses[name]); why != "" {
+			return true, why
+		}
+	}
 	ready := readyCondition(p)
 	if ready == nil || ready.Status != corev1.ConditionTrue {
 		return true, "not Ready since its in-place update"
@@ -113,6 +124,46 @@ func InFlight(p *corev1.Pod, minReady int, now time.Time) (bool, string) {
 		return true, fmt.Sprintf("Ready for less than minReadySeconds (%ds) since its in-place update", minReady)
 	}
 	return false, ""
+}
+
+// resizePending says why container name's resize is not complete: its
+// status resources do not report the spec's cpu/memory requests and
+// limits yet (with the pod's PodResizePending or PodResizeInProgress
+// condition, when the kubelet set one); "" once they do.
+func resizePending(p *corev1.Pod, name string, cs corev1.ContainerStatus) string {
+	var spec *corev1.Container
+	for i := range p.Spec.Containers {
+		if p.Spec.Containers[i].Name == name {
+			spec = &p.Spec.Containers[i]
+		}
+	}
+	if spec == nil {
+		return ""
+	}
+	done := cs.Resources != nil
+	for _, rn := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if !done {
+			break
+		}
+		done = sameQuantity(spec.Resources.Requests, cs.Resources.Requests, rn) && sameQuantity(spec.Resources.Limits, cs.Resources.Limits, rn)
+	}
+	if done {
+		return ""
+	}
+	why := fmt.Sprintf("container %s has not been resized yet", name)
+	for _, t := range []corev1.PodConditionType{corev1.PodResizePending, corev1.PodResizeInProgress} {
+		if c := podCondition(p, t); c != nil && c.Status == corev1.ConditionTrue {
+			why += fmt.Sprintf(" (%s", t)
+			if c.Reason != "" {
+				why += " " + c.Reason
+			}
+			if c.Message != "" {
+				why += ": " + c.Message
+			}
+			why += ")"
+		}
+	}
+	return why
 }
 
 // sameImage compares images as a container runtime reports them:

@@ -31,12 +31,13 @@ var applyPoll = 500 * time.Millisecond
 
 func newApplyCommand() *cobra.Command {
 	var (
-		config  kubeFlags
-		pf      planFlags
-		dryRun  string
-		once    bool
-		timeout time.Duration
-		metrics string
+		config       kubeFlags
+		pf           planFlags
+		dryRun       string
+		deleteMethod string
+		once         bool
+		timeout      time.Duration
+		metrics      string
 	)
 	cmd := &cobra.Command{
 		Use:   "apply KIND/NAME [-n NAMESPACE] [--policy P] [--dry-run=server] [--once]",
@@ -54,9 +55,13 @@ driven yet.
 
 Actions: an in-place update patches the pod's images and its
 controller-revision-hash label (so the controller counts it updated) with
-the pod's resourceVersion as precondition; a recreation evicts the pod
-through the Eviction API (PodDisruptionBudgets are honoured; a refusal means
-"not now") with its UID as precondition. Before every write the live budget
+the pod's resourceVersion as precondition, and changes cpu/memory requests
+and limits through the pods/resize subresource (complete once the container
+statuses report the new resources); a recreation evicts the pod through
+the Eviction API (PodDisruptionBudgets are honoured; a refusal means "not
+now") with its UID as precondition, or, with --delete-method=delete, deletes
+it with the same precondition (for clusters that do not allow eviction: the
+API server then enforces no PodDisruptionBudget). Before every write the live budget
 is checked again: a pod is unavailable when it is missing, terminating, not
 Ready for minReadySeconds, or being updated in place (its spec image differs
 from the running one, or its rollplan.dev/in-place-update record has not
@@ -85,6 +90,9 @@ Exit codes: 0 done (or, with --once or --dry-run, the step succeeded),
 			ref, err := capture.ParseRef(args[0])
 			if err != nil {
 				return usageError{err}
+			}
+			if deleteMethod != executor.DeleteEvict && deleteMethod != executor.DeletePlain {
+				return usageError{fmt.Errorf("--delete-method %q: want evict or delete", deleteMethod)}
 			}
 			if dryRun != "none" && dryRun != "server" {
 				return usageError{fmt.Errorf("--dry-run %q: want none or server", dryRun)}
@@ -120,7 +128,8 @@ Exit codes: 0 done (or, with --once or --dry-run, the step succeeded),
 			target := executor.Target{Namespace: cl.namespace, Kind: ref.Kind, Name: ref.Name}
 			opts := executor.Options{
 				Target: target, Engine: eng, FeatureGates: gates, DryRun: dryRun == "server",
-				Now: applyClock, Poll: applyPoll, Log: slog.New(slog.NewTextHandler(stderr, nil)),
+				DeleteMethod: deleteMethod,
+				Now:          applyClock, Poll: applyPoll, Log: slog.New(slog.NewTextHandler(stderr, nil)),
 			}
 			var prog *progress
 			if isTerminal(stderr) {
@@ -168,6 +177,7 @@ Exit codes: 0 done (or, with --once or --dry-run, the step succeeded),
 	fl.DurationVar(&pf.timeout, "policy-timeout", time.Minute, "deadline for evaluating the policy at each step")
 	fl.StringVar(&dryRun, "dry-run", "none", `"server": send every write of one step with dryRun=All and report what would change; "none": apply`)
 	fl.Lookup("dry-run").NoOptDefVal = "server"
+	fl.StringVar(&deleteMethod, "delete-method", executor.DeleteEvict, `how a recreation removes a pod: "evict" through the Eviction API (PodDisruptionBudgets honoured), or "delete": a plain delete with a UID precondition, for clusters where eviction is not allowed (PodDisruptionBudgets are then NOT enforced by the API server; only the plan's budgets hold)`)
 	fl.BoolVar(&once, "once", false, "carry out one step and exit, done or not")
 	fl.DurationVar(&timeout, "timeout", 0, "give up after this long (exit 1); 0: no limit")
 	fl.StringVar(&metrics, "metrics-bind-address", "", `serve Prometheus metrics on this address at /metrics (e.g. ":8080"); "": off`)

@@ -73,6 +73,10 @@ func TestApply(t *testing.T) {
 			args: []string{"apply", "sts/web", "--dry-run=client"}, code: exitUsage,
 		},
 		{
+			name: "bad --delete-method is a usage error", scenario: "sts-inplace-image-only", now: march,
+			args: []string{"apply", "sts/web", "--delete-method=drain"}, code: exitUsage,
+		},
+		{
 			name: "no workload is a usage error", scenario: "sts-inplace-image-only", now: march,
 			args: []string{"apply"}, code: exitUsage,
 		},
