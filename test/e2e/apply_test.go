@@ -504,26 +504,35 @@ func TestEnvChangeRecreates(t *testing.T) {
 	w.result(t, 2)
 }
 
-// TestKilledAtRandomMoments: the executor is stopped at random moments (its
-// context cancelled, mid-step included) and started afresh, again and
-// again, during one in-place rollout. All its state is on the pods, so it
-// converges, and never spends the budget twice.
+// TestKilledAtRandomMoments: the executor is stopped 20 times at random
+// moments (its context cancelled, mid-step included) and started afresh
+// during one in-place rollout of 12 pods. All its state is on the pods, so
+// it converges, and never spends the budget twice.
 func TestKilledAtRandomMoments(t *testing.T) {
 	e := newEnv(t, 3)
-	const name, replicas = "kv", 6
+	const name, replicas, kills = "kv", 12, 20
 	if _, err := e.client.AppsV1().StatefulSets(e.ns).Create(e.ctx, statefulSet(e.ns, name, replicas, "2"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.waitSettled(name, replicas)
 	before := uids(e.pods("app=" + name))
 	w := e.watch("app="+name, replicas)
+	// Six waves of a second each at least: long enough for 20 kills of
+	// 5-300 ms runs to land inside the rollout.
+	e.kubelet.SetImage("example.com/app:v3", kubelet.Behavior{ReadyDelay: time.Second})
 	e.setTemplate(name, func(s *corev1.PodSpec) { s.Containers[0].Image = "example.com/app:v3" })
 
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
 	var log bytes.Buffer
-	restarts, done := 0, false
+	restarts, killed, done := 0, 0, false
 	for deadline := time.Now().Add(2 * time.Minute); !done && time.Now().Before(deadline); restarts++ {
-		ctx, cancel := context.WithTimeout(e.ctx, time.Duration(5+rng.IntN(300))*time.Millisecond)
+		// The first runs are killed at a random moment; once 20 kills
+		// have landed, one run goes to the end.
+		timeout := time.Duration(5+rng.IntN(300)) * time.Millisecond
+		if killed >= kills {
+			timeout = time.Minute
+		}
+		ctx, cancel := context.WithTimeout(e.ctx, timeout)
 		sum, err := e.newExecutor(name, &log, false).Run(ctx, false)
 		cancel()
 		switch {
@@ -534,9 +543,14 @@ func TestKilledAtRandomMoments(t *testing.T) {
 			// outlive the deadline before the deadline: a kill too.
 			!strings.Contains(err.Error(), "would exceed context deadline"):
 			t.Fatalf("run %d: %v\n%s", restarts, err, log.String())
+		default:
+			killed++
 		}
 	}
-	t.Logf("converged after %d starts", restarts)
+	if killed < kills {
+		t.Fatalf("the rollout ended after %d kills, want %d inside it: make it longer", killed, kills)
+	}
+	t.Logf("converged after %d starts, %d of them killed", restarts, killed)
 	if !done {
 		t.Fatalf("did not converge after %d starts\n%s", restarts, log.String())
 	}
