@@ -8,10 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os/signal"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,7 +18,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rollplan/rollplan/executor"
-	"github.com/rollplan/rollplan/planner/snapshot/capture"
 )
 
 // applyClock is the executor's clock; tests may fix it.
@@ -87,45 +84,24 @@ Exit codes: 0 done (or, with --once or --dry-run, the step succeeded),
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ref, err := capture.ParseRef(args[0])
-			if err != nil {
-				return usageError{err}
-			}
 			if deleteMethod != executor.DeleteEvict && deleteMethod != executor.DeletePlain {
 				return usageError{fmt.Errorf("--delete-method %q: want evict or delete", deleteMethod)}
 			}
 			if dryRun != "none" && dryRun != "server" {
 				return usageError{fmt.Errorf("--dry-run %q: want none or server", dryRun)}
 			}
-			gates, err := parseFeatureGates(pf.featureGates)
-			if err != nil {
-				return usageError{err}
-			}
-			kind, err := pf.engineKind()
+			w, err := openWorkload(cmd, args[0], &pf, &config)
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			if ctx == nil {
-				ctx = context.Background()
-			}
-			ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
+			defer w.stop()
+			ctx, target, eng, gates := w.ctx, w.target, w.engine, w.gates
 			if timeout > 0 {
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithTimeoutCause(ctx, timeout, fmt.Errorf("--timeout %s passed", timeout))
 				defer cancel()
 			}
-			eng, err := newEngine(ctx, kind, pf.policies, pf.timeout)
-			if err != nil {
-				return err
-			}
-			cl, err := connectCluster(&config)
-			if err != nil {
-				return err
-			}
 			stderr := cmd.ErrOrStderr()
-			target := executor.Target{Namespace: cl.namespace, Kind: ref.Kind, Name: ref.Name}
 			opts := executor.Options{
 				Target: target, Engine: eng, FeatureGates: gates, DryRun: dryRun == "server",
 				DeleteMethod: deleteMethod,
@@ -150,14 +126,14 @@ Exit codes: 0 done (or, with --once or --dry-run, the step succeeded),
 				defer stopMetrics()
 			}
 			if !opts.DryRun {
-				rec, err := executor.StartEvents(cl.client)
+				rec, err := executor.StartEvents(w.client)
 				if err != nil {
 					return err
 				}
 				defer rec.Shutdown(5 * time.Second)
 				opts.Events = rec
 			}
-			x, err := executor.New(cl.client, opts)
+			x, err := executor.New(w.client, opts)
 			if err != nil {
 				return err
 			}

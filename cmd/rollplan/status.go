@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -17,7 +15,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/rollplan/rollplan/executor"
-	"github.com/rollplan/rollplan/planner/snapshot/capture"
 )
 
 // statusInterval is how often status --watch reads again; tests shorten it.
@@ -76,37 +73,16 @@ error; 2 usage error; 3 halted by policy (with or without --watch).`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ref, err := capture.ParseRef(args[0])
-			if err != nil {
-				return usageError{err}
-			}
 			if output != "table" && output != "json" && output != "yaml" {
 				return usageError{fmt.Errorf("--output %q: want table, json or yaml", output)}
 			}
-			gates, err := parseFeatureGates(pf.featureGates)
-			if err != nil {
-				return usageError{err}
-			}
-			kind, err := pf.engineKind()
+			w, err := openWorkload(cmd, args[0], &pf, &config)
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			if ctx == nil {
-				ctx = context.Background()
-			}
-			ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
-			eng, err := newEngine(ctx, kind, pf.policies, pf.timeout)
-			if err != nil {
-				return err
-			}
-			cl, err := connectCluster(&config)
-			if err != nil {
-				return err
-			}
-			target := executor.Target{Namespace: cl.namespace, Kind: ref.Kind, Name: ref.Name}
-			x, err := executor.New(cl.client, executor.Options{Target: target, Engine: eng, FeatureGates: gates, Now: applyClock})
+			defer w.stop()
+			ctx, target := w.ctx, w.target
+			x, err := executor.New(w.client, executor.Options{Target: target, Engine: w.engine, FeatureGates: w.gates, Now: applyClock})
 			if err != nil {
 				return err
 			}

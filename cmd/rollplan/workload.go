@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/rollplan/rollplan/executor"
+	"github.com/rollplan/rollplan/planner/engine"
+	"github.com/rollplan/rollplan/planner/snapshot/capture"
+)
+
+// liveWorkload is what apply and status share: the workload named on the
+// command line, the policy engine, the feature gates and the cluster, with
+// a context that ends on Ctrl-C or SIGTERM (call stop when done).
+type liveWorkload struct {
+	ctx    context.Context
+	stop   context.CancelFunc
+	target executor.Target
+	engine engine.Engine
+	gates  map[string]bool
+	client kubernetes.Interface
+}
+
+func openWorkload(cmd *cobra.Command, arg string, pf *planFlags, config *kubeFlags) (*liveWorkload, error) {
+	ref, err := capture.ParseRef(arg)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	gates, err := parseFeatureGates(pf.featureGates)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	kind, err := pf.engineKind()
+	if err != nil {
+		return nil, err
+	}
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	eng, err := newEngine(ctx, kind, pf.policies, pf.timeout)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	cl, err := connectCluster(config)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	return &liveWorkload{ctx: ctx, stop: stop, target: executor.Target{Namespace: cl.namespace, Kind: ref.Kind, Name: ref.Name},
+		engine: eng, gates: gates, client: cl.client}, nil
+}
