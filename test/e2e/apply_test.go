@@ -138,6 +138,19 @@ func (e *env) pods(selector string) []corev1.Pod {
 
 // waitRolledOut waits until the StatefulSet's pods all exist and are Ready
 // and the controller has observed the spec.
+// rolloutStatefulSet creates a managed OnDelete StatefulSet with the given
+// max-unavailable, waits until it has settled, and starts watching its
+// pods' availability: the set-up of every StatefulSet rollout test. It
+// returns the pods' UIDs before the rollout and the watcher.
+func (e *env) rolloutStatefulSet(name string, replicas int, maxUnavailable string) (map[string]types.UID, *watcher) {
+	e.t.Helper()
+	if _, err := e.client.AppsV1().StatefulSets(e.ns).Create(e.ctx, statefulSet(e.ns, name, int32(replicas), maxUnavailable), metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.waitSettled(name, replicas)
+	return uids(e.pods("app=" + name)), e.watch("app="+name, replicas)
+}
+
 func (e *env) waitSettled(name string, replicas int) *appsv1.StatefulSet {
 	e.t.Helper()
 	var set *appsv1.StatefulSet
@@ -405,12 +418,7 @@ func run(t *testing.T, x *executor.Executor, ctx context.Context, log *bytes.Buf
 func TestInPlaceStatefulSet(t *testing.T) {
 	e := newEnv(t, 3)
 	const name, replicas = "web", 6
-	if _, err := e.client.AppsV1().StatefulSets(e.ns).Create(e.ctx, statefulSet(e.ns, name, replicas, "2"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.waitSettled(name, replicas)
-	before := uids(e.pods("app=" + name))
-	w := e.watch("app="+name, replicas)
+	before, w := e.rolloutStatefulSet(name, replicas, "2")
 	e.setTemplate(name, func(s *corev1.PodSpec) { s.Containers[0].Image = "example.com/app:v2" })
 
 	// --dry-run=server: the apiserver accepts the writes of one step and
@@ -475,12 +483,7 @@ func TestInPlaceStatefulSet(t *testing.T) {
 func TestEnvChangeRecreates(t *testing.T) {
 	e := newEnv(t, 3)
 	const name, replicas = "db", 5
-	if _, err := e.client.AppsV1().StatefulSets(e.ns).Create(e.ctx, statefulSet(e.ns, name, replicas, "2"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.waitSettled(name, replicas)
-	before := uids(e.pods("app=" + name))
-	w := e.watch("app="+name, replicas)
+	before, w := e.rolloutStatefulSet(name, replicas, "2")
 	e.setTemplate(name, func(s *corev1.PodSpec) { s.Containers[0].Env[0].Value = "b" })
 
 	var log bytes.Buffer
@@ -511,12 +514,7 @@ func TestEnvChangeRecreates(t *testing.T) {
 func TestKilledAtRandomMoments(t *testing.T) {
 	e := newEnv(t, 3)
 	const name, replicas, kills = "kv", 12, 20
-	if _, err := e.client.AppsV1().StatefulSets(e.ns).Create(e.ctx, statefulSet(e.ns, name, replicas, "2"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.waitSettled(name, replicas)
-	before := uids(e.pods("app=" + name))
-	w := e.watch("app="+name, replicas)
+	before, w := e.rolloutStatefulSet(name, replicas, "2")
 	// Six waves of a second each at least: long enough for 20 kills of
 	// 5-300 ms runs to land inside the rollout.
 	e.kubelet.SetImage("example.com/app:v3", kubelet.Behavior{ReadyDelay: time.Second})

@@ -251,12 +251,7 @@ func TestInPlaceOnlyHalts(t *testing.T) {
 func TestInPlace20(t *testing.T) {
 	e := newEnv(t, 3)
 	const name, replicas = "big", 20
-	if _, err := e.client.AppsV1().StatefulSets(e.ns).Create(e.ctx, statefulSet(e.ns, name, replicas, "3"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.waitSettled(name, replicas)
-	before := uids(e.pods("app=" + name))
-	w := e.watch("app="+name, replicas)
+	before, w := e.rolloutStatefulSet(name, replicas, "3")
 	e.setTemplate(name, func(s *corev1.PodSpec) { s.Containers[0].Image = "example.com/app:v2" })
 	var log bytes.Buffer
 	sum := run(t, e.executor(name, &log), e.ctx, &log)

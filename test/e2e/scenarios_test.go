@@ -219,12 +219,7 @@ func TestDaemonSetOneZoneAtATime(t *testing.T) {
 func TestPodDeletedMidRollout(t *testing.T) {
 	e := newEnv(t, 3)
 	const name, replicas = "deleted", 6
-	if _, err := e.client.AppsV1().StatefulSets(e.ns).Create(e.ctx, statefulSet(e.ns, name, replicas, "2"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.waitSettled(name, replicas)
-	before := uids(e.pods("app=" + name))
-	w := e.watch("app="+name, replicas)
+	before, w := e.rolloutStatefulSet(name, replicas, "2")
 	e.setTemplate(name, func(s *corev1.PodSpec) { s.Containers[0].Image = "example.com/app:v2" })
 
 	var log bytes.Buffer
@@ -285,12 +280,7 @@ func TestPodDeletedMidRollout(t *testing.T) {
 func TestRollover(t *testing.T) {
 	e := newEnv(t, 3)
 	const name, replicas = "rollover", 6
-	if _, err := e.client.AppsV1().StatefulSets(e.ns).Create(e.ctx, statefulSet(e.ns, name, replicas, "2"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.waitSettled(name, replicas)
-	before := uids(e.pods("app=" + name))
-	w := e.watch("app="+name, replicas)
+	before, w := e.rolloutStatefulSet(name, replicas, "2")
 	e.setTemplate(name, func(s *corev1.PodSpec) { s.Containers[0].Image = "example.com/app:v2" })
 
 	var log bytes.Buffer
