@@ -219,7 +219,7 @@ func refuse(t Target, snap *snapshot.Snapshot, r *facts.Rollout) error {
 	w := r.Workload
 	switch t.Kind {
 	case capture.Deployment:
-		return &RefusedError{t, "rollplan apply does not drive Deployments yet (ScaleReplicaSet is not implemented); its controller rolls it, and `rollplan plan` previews the rollout"}
+		return &RefusedError{t, "rollplan apply does not drive Deployments yet (it does not scale ReplicaSets); its controller rolls it, and `rollplan plan` previews the rollout"}
 	}
 	if w.Strategy.Type != string(appsv1.OnDeleteStatefulSetStrategyType) {
 		return &RefusedError{t, fmt.Sprintf("updateStrategy %s: the %s controller drives this rollout itself, so rollplan apply leaves it alone (`rollplan plan` previews it); to let rollplan drive it, set updateStrategy.type OnDelete and annotate %s=\"true\"", w.Strategy.Type, t.Kind, facts.AnnManaged)}
