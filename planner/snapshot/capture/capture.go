@@ -103,10 +103,16 @@ func (o *Options) Validate() error {
 // warnings for what it could not read but can do without (Nodes the
 // credentials may not list).
 func Capture(ctx context.Context, client kubernetes.Interface, o Options) (*snapshot.Snapshot, []string, error) {
+	return CaptureFrom(ctx, APISource{Client: client}, o)
+}
+
+// CaptureFrom is Capture reading from src: the API server or an informer
+// cache. The snapshot shares src's objects: treat them as read-only.
+func CaptureFrom(ctx context.Context, src Source, o Options) (*snapshot.Snapshot, []string, error) {
 	if err := o.Validate(); err != nil {
 		return nil, nil, err
 	}
-	c := &capturer{client: client, opts: o, scope: o.Namespace, snap: &snapshot.Snapshot{}, pods: map[string]*corev1.Pod{}, nodeNames: map[string]bool{}}
+	c := &capturer{src: src, opts: o, scope: o.Namespace, snap: &snapshot.Snapshot{}, pods: map[string]*corev1.Pod{}, nodeNames: map[string]bool{}}
 	if o.AllNamespaces {
 		c.scope = metav1.NamespaceAll
 	}
@@ -151,7 +157,7 @@ func Capture(ctx context.Context, client kubernetes.Interface, o Options) (*snap
 }
 
 type capturer struct {
-	client kubernetes.Interface
+	src    Source
 	opts   Options
 	scope  string // namespace of the lists; "" is every namespace
 	bulk   bool   // list the pods of the scope once, not per selector
@@ -189,17 +195,17 @@ func (c *capturer) workloads(ctx context.Context) error {
 			switch ref.Kind {
 			case Deployment:
 				var o *appsv1.Deployment
-				if o, err = c.client.AppsV1().Deployments(ns).Get(ctx, ref.Name, metav1.GetOptions{}); err == nil {
+				if o, err = c.src.Deployment(ctx, ns, ref.Name); err == nil {
 					c.snap.Deployments = append(c.snap.Deployments, o)
 				}
 			case StatefulSet:
 				var o *appsv1.StatefulSet
-				if o, err = c.client.AppsV1().StatefulSets(ns).Get(ctx, ref.Name, metav1.GetOptions{}); err == nil {
+				if o, err = c.src.StatefulSet(ctx, ns, ref.Name); err == nil {
 					c.snap.StatefulSets = append(c.snap.StatefulSets, o)
 				}
 			case DaemonSet:
 				var o *appsv1.DaemonSet
-				if o, err = c.client.AppsV1().DaemonSets(ns).Get(ctx, ref.Name, metav1.GetOptions{}); err == nil {
+				if o, err = c.src.DaemonSet(ctx, ns, ref.Name); err == nil {
 					c.snap.DaemonSets = append(c.snap.DaemonSets, o)
 				}
 			default:
@@ -214,18 +220,17 @@ func (c *capturer) workloads(ctx context.Context) error {
 		}
 		return nil
 	}
-	opts := metav1.ListOptions{LabelSelector: c.opts.Selector}
-	var err error
-	if c.snap.Deployments, err = listAll(ctx, "deployments "+where(c.scope), c.client.AppsV1().Deployments(c.scope).List, opts,
-		func(l *appsv1.DeploymentList) []appsv1.Deployment { return l.Items }); err != nil {
+	sel, err := labels.Parse(c.opts.Selector)
+	if err != nil {
+		return fmt.Errorf("--selector %q: %w", c.opts.Selector, err)
+	}
+	if c.snap.Deployments, err = c.src.Deployments(ctx, c.scope, sel); err != nil {
 		return err
 	}
-	if c.snap.StatefulSets, err = listAll(ctx, "statefulsets "+where(c.scope), c.client.AppsV1().StatefulSets(c.scope).List, opts,
-		func(l *appsv1.StatefulSetList) []appsv1.StatefulSet { return l.Items }); err != nil {
+	if c.snap.StatefulSets, err = c.src.StatefulSets(ctx, c.scope, sel); err != nil {
 		return err
 	}
-	if c.snap.DaemonSets, err = listAll(ctx, "daemonsets "+where(c.scope), c.client.AppsV1().DaemonSets(c.scope).List, opts,
-		func(l *appsv1.DaemonSetList) []appsv1.DaemonSet { return l.Items }); err != nil {
+	if c.snap.DaemonSets, err = c.src.DaemonSets(ctx, c.scope, sel); err != nil {
 		return err
 	}
 	if len(c.snap.Deployments)+len(c.snap.StatefulSets)+len(c.snap.DaemonSets) == 0 {
@@ -253,8 +258,7 @@ func (c *capturer) deployment(ctx context.Context, d *appsv1.Deployment) error {
 		return err
 	}
 	all, err := c.replicaSets.get(func() ([]*appsv1.ReplicaSet, error) {
-		return listAll(ctx, "replicasets "+where(c.scope), c.client.AppsV1().ReplicaSets(c.scope).List, metav1.ListOptions{},
-			func(l *appsv1.ReplicaSetList) []appsv1.ReplicaSet { return l.Items })
+		return c.src.ReplicaSets(ctx, c.scope)
 	})
 	if err != nil {
 		return err
@@ -294,8 +298,7 @@ func (c *capturer) daemonSet(ctx context.Context, ds *appsv1.DaemonSet) error {
 
 func (c *capturer) revisionsOf(ctx context.Context, kind string, meta *metav1.ObjectMeta) error {
 	all, err := c.revisions.get(func() ([]*appsv1.ControllerRevision, error) {
-		return listAll(ctx, "controllerrevisions "+where(c.scope), c.client.AppsV1().ControllerRevisions(c.scope).List, metav1.ListOptions{},
-			func(l *appsv1.ControllerRevisionList) []appsv1.ControllerRevision { return l.Items })
+		return c.src.ControllerRevisions(ctx, c.scope)
 	})
 	if err != nil {
 		return err
@@ -339,12 +342,10 @@ func (c *capturer) workloadPodsOf(ctx context.Context, ns string, sel labels.Sel
 // by owner), else the pods the API server selects.
 func (c *capturer) podsMatching(ctx context.Context, ns string, sel labels.Selector) ([]*corev1.Pod, error) {
 	if !c.bulk {
-		return listAll(ctx, fmt.Sprintf("pods %s with selector %q", where(ns), sel.String()), c.client.CoreV1().Pods(ns).List,
-			metav1.ListOptions{LabelSelector: sel.String()}, func(l *corev1.PodList) []corev1.Pod { return l.Items })
+		return c.src.Pods(ctx, ns, sel)
 	}
 	all, err := c.allPods.get(func() ([]*corev1.Pod, error) {
-		return listAll(ctx, "pods "+where(c.scope), c.client.CoreV1().Pods(c.scope).List, metav1.ListOptions{},
-			func(l *corev1.PodList) []corev1.Pod { return l.Items })
+		return c.src.Pods(ctx, c.scope, nil)
 	})
 	if err != nil {
 		return nil, err
@@ -379,8 +380,7 @@ func (c *capturer) pdbs(ctx context.Context) error {
 		return nil
 	}
 	all, err := c.budgets.get(func() ([]*policyv1.PodDisruptionBudget, error) {
-		return listAll(ctx, "poddisruptionbudgets "+where(c.scope), c.client.PolicyV1().PodDisruptionBudgets(c.scope).List, metav1.ListOptions{},
-			func(l *policyv1.PodDisruptionBudgetList) []policyv1.PodDisruptionBudget { return l.Items })
+		return c.src.PodDisruptionBudgets(ctx, c.scope)
 	})
 	if err != nil {
 		return err
@@ -424,8 +424,7 @@ func (c *capturer) nodes(ctx context.Context) error {
 	if !c.allNodes && len(c.nodeNames) == 0 {
 		return nil
 	}
-	all, err := listAll(ctx, "nodes", c.client.CoreV1().Nodes().List, metav1.ListOptions{},
-		func(l *corev1.NodeList) []corev1.Node { return l.Items })
+	all, err := c.src.Nodes(ctx)
 	if apierrors.IsForbidden(err) {
 		c.warnings = append(c.warnings, fmt.Sprintf("nodes not captured (%v): plan then counts DaemonSet nodes from the DaemonSet status and knows no pod zones", err))
 		return nil

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -220,23 +221,40 @@ func TestCaptureSelection(t *testing.T) {
 				webPods, []string{"Pod staging/web-1-a", "Node n1", "Node n2", "Node n3", "Node n4", "PodDisruptionBudget prod/web-pdb", "PodDisruptionBudget staging/web-pdb"}),
 		},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			c.opts.Now = fixedClock
-			s, warnings, err := Capture(context.Background(), fake.NewClientset(cluster()...), c.opts)
-			if err != nil {
-				t.Fatal(err)
+	// The API server and an informer cache of the same cluster capture the same.
+	sources := map[string]func(t *testing.T) Source{
+		"api": func(*testing.T) Source { return APISource{Client: fake.NewClientset(cluster()...)} },
+		"informers": func(t *testing.T) Source {
+			f := informers.NewSharedInformerFactory(fake.NewClientset(cluster()...), 0)
+			src := NewListerSource(f, f)
+			f.Start(t.Context().Done())
+			for typ, ok := range f.WaitForCacheSync(t.Context().Done()) {
+				if !ok {
+					t.Fatalf("cache of %v did not sync", typ)
+				}
 			}
-			if len(warnings) > 0 {
-				t.Errorf("warnings: %q", warnings)
-			}
-			if got := ids(s); !reflect.DeepEqual(got, c.want) {
-				t.Errorf("captured\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(c.want, "\n  "))
-			}
-			if !s.CapturedAt.Equal(clock) {
-				t.Errorf("CapturedAt %v, want %v", s.CapturedAt, clock)
-			}
-		})
+			return src
+		},
+	}
+	for source, newSource := range sources {
+		for _, c := range cases {
+			t.Run(source+"/"+c.name, func(t *testing.T) {
+				c.opts.Now = fixedClock
+				s, warnings, err := CaptureFrom(context.Background(), newSource(t), c.opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(warnings) > 0 {
+					t.Errorf("warnings: %q", warnings)
+				}
+				if got := ids(s); !reflect.DeepEqual(got, c.want) {
+					t.Errorf("captured\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(c.want, "\n  "))
+				}
+				if !s.CapturedAt.Equal(clock) {
+					t.Errorf("CapturedAt %v, want %v", s.CapturedAt, clock)
+				}
+			})
+		}
 	}
 }
 
