@@ -64,8 +64,9 @@ func (e *Executor) act(ctx context.Context, first *liveState, wp plan.WorkloadPl
 	if a.Surge {
 		return r, fmt.Errorf("%s: the plan asks for a surge replacement of %s, which rollplan apply does not carry out yet", e.opts.Target, a.Pod)
 	}
-	// The live budget re-check: a fresh read before every write.
-	live, err := e.read(ctx)
+	// The live budget re-check: a fresh read from the API server before
+	// every write.
+	live, err := e.readFrom(ctx, e.checker)
 	if err != nil {
 		return r, err
 	}

@@ -1,15 +1,18 @@
 // Package executor carries out a rollout plan on a live cluster, one safe
 // step at a time, like an upstream controller: it keeps no state of its own.
 //
-// A Step reads the live state of one workload (CaptureReader: a fresh list
-// from the API server), marks the pods it is updating in place as not Ready
-// (InFlight, from the pod itself), builds the facts, asks the engine, packs
-// the plan, and carries out the actions of the plan's first wave that every
-// budget allows now. Before each write it reads the live state again and
-// checks every enforced budget with the pod added (overBudget): a stale plan
-// skips the action instead of over-disrupting. Run repeats Step, polling
-// with backoff, until the plan has nothing left, the policy halts it, or
-// the context ends.
+// A Step reads the live state of one workload (an InformerReader: client-go
+// informer caches; or a CaptureReader: a fresh list from the API server),
+// marks the pods it is updating in place as not Ready (InFlight, from the
+// pod itself), builds the facts, asks the engine, packs the plan, and
+// carries out the actions of the plan's first wave that every budget
+// allows now. Before each write it reads the live state again from the API
+// server (Options.Checker) and checks every enforced budget with the pod
+// added (overBudget): a stale plan or a cache that lags skips the action
+// instead of over-disrupting. Run repeats Step until the plan has nothing
+// left, the policy halts it, or the context ends; between steps it waits
+// for a change the informers report (or, without them, polls with
+// backoff).
 //
 // Writes: an in-place update is one strategic-merge patch of the pod
 // (container images, the revision label the owning controller counts, the
@@ -74,11 +77,21 @@ type Options struct {
 	Now func() time.Time
 	// Log receives one line per action; default slog.Default().
 	Log *slog.Logger
-	// Poll and MaxPoll bound Run's wait between steps (backoff from Poll,
-	// doubling to MaxPoll while nothing changes); defaults 500ms and 5s.
+	// Poll and MaxPoll bound Run's wait between steps; defaults 500ms and
+	// 5s. With a Notifier, Run steps on a change (at most once per Poll)
+	// or when a Ready pod's minReadySeconds run out, and after MaxPoll at
+	// the latest; otherwise it backs off from Poll, doubling to MaxPoll
+	// while nothing changes.
 	Poll, MaxPoll time.Duration
-	// Reader reads the live state; default CaptureReader over the client.
+	// Reader reads the live state a step plans from; default CaptureReader
+	// over the client. A Notifier (InformerReader) makes Run step on
+	// changes instead of polling.
 	Reader Reader
+	// Checker reads the live state again right before every write, for
+	// the budget re-check and the write's preconditions; default
+	// CaptureReader over the client: the API server, never a cache that
+	// may not have seen the previous write yet.
+	Checker Reader
 	// Events records Kubernetes Events on the workload: one per action
 	// carried out, per halt and on completion. Nil: none. A dry run
 	// records none (it logs them at debug level).
@@ -101,6 +114,7 @@ const (
 type Executor struct {
 	client  kubernetes.Interface
 	reader  Reader
+	checker Reader
 	opts    Options
 	metrics *Metrics
 }
@@ -140,9 +154,12 @@ func New(client kubernetes.Interface, o Options) (*Executor, error) {
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics(prometheus.NewRegistry())
 	}
-	e := &Executor{client: client, opts: o, reader: o.Reader, metrics: o.Metrics}
+	e := &Executor{client: client, opts: o, reader: o.Reader, checker: o.Checker, metrics: o.Metrics}
 	if e.reader == nil {
 		e.reader = CaptureReader{Client: client, Now: o.Now}
+	}
+	if e.checker == nil {
+		e.checker = CaptureReader{Client: client, Now: o.Now}
 	}
 	return e, nil
 }
@@ -182,6 +199,10 @@ type StepResult struct {
 	// Status: the rollout's status at the read, as `rollplan status`
 	// reports it (BuildStatus).
 	Status *RolloutStatus `json:"-"`
+	// NextAvailable: how long until the first Ready pod that is not yet
+	// available reaches minReadySeconds (0: none is waiting). Time alone
+	// changes the state then, without an event to watch.
+	NextAvailable time.Duration `json:"-"`
 }
 
 // Acted counts the actions the step carried out (or would have).
@@ -265,7 +286,14 @@ func (e *Executor) Step(ctx context.Context) (*StepResult, error) {
 	for _, h := range wp.Held {
 		held[h.Pod] = true
 	}
+	minReady := int64(live.rollout.Workload.MinReadySeconds)
 	for _, p := range live.rollout.Pods {
+		if p.Ready && !p.Available && !p.Terminating && p.ReadySeconds < minReady {
+			d := time.Duration(minReady-p.ReadySeconds) * time.Second
+			if out.NextAvailable == 0 || d < out.NextAvailable {
+				out.NextAvailable = d
+			}
+		}
 		out.Pods++
 		switch {
 		case held[p.Name]:
@@ -377,14 +405,51 @@ func (e *Executor) Run(ctx context.Context, once bool) (*Summary, error) {
 		if step.Acted() > 0 {
 			wait = e.opts.Poll
 		}
-		t := time.NewTimer(wait)
+		if err := e.wait(ctx, step, &wait); err != nil {
+			return sum, err
+		}
+	}
+}
+
+// wait blocks until the next step is due (see Options.Poll). wait is the
+// polling backoff, used without a Notifier.
+func (e *Executor) wait(ctx context.Context, step *StepResult, wait *time.Duration) error {
+	stopped := func() error {
+		return fmt.Errorf("%s: stopped before the rollout finished (%d/%d pods updated, %d in flight): %w",
+			e.opts.Target, step.Updated, step.Pods-step.Held, len(step.InFlight), context.Cause(ctx))
+	}
+	n, watching := e.reader.(Notifier)
+	if !watching {
+		t := time.NewTimer(*wait)
+		defer t.Stop()
 		select {
 		case <-ctx.Done():
-			t.Stop()
-			return sum, fmt.Errorf("%s: stopped before the rollout finished (%d/%d pods updated, %d in flight): %w",
-				e.opts.Target, step.Updated, step.Pods-step.Held, len(step.InFlight), context.Cause(ctx))
+			return stopped()
 		case <-t.C:
 		}
-		wait = min(2*wait, e.opts.MaxPoll)
+		*wait = min(2**wait, e.opts.MaxPoll)
+		return nil
 	}
+	// Space steps by Poll: a burst of events (a wave of pods restarting)
+	// makes one step, not one per event.
+	t := time.NewTimer(e.opts.Poll)
+	select {
+	case <-ctx.Done():
+		t.Stop()
+		return stopped()
+	case <-t.C:
+	}
+	limit := e.opts.MaxPoll
+	if step.NextAvailable > 0 {
+		limit = min(limit, max(step.NextAvailable-e.opts.Poll, 0)+10*time.Millisecond)
+	}
+	t = time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return stopped()
+	case <-n.Changes():
+	case <-t.C:
+	}
+	return nil
 }

@@ -244,7 +244,11 @@ type liveState struct {
 }
 
 func (e *Executor) read(ctx context.Context) (*liveState, error) {
-	snap, err := e.reader.Read(ctx, e.opts.Target)
+	return e.readFrom(ctx, e.reader)
+}
+
+func (e *Executor) readFrom(ctx context.Context, r Reader) (*liveState, error) {
+	snap, err := r.Read(ctx, e.opts.Target)
 	if err != nil {
 		return nil, err
 	}

@@ -43,7 +43,10 @@ func newApplyCommand() *cobra.Command {
 step by step, as rollplan plan previews it. Each step reads the live state,
 plans, and carries out what the plan's first wave allows now; then it waits
 for pods to become available and repeats, until every pod runs the update
-revision (done), the policy halts the rollout, or --timeout passes.
+revision (done), the policy halts the rollout, or --timeout passes. The
+live state comes from informer caches (list once, then watch): a step runs
+when something in the namespace changed or a pod's minReadySeconds ran out,
+not on a timer. Right before every write it reads again from the API server.
 
 It drives workloads with updateStrategy OnDelete annotated
 rollplan.dev/managed="true"; a RollingUpdate workload is refused (its
@@ -132,6 +135,13 @@ Exit codes: 0 done (or, with --once or --dry-run, the step succeeded),
 				}
 				defer rec.Shutdown(5 * time.Second)
 				opts.Events = rec
+			}
+			if !once && !opts.DryRun {
+				// A run that waits watches instead of polling.
+				opts.Reader, err = executor.NewInformerReader(ctx, w.client, target.Namespace, applyClock)
+				if err != nil {
+					return fmt.Errorf("%s: start informers: %w", target, err)
+				}
 			}
 			x, err := executor.New(w.client, opts)
 			if err != nil {

@@ -367,23 +367,36 @@ func (e *env) newExecutor(name string, log io.Writer, dryRun bool) *executor.Exe
 // strategy).
 func (e *env) executorFor(kind, name string, policies []string, log io.Writer, dryRun bool) *executor.Executor {
 	e.t.Helper()
-	bundle, err := rego.LoadBundle(policies)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	eng, err := rego.New(e.ctx, bundle, time.Minute)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	x, err := executor.New(e.client, executor.Options{
-		Target: executor.Target{Namespace: e.ns, Kind: kind, Name: name},
-		Engine: eng, Poll: 200 * time.Millisecond, MaxPoll: time.Second, DryRun: dryRun,
-		Log: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
+	x, err := e.executorIn(e.ctx, kind, name, policies, log, dryRun)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	return x
+}
+
+// executorIn is executorFor with its informers living as long as ctx. As
+// rollplan apply does, a run that is not a dry run reads from informer
+// caches (an InformerReader) and steps on their changes.
+func (e *env) executorIn(ctx context.Context, kind, name string, policies []string, log io.Writer, dryRun bool) (*executor.Executor, error) {
+	bundle, err := rego.LoadBundle(policies)
+	if err != nil {
+		return nil, err
+	}
+	eng, err := rego.New(e.ctx, bundle, time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	opts := executor.Options{
+		Target: executor.Target{Namespace: e.ns, Kind: kind, Name: name},
+		Engine: eng, Poll: 200 * time.Millisecond, MaxPoll: time.Second, DryRun: dryRun,
+		Log: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+	if !dryRun {
+		if opts.Reader, err = executor.NewInformerReader(ctx, e.client, e.ns, nil); err != nil {
+			return nil, err
+		}
+	}
+	return executor.New(e.client, opts)
 }
 
 func uids(pods []corev1.Pod) map[string]types.UID {
@@ -530,8 +543,13 @@ func TestKilledAtRandomMoments(t *testing.T) {
 		if killed >= kills {
 			timeout = time.Minute
 		}
+		// A start is its informers too: a killed executor's caches die with it.
 		ctx, cancel := context.WithTimeout(e.ctx, timeout)
-		sum, err := e.newExecutor(name, &log, false).Run(ctx, false)
+		x, err := e.executorIn(ctx, "StatefulSet", name, nil, &log, false)
+		var sum *executor.Summary
+		if err == nil {
+			sum, err = x.Run(ctx, false)
+		}
 		cancel()
 		switch {
 		case err == nil:

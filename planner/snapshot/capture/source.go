@@ -7,10 +7,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 )
 
 // Source is where a capture reads its objects: the API server (APISource)
@@ -100,13 +102,16 @@ func (a APISource) Nodes(ctx context.Context) ([]*corev1.Node, error) {
 		func(l *corev1.NodeList) []corev1.Node { return l.Items })
 }
 
-// ListerSource reads from the caches of informer factories: Objects for
-// the namespaced kinds (one namespace or all) and Nodes for the Nodes.
+// ListerSource reads from the caches of informer factories: objects for
+// the namespaced kinds (one namespace or all) and nodes for the Nodes; a
+// nil nodes factory stands for credentials that may not list Nodes (its
+// Nodes call answers Forbidden, which a capture turns into a warning).
 // Creating it registers the informers it reads; start the factories and
 // wait for their caches to sync before the first capture.
 type ListerSource struct {
-	objects informers.SharedInformerFactory
-	nodes   informers.SharedInformerFactory
+	objects   informers.SharedInformerFactory
+	nodes     informers.SharedInformerFactory
+	informers []cache.SharedIndexInformer
 }
 
 var _ Source = (*ListerSource)(nil)
@@ -115,16 +120,24 @@ var _ Source = (*ListerSource)(nil)
 // (they may be the same factory).
 func NewListerSource(objects, nodes informers.SharedInformerFactory) *ListerSource {
 	apps := objects.Apps().V1()
-	apps.Deployments().Informer()
-	apps.StatefulSets().Informer()
-	apps.DaemonSets().Informer()
-	apps.ReplicaSets().Informer()
-	apps.ControllerRevisions().Informer()
-	objects.Core().V1().Pods().Informer()
-	objects.Policy().V1().PodDisruptionBudgets().Informer()
-	nodes.Core().V1().Nodes().Informer()
-	return &ListerSource{objects: objects, nodes: nodes}
+	l := &ListerSource{objects: objects, nodes: nodes, informers: []cache.SharedIndexInformer{
+		apps.Deployments().Informer(),
+		apps.StatefulSets().Informer(),
+		apps.DaemonSets().Informer(),
+		apps.ReplicaSets().Informer(),
+		apps.ControllerRevisions().Informer(),
+		objects.Core().V1().Pods().Informer(),
+		objects.Policy().V1().PodDisruptionBudgets().Informer(),
+	}}
+	if nodes != nil {
+		l.informers = append(l.informers, nodes.Core().V1().Nodes().Informer())
+	}
+	return l
 }
+
+// Informers are the informers the source reads, for event handlers and
+// cache-sync checks.
+func (l *ListerSource) Informers() []cache.SharedIndexInformer { return l.informers }
 
 func everything(sel labels.Selector) labels.Selector {
 	if sel == nil {
@@ -174,5 +187,8 @@ func (l *ListerSource) PodDisruptionBudgets(_ context.Context, ns string) ([]*po
 }
 
 func (l *ListerSource) Nodes(context.Context) ([]*corev1.Node, error) {
+	if l.nodes == nil {
+		return nil, apierrors.NewForbidden(corev1.Resource("nodes"), "", fmt.Errorf("the credentials may not list nodes"))
+	}
 	return l.nodes.Core().V1().Nodes().Lister().List(labels.Everything())
 }
