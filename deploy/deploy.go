@@ -1,0 +1,345 @@
+// Package deploy holds the gate's deployment manifests (this directory is
+// also a kustomize base) and renders them for one install: namespace, image,
+// the webhook's CA bundle and, optionally, the TLS Secret.
+package deploy
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+//go:embed *.yaml
+var manifests embed.FS
+
+const (
+	// DefaultNamespace is the namespace the manifests are written for.
+	DefaultNamespace = "rollplan-system"
+	// DefaultImage is the gate image in the manifests (the kustomize image
+	// name is "rollplan").
+	DefaultImage = "rollplan:latest"
+	// ServiceName names the gate's Service; the serving certificate must
+	// be valid for it (see certs.Generate).
+	ServiceName = "rollplan-gate"
+	// SecretName names the kubernetes.io/tls Secret the gate mounts.
+	SecretName = "rollplan-gate-tls"
+	// CertChecksumAnnotation, on the gate's pod template, changes with the
+	// serving certificate so that a new one rolls the gate out.
+	CertChecksumAnnotation = "rollplan.dev/serving-cert-sha256"
+
+	imageName = "rollplan"
+	// namespaceLabel is the label the webhooks' namespaceSelectors exclude
+	// namespaces by (set by the API server on every namespace).
+	namespaceLabel = "kubernetes.io/metadata.name"
+)
+
+// Options configure Render. The zero value renders the manifests as they
+// are in this directory, without CA bundle or Secret.
+type Options struct {
+	// Namespace the gate runs in; DefaultNamespace if empty.
+	Namespace string
+	// Image of the gate container; DefaultImage if empty.
+	Image string
+	// CABundle is the PEM CA the API server verifies the gate's serving
+	// certificate with; left out of the webhooks if empty.
+	CABundle []byte
+	// ServingCert and ServingKey (PEM), if set, are rendered as the
+	// Secret SecretName; set both or neither.
+	ServingCert, ServingKey []byte
+}
+
+// Render returns the manifests as one multi-document YAML stream, in the
+// order of kustomization.yaml (the Secret, if any, right after the
+// Namespace), adjusted to o. The same o gives the same bytes.
+func Render(o Options) ([]byte, error) {
+	if o.Namespace == "" {
+		o.Namespace = DefaultNamespace
+	}
+	if o.Image == "" {
+		o.Image = DefaultImage
+	}
+	if errs := validation.IsDNS1123Label(o.Namespace); len(errs) > 0 {
+		return nil, fmt.Errorf("namespace %q: %s", o.Namespace, strings.Join(errs, "; "))
+	}
+	if (len(o.ServingCert) == 0) != (len(o.ServingKey) == 0) {
+		return nil, errors.New("serving certificate and key: set both or neither")
+	}
+
+	objs, err := load()
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	for _, obj := range objs {
+		if err := customize(obj, o); err != nil {
+			return nil, err
+		}
+		if err := writeDoc(&out, obj); err != nil {
+			return nil, err
+		}
+		if _, ok := obj.(*corev1.Namespace); ok && len(o.ServingCert) > 0 {
+			if err := writeDoc(&out, tlsSecret(o)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out.Bytes(), nil
+}
+
+// load decodes every manifest listed in kustomization.yaml, in order, into
+// its typed API object. Decoding is strict, so a misspelt field in a
+// manifest fails here (and in the tests) rather than in a cluster.
+func load() ([]any, error) {
+	k, err := manifests.ReadFile("kustomization.yaml")
+	if err != nil {
+		return nil, err
+	}
+	var kustomization struct {
+		Resources []string `json:"resources"`
+	}
+	if err := yaml.Unmarshal(k, &kustomization); err != nil {
+		return nil, fmt.Errorf("kustomization.yaml: %w", err)
+	}
+	var objs []any
+	for _, file := range kustomization.Resources {
+		data, err := manifests.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("kustomization.yaml lists %s: %w", file, err)
+		}
+		r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+		for n := 1; ; n++ {
+			doc, err := r.Read()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s: document %d: %w", file, n, err)
+			}
+			obj, err := decode(doc)
+			if err != nil {
+				return nil, fmt.Errorf("%s: document %d: %w", file, n, err)
+			}
+			if obj != nil {
+				objs = append(objs, obj)
+			}
+		}
+	}
+	return objs, nil
+}
+
+// decode returns the typed object of one YAML document, nil for a document
+// with only comments.
+func decode(doc []byte) (any, error) {
+	var tm metav1.TypeMeta
+	if err := yaml.Unmarshal(doc, &tm); err != nil {
+		return nil, err
+	}
+	if tm.APIVersion == "" && tm.Kind == "" && len(bytes.TrimSpace(stripComments(doc))) == 0 {
+		return nil, nil
+	}
+	var obj any
+	switch tm.APIVersion + "/" + tm.Kind {
+	case "v1/Namespace":
+		obj = &corev1.Namespace{}
+	case "v1/ServiceAccount":
+		obj = &corev1.ServiceAccount{}
+	case "v1/Service":
+		obj = &corev1.Service{}
+	case "rbac.authorization.k8s.io/v1/ClusterRole":
+		obj = &rbacv1.ClusterRole{}
+	case "rbac.authorization.k8s.io/v1/ClusterRoleBinding":
+		obj = &rbacv1.ClusterRoleBinding{}
+	case "rbac.authorization.k8s.io/v1/Role":
+		obj = &rbacv1.Role{}
+	case "rbac.authorization.k8s.io/v1/RoleBinding":
+		obj = &rbacv1.RoleBinding{}
+	case "apps/v1/Deployment":
+		obj = &appsv1.Deployment{}
+	case "policy/v1/PodDisruptionBudget":
+		obj = &policyv1.PodDisruptionBudget{}
+	case "admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration":
+		obj = &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	default:
+		return nil, fmt.Errorf("unexpected object %s %s", tm.APIVersion, tm.Kind)
+	}
+	if err := yaml.UnmarshalStrict(doc, obj); err != nil {
+		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
+	}
+	return obj, nil
+}
+
+func stripComments(doc []byte) []byte {
+	var b bytes.Buffer
+	for line := range bytes.Lines(doc) {
+		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '#' && !bytes.Equal(t, []byte("---")) {
+			b.Write(line)
+		}
+	}
+	return b.Bytes()
+}
+
+// customize moves obj to o.Namespace, sets the image and, on the webhooks,
+// the CA bundle.
+func customize(obj any, o Options) error {
+	subjects := func(ss []rbacv1.Subject) {
+		for i := range ss {
+			if ss[i].Kind == rbacv1.ServiceAccountKind {
+				ss[i].Namespace = o.Namespace
+			}
+		}
+	}
+	switch obj := obj.(type) {
+	case *corev1.Namespace:
+		obj.Name = o.Namespace
+	case *corev1.ServiceAccount:
+		obj.Namespace = o.Namespace
+	case *corev1.Service:
+		obj.Namespace = o.Namespace
+	case *rbacv1.ClusterRole:
+	case *rbacv1.ClusterRoleBinding:
+		subjects(obj.Subjects)
+	case *rbacv1.Role:
+		obj.Namespace = o.Namespace
+	case *rbacv1.RoleBinding:
+		obj.Namespace = o.Namespace
+		subjects(obj.Subjects)
+	case *appsv1.Deployment:
+		obj.Namespace = o.Namespace
+		spec := &obj.Spec.Template.Spec
+		for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+			for i := range cs {
+				if isGateImage(cs[i].Image) {
+					cs[i].Image = o.Image
+				}
+			}
+		}
+		if len(o.ServingCert) > 0 {
+			sum := sha256.Sum256(o.ServingCert)
+			metav1.SetMetaDataAnnotation(&obj.Spec.Template.ObjectMeta, CertChecksumAnnotation, hex.EncodeToString(sum[:]))
+		}
+	case *policyv1.PodDisruptionBudget:
+		obj.Namespace = o.Namespace
+	case *admissionregistrationv1.ValidatingWebhookConfiguration:
+		for i := range obj.Webhooks {
+			wh := &obj.Webhooks[i]
+			if wh.ClientConfig.Service == nil {
+				return fmt.Errorf("webhook %s: no clientConfig.service", wh.Name)
+			}
+			wh.ClientConfig.Service.Namespace = o.Namespace
+			if len(o.CABundle) > 0 {
+				wh.ClientConfig.CABundle = o.CABundle
+			}
+			if err := excludeNamespace(wh, o.Namespace); err != nil {
+				return err
+			}
+		}
+	default:
+		return fmt.Errorf("no namespace rule for %T", obj)
+	}
+	return nil
+}
+
+// isGateImage: image is the kustomize image "rollplan", any tag or digest.
+func isGateImage(image string) bool {
+	return image == imageName || strings.HasPrefix(image, imageName+":") || strings.HasPrefix(image, imageName+"@")
+}
+
+// excludeNamespace makes the webhook's namespaceSelector exclude ns in
+// place of DefaultNamespace, keeping the other exclusions (kube-system).
+func excludeNamespace(wh *admissionregistrationv1.ValidatingWebhook, ns string) error {
+	if wh.NamespaceSelector != nil {
+		for i := range wh.NamespaceSelector.MatchExpressions {
+			e := &wh.NamespaceSelector.MatchExpressions[i]
+			if e.Key != namespaceLabel || e.Operator != metav1.LabelSelectorOpNotIn {
+				continue
+			}
+			values := []string{}
+			for _, v := range e.Values {
+				if v == DefaultNamespace {
+					v = ns
+				}
+				if !contains(values, v) {
+					values = append(values, v)
+				}
+			}
+			e.Values = values
+			return nil
+		}
+	}
+	return fmt.Errorf("webhook %s: no namespaceSelector %s NotIn to exclude the gate's namespace", wh.Name, namespaceLabel)
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func tlsSecret(o Options) *corev1.Secret {
+	s := &corev1.Secret{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      SecretName,
+			Namespace: o.Namespace,
+			Labels:    map[string]string{"app.kubernetes.io/name": "rollplan-gate"},
+		},
+		Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{
+			corev1.TLSCertKey:       o.ServingCert,
+			corev1.TLSPrivateKeyKey: o.ServingKey,
+		},
+	}
+	// ca.crt, as cert-manager writes it, so either Secret serves the same.
+	if len(o.CABundle) > 0 {
+		s.Data["ca.crt"] = o.CABundle
+	}
+	return s
+}
+
+// writeDoc appends obj as one YAML document. Marshalling goes through a
+// map, so keys come out sorted (deterministic) and the status and empty
+// spec the typed objects always carry (a manifest sets neither) are
+// dropped.
+func writeDoc(w *bytes.Buffer, obj any) error {
+	j, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	var m map[string]any
+	d := json.NewDecoder(bytes.NewReader(j))
+	d.UseNumber()
+	if err := d.Decode(&m); err != nil {
+		return err
+	}
+	delete(m, "status")
+	if spec, ok := m["spec"].(map[string]any); ok && len(spec) == 0 {
+		delete(m, "spec")
+	}
+	y, err := yaml.Marshal(m)
+	if err != nil {
+		return err
+	}
+	w.WriteString("---\n")
+	w.Write(y)
+	return nil
+}
