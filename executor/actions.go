@@ -110,6 +110,11 @@ func (e *Executor) act(ctx context.Context, first *liveState, wp plan.WorkloadPl
 	case apierrors.IsTooManyRequests(err):
 		metric = OutcomeSkippedPDB
 		r.Outcome, r.Reason = Skipped, "eviction refused for now (PodDisruptionBudget): "+err.Error()
+	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "rollplan gate"):
+		// The admission gate counted a disruption this executor's read
+		// did not see yet (another actor's): not now.
+		metric = OutcomeSkippedBudget
+		r.Outcome, r.Reason = Skipped, "denied by the rollplan gate for now: "+err.Error()
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 		r.Outcome, r.Reason = Skipped, "the pod changed since it was read: "+err.Error()
 	default:

@@ -253,18 +253,31 @@ func (e *Executor) readFrom(ctx context.Context, r Reader) (*liveState, error) {
 		return nil, err
 	}
 	now := e.now()
-	inFlight := normalise(snap, minReadySeconds(snap, e.opts.Target), now)
-	rollouts, err := facts.Build(snap, facts.Options{Now: now, FeatureGates: e.opts.FeatureGates})
+	rollout, inFlight, err := Observe(snap, e.opts.Target, now, e.opts.FeatureGates)
 	if err != nil {
 		return nil, err
 	}
+	return &liveState{snap: snap, rollout: rollout, inFlight: inFlight, now: now}, nil
+}
+
+// Observe builds the facts of the target as the executor sees it: pods
+// being updated in place are not Ready (normalise), whatever their status
+// says. It returns the pods in flight, with why. The gate observes the
+// same way, so both count the same pods against a budget. The snapshot's
+// pod slice is changed (in-flight pods replaced by copies), not its pods.
+func Observe(snap *snapshot.Snapshot, t Target, now time.Time, gates map[string]bool) (*facts.Rollout, map[string]string, error) {
+	inFlight := normalise(snap, minReadySeconds(snap, t), now)
+	rollouts, err := facts.Build(snap, facts.Options{Now: now, FeatureGates: gates})
+	if err != nil {
+		return nil, nil, err
+	}
 	for _, r := range rollouts {
 		w := r.Workload
-		if w.Kind == e.opts.Kind && w.Namespace == e.opts.Namespace && w.Name == e.opts.Name {
-			return &liveState{snap: snap, rollout: r, inFlight: inFlight, now: now}, nil
+		if w.Kind == t.Kind && w.Namespace == t.Namespace && w.Name == t.Name {
+			return r, inFlight, nil
 		}
 	}
-	return nil, fmt.Errorf("%s not found", e.opts.Target)
+	return nil, nil, fmt.Errorf("%s not found", t)
 }
 
 // budgetUse counts what a budget would hold if the pods in extra were

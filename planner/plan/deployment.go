@@ -65,7 +65,7 @@ type deploySim struct {
 
 func simulateDeployment(r *facts.Rollout, d *engine.Decisions, o Options) *simulation {
 	s := &deploySim{r: r, d: d, o: o, D: r.Workload.Replicas, pdbWaves: map[string][]string{}}
-	for _, b := range resolveBudgets(r, d) {
+	for _, b := range ResolveBudgets(r, d) {
 		switch {
 		case b.Name == "maxSurge" && b.Type == "surge":
 			s.surge = b.Limit

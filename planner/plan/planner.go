@@ -105,7 +105,7 @@ func Workload(r *facts.Rollout, d *engine.Decisions, o Options) (WorkloadPlan, *
 		}
 	}
 	wp.Summary.Held = len(wp.Held)
-	wp.Budgets = resolveBudgets(r, d)
+	wp.Budgets = ResolveBudgets(r, d)
 
 	wp.Denied = append(wp.Denied, d.Deny...)
 	if len(d.Halt) > 0 {
@@ -198,7 +198,10 @@ func inPlaceDeployment(r *facts.Rollout, d *engine.Decisions) bool {
 	return found
 }
 
-func resolveBudgets(r *facts.Rollout, d *engine.Decisions) []Budget {
+// ResolveBudgets turns the engine's budgets into the plan's: one Budget per
+// limit (unavailable, surge, groups), with what is in use at snapshot
+// time. The gate resolves budgets through it too.
+func ResolveBudgets(r *facts.Rollout, d *engine.Decisions) []Budget {
 	out := []Budget{}
 	for _, b := range d.Budgets {
 		add := func(limit int, typ string) {

@@ -130,7 +130,7 @@ type podSim struct {
 
 func simulatePods(r *facts.Rollout, d *engine.Decisions, o Options) *simulation {
 	s := &podSim{r: r, d: d, o: o}
-	for _, b := range resolveBudgets(r, d) {
+	for _, b := range ResolveBudgets(r, d) {
 		if !b.Advisory {
 			s.budgets = append(s.budgets, b)
 		}

@@ -192,3 +192,13 @@ func (l *ListerSource) Nodes(context.Context) ([]*corev1.Node, error) {
 	}
 	return l.nodes.Core().V1().Nodes().Lister().List(labels.Everything())
 }
+
+// Pod is one pod from the cache.
+func (l *ListerSource) Pod(ns, name string) (*corev1.Pod, error) {
+	return l.objects.Core().V1().Pods().Lister().Pods(ns).Get(name)
+}
+
+// ReplicaSet is one ReplicaSet from the cache.
+func (l *ListerSource) ReplicaSet(ns, name string) (*appsv1.ReplicaSet, error) {
+	return l.objects.Apps().V1().ReplicaSets().Lister().ReplicaSets(ns).Get(name)
+}

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/rollplan/rollplan/gate"
+	"github.com/rollplan/rollplan/planner/snapshot/capture"
+)
+
+func newGateCommand() *cobra.Command {
+	var (
+		config                 kubeFlags
+		pf                     planFlags
+		certFile, keyFile      string
+		enforcement            string
+		bind, health, metrics  string
+		exempt                 []string
+		reservationTTL, reload time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "gate --tls-cert-file F --tls-private-key-file F [--policy P] [--enforcement deny|warn|dryrun]",
+		Short: "Serve the admission webhook that holds every actor to the rollout budgets",
+		Long: `Serve a validating admission webhook (admission.k8s.io/v1) at /validate
+that enforces the same policies and budgets as rollplan plan and apply on
+everyone: kubectl delete, node drains, autoscalers, other controllers.
+
+  - A pod deletion, a pods/eviction, or a pod update that restarts a
+    container (an image change; a resize whose resizePolicy restarts it) is
+    admitted while every budget of the pod's Deployment, StatefulSet or
+    DaemonSet keeps room, resolved by the policy as the planner resolves
+    it (PodDisruptionBudgets included); otherwise it is denied with the
+    workload, the budget, its limit and the pods already unavailable
+    (evictions get 429, so drains retry). An unavailable pod may always go;
+    pods without an owning workload are not gated.
+  - A Deployment, StatefulSet or DaemonSet create or update is denied by
+    the policy's deny rules; otherwise the response carries a warning
+    summarising the plan it produces, which kubectl prints.
+
+Admitted disruptions are reserved in ConfigMaps of the gate's namespace
+(rollplan-budget-*, optimistic concurrency) until the informer cache shows
+them, so replicas never admit the same unit of budget twice. Dry-run
+requests never reserve.
+
+Enforcement: deny (default), warn (admit with a warning) or dryrun (admit;
+only logs and metrics tell); a workload's annotation
+rollplan.dev/gate-enforcement overrides it. Failure modes: when the gate
+cannot decide (cache or reservation errors) it denies disruptions of
+workloads annotated rollplan.dev/managed="true" and admits others; a
+policy evaluation error denies disruptions and says why. kube-system and
+the gate's own namespace are never gated.
+
+Policies are compiled at start and again when the files under --policy
+change (checked every --policy-reload-interval), never per request.
+/healthz and /readyz are served on --health-probe-bind-address, Prometheus
+metrics on --metrics-bind-address; one structured log line per request.
+
+Install it with 'rollplan gate manifests | kubectl apply -f -', or the
+kustomize base in deploy/.`,
+		Example: `  rollplan gate --tls-cert-file /etc/rollplan/tls/tls.crt --tls-private-key-file /etc/rollplan/tls/tls.key
+  rollplan gate --tls-cert-file tls.crt --tls-private-key-file tls.key --policy policies/examples/one-zone-at-a-time --enforcement warn`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if certFile == "" || keyFile == "" {
+				return usageError{fmt.Errorf("--tls-cert-file and --tls-private-key-file are required: the API server calls webhooks over HTTPS only")}
+			}
+			switch enforcement {
+			case gate.Deny, gate.Warn, gate.DryRun:
+			default:
+				return usageError{fmt.Errorf("--enforcement %q: want deny, warn or dryrun", enforcement)}
+			}
+			gates, err := parseFeatureGates(pf.featureGates)
+			if err != nil {
+				return usageError{err}
+			}
+			kind, err := pf.engineKind()
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
+			eng, err := newEngine(ctx, kind, pf.policies, pf.timeout)
+			if err != nil {
+				return err
+			}
+			cl, err := connectCluster(&config)
+			if err != nil {
+				return err
+			}
+			ns := cl.namespace
+			if env := os.Getenv("POD_NAMESPACE"); env != "" && config.overrides.Context.Namespace == "" {
+				ns = env
+			}
+			factory := informers.NewSharedInformerFactory(cl.client, 0)
+			src := capture.NewListerSource(factory, factory)
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			g, err := gate.New(gate.Options{
+				Engine: eng, Cache: src, Store: &gate.ConfigMapStore{Client: cl.client, Namespace: ns},
+				Enforcement: enforcement, Namespace: ns, Exempt: exempt, FeatureGates: gates,
+				ReservationTTL: reservationTTL, Log: log, Metrics: gate.NewMetrics(reg),
+			})
+			if err != nil {
+				return err
+			}
+			factory.Start(ctx.Done())
+			var synced []cache.InformerSynced
+			for _, inf := range src.Informers() {
+				synced = append(synced, inf.HasSynced)
+			}
+			ready := func() bool {
+				for _, s := range synced {
+					if !s() {
+						return false
+					}
+				}
+				return true
+			}
+			if metrics != "" {
+				stopMetrics, err := serveMetrics(metrics, reg, log)
+				if err != nil {
+					return err
+				}
+				defer stopMetrics()
+			}
+			if len(pf.policies) > 0 && reload > 0 {
+				go watchPolicies(ctx, pf.policies, reload, log, func() error {
+					e, err := newEngine(ctx, kind, pf.policies, pf.timeout)
+					if err != nil {
+						return err
+					}
+					g.SetEngine(e)
+					log.Info("policies reloaded", "digest", e.Digest())
+					return nil
+				})
+			}
+			go func() {
+				if cache.WaitForCacheSync(ctx.Done(), synced...) {
+					log.Info("informer caches synced: ready")
+				}
+			}()
+			log.Info("starting", "namespace", ns, "enforcement", enforcement, "engine", eng.Name(), "policy", eng.Digest(), "cluster", cl.source)
+			srv := &gate.Server{Gate: g, Addr: bind, CertFile: certFile, KeyFile: keyFile, HealthAddr: health, Ready: ready, Log: log}
+			return srv.Run(ctx)
+		},
+	}
+	config.register(cmd.Flags())
+	fl := cmd.Flags()
+	fl.StringSliceVar(&pf.policies, "policy", nil, "policy files or directories: Rego (entry package rollplan.strategy) or CEL RolloutPolicy YAML; default: the built-in strategy")
+	fl.StringVar(&pf.engine, "engine", "", "policy engine: rego, cel or native; default: cel when --policy names YAML files, else rego")
+	fl.StringVar(&pf.featureGates, "feature-gates", "", "cluster feature gates that change upstream behaviour, e.g. MaxUnavailableStatefulSet=true")
+	fl.DurationVar(&pf.timeout, "policy-timeout", 2*time.Second, "deadline for evaluating the policy for one request")
+	fl.StringVar(&certFile, "tls-cert-file", "", "serving certificate (PEM); re-read when it changes")
+	fl.StringVar(&keyFile, "tls-private-key-file", "", "serving certificate's private key (PEM)")
+	fl.StringVar(&enforcement, "enforcement", gate.Deny, "deny, warn (admit with a warning) or dryrun (admit, log only); a workload's rollplan.dev/gate-enforcement annotation overrides it")
+	fl.StringVar(&bind, "bind-address", ":8443", "address of the webhook (HTTPS, path /validate)")
+	fl.StringVar(&health, "health-probe-bind-address", ":8081", `address of /healthz and /readyz; "": off`)
+	fl.StringVar(&metrics, "metrics-bind-address", ":8080", `address of Prometheus /metrics; "": off`)
+	fl.StringSliceVar(&exempt, "exempt-namespaces", nil, "namespaces never gated, besides kube-system and the gate's own")
+	fl.DurationVar(&reservationTTL, "reservation-ttl", 30*time.Second, "how long an admitted disruption holds its budget at most before the cache shows it")
+	fl.DurationVar(&reload, "policy-reload-interval", 10*time.Second, "how often to check --policy files for changes; 0: never")
+	cmd.AddCommand(newGateManifestsCommand())
+	return cmd
+}
+
+// watchPolicies calls reload when the digest of the policy files changes.
+func watchPolicies(ctx context.Context, paths []string, every time.Duration, log *slog.Logger, reload func() error) {
+	last, _ := policyFilesDigest(paths)
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		d, err := policyFilesDigest(paths)
+		if err != nil || d == last {
+			return
+		}
+		if err := reload(); err != nil {
+			log.Error("policies changed but do not compile: still serving the previous ones", "error", err)
+			return
+		}
+		last = d
+	}, every)
+}
+
+// policyFilesDigest hashes the names and contents of every file under paths.
+func policyFilesDigest(paths []string) (string, error) {
+	var files []string
+	for _, p := range paths {
+		err := filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				files = append(files, path)
+			}
+			return err
+		})
+		if err != nil {
+			return "", err
+		}
+	}
+	sort.Strings(files)
+	h := sha256.New()
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%s\x00", f)
+		_, err = io.Copy(h, fh)
+		fh.Close()
+		if err != nil {
+			return "", err
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

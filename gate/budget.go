@@ -1,0 +1,145 @@
+package gate
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/rollplan/rollplan/planner/engine"
+	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/plan"
+)
+
+// shortfall is why a disruption does not fit a budget.
+type shortfall struct {
+	Budget plan.Budget
+	// Use: what the budget would hold with the disruption.
+	Use int
+	// Down: the pods that already count against it (unavailable, or
+	// reserved by a disruption admitted moments ago).
+	Down []string
+}
+
+func (s *shortfall) String() string {
+	down := "none"
+	if len(s.Down) > 0 {
+		down = strings.Join(s.Down, ", ")
+	}
+	what := "pods unavailable"
+	if s.Budget.Type == "groups" {
+		what = "groups (" + s.Budget.GroupBy + ") with pods unavailable"
+	}
+	return fmt.Sprintf("budget %s allows %d %s, this would make %d (already unavailable: %s)", s.Budget.Name, s.Budget.Limit, what, s.Use, down)
+}
+
+// fits checks a disruption of pod on top of the live state and the pods
+// reserved by disruptions admitted before (extra). It answers nil when
+// every enforced budget keeps room, else the first budget it breaks.
+//
+// Counting differs from a plan's in one way: it is relative to the desired
+// replicas. Pods the workload has beyond them (a surge pod, a scale-down
+// in progress) are surplus: while the available pods other than this one
+// still reach the desired count, disrupting it costs no budget. Otherwise
+// a budget holds the pods that are not available (terminating ones only
+// through the hole they leave: desired minus the pods not terminating),
+// per group for a grouped budget, plus a PDB's unavailable pods elsewhere.
+// Every budget is enforced, advisory ones too: an advisory PDB budget only
+// means upstream controllers do not pace by it, and the gate speaks for
+// the PDB on deletes the Eviction API never sees.
+func fits(r *facts.Rollout, budgets []plan.Budget, pod string, extra map[string]bool) *shortfall {
+	down := func(p *facts.Pod) bool { return !p.Available || p.Name == pod || extra[p.Name] }
+	available, active := 0, 0
+	for i := range r.Pods {
+		p := &r.Pods[i]
+		if p.Terminating || p.Terminal {
+			continue
+		}
+		active++
+		if !down(p) {
+			available++
+		}
+	}
+	if available >= r.Workload.Replicas {
+		return nil // surplus
+	}
+	missing := max(0, r.Workload.Replicas-active)
+	for _, b := range budgets {
+		if b.Type != "unavailable" && b.Type != "groups" {
+			continue
+		}
+		use, names := budgetUse(r, b, down, missing)
+		if use > b.Limit {
+			return &shortfall{Budget: b, Use: use, Down: without(names, pod)}
+		}
+	}
+	return nil
+}
+
+// budgetUse: what budget b holds when the pods down() says are unavailable,
+// and those pods' names (the disrupted pod left out).
+func budgetUse(r *facts.Rollout, b plan.Budget, down func(*facts.Pod) bool, missing int) (int, []string) {
+	var names []string
+	counted := func(p *facts.Pod) bool {
+		if p.Terminating || p.Terminal || !down(p) {
+			return false
+		}
+		return b.PDB == "" || slices.Contains(p.PDBs, b.PDB)
+	}
+	if b.Type == "groups" {
+		groups := map[string]bool{}
+		for i := range r.Pods {
+			if p := &r.Pods[i]; counted(p) {
+				groups[engine.GroupKey(p, b.GroupBy)] = true
+				names = append(names, p.Name)
+			}
+		}
+		n := len(groups)
+		if missing > 0 {
+			n++ // a pod that is not there is in a group we cannot know
+		}
+		return n, names
+	}
+	n := missing
+	if b.PDB != "" {
+		for _, pdb := range r.PDBs {
+			if pdb.Name == b.PDB {
+				n += pdb.UnavailableElsewhere
+			}
+		}
+	}
+	perGroup := map[string][]string{}
+	for i := range r.Pods {
+		if p := &r.Pods[i]; counted(p) {
+			k := engine.GroupKey(p, b.GroupBy)
+			perGroup[k] = append(perGroup[k], p.Name)
+		}
+	}
+	best := []string{}
+	for _, g := range sortedKeys(perGroup) {
+		if len(perGroup[g]) > len(best) {
+			best = perGroup[g]
+		}
+	}
+	return n + len(best), slices.Clone(best)
+}
+
+func without(names []string, drop string) []string {
+	out := names[:0:0]
+	for _, n := range names {
+		if n != drop {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,579 @@
+// Package gate is rollplan's validating admission webhook: one budget for
+// every actor. It answers admission.k8s.io/v1 AdmissionReviews from an
+// informer cache, with the planner's facts and the same compiled policies:
+//
+//   - a pod DELETE, a pods/eviction CREATE, or a pod UPDATE that restarts
+//     containers (an image change; a resize whose resizePolicy restarts the
+//     container) is a disruption: it is admitted while every budget of the
+//     pod's workload, resolved by the policy exactly as the planner
+//     resolves it (PDBs included), keeps room (see fits). A pod that is
+//     already unavailable may always go; pods without an owning workload
+//     are not the gate's business.
+//   - a Deployment, StatefulSet or DaemonSet CREATE or UPDATE is denied by
+//     the policy's deny rules; otherwise the response carries a warning
+//     that summarises the plan the change produces.
+//
+// Admitted disruptions are reserved in a Store shared by every replica
+// until the cache shows them, so two requests racing for the last unit of
+// a budget are not both admitted.
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/rollplan/rollplan/executor"
+	"github.com/rollplan/rollplan/planner/engine"
+	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/plan"
+	"github.com/rollplan/rollplan/planner/snapshot"
+	"github.com/rollplan/rollplan/planner/snapshot/capture"
+)
+
+// Enforcement modes (Options.Enforcement, or per workload with the
+// AnnEnforcement annotation).
+const (
+	Deny   = "deny"   // a request that breaks a budget or a guard rail is denied
+	Warn   = "warn"   // it is admitted with a warning
+	DryRun = "dryrun" // it is admitted; only the decision log and metrics tell
+)
+
+// AnnEnforcement on a workload overrides the gate's enforcement mode for
+// it and its pods: deny, warn or dryrun.
+const AnnEnforcement = "rollplan.dev/gate-enforcement"
+
+// Cache is what the gate reads: capture's objects, and pods and
+// ReplicaSets by name (capture.ListerSource over informers).
+type Cache interface {
+	capture.Source
+	Pod(ns, name string) (*corev1.Pod, error)
+	ReplicaSet(ns, name string) (*appsv1.ReplicaSet, error)
+}
+
+// Options configure a Gate.
+type Options struct {
+	// Engine: the compiled policies; replace it with SetEngine.
+	Engine engine.Engine
+	Cache  Cache
+	// Store keeps reservations; default a MemoryStore (one replica only).
+	Store Store
+	// Enforcement: Deny (default), Warn or DryRun.
+	Enforcement string
+	// Exempt namespaces are never gated: kube-system and the gate's own
+	// are added to them.
+	Exempt []string
+	// Namespace is the gate's own.
+	Namespace    string
+	FeatureGates map[string]bool
+	// ReservationTTL: how long an admitted disruption is reserved at most
+	// (it ends earlier once the cache shows it); default 30s.
+	ReservationTTL time.Duration
+	// PlanOptions: the duration estimates of the plan warnings.
+	PlanOptions plan.Options
+	Now         func() time.Time
+	Log         *slog.Logger
+	Metrics     *Metrics
+}
+
+// Gate answers admission requests.
+type Gate struct {
+	opts   Options
+	engine atomic.Pointer[engine.Engine]
+	exempt map[string]bool
+}
+
+// New returns a gate.
+func New(o Options) (*Gate, error) {
+	if o.Engine == nil || o.Cache == nil {
+		return nil, errors.New("gate: an engine and a cache are required")
+	}
+	switch o.Enforcement {
+	case "":
+		o.Enforcement = Deny
+	case Deny, Warn, DryRun:
+	default:
+		return nil, fmt.Errorf("gate: enforcement %q: want %s, %s or %s", o.Enforcement, Deny, Warn, DryRun)
+	}
+	if o.Store == nil {
+		o.Store = &MemoryStore{}
+	}
+	if o.ReservationTTL <= 0 {
+		o.ReservationTTL = 30 * time.Second
+	}
+	if o.PlanOptions == (plan.Options{}) {
+		o.PlanOptions = plan.DefaultOptions
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	g := &Gate{opts: o, exempt: map[string]bool{metav1.NamespaceSystem: true}}
+	if o.Namespace != "" {
+		g.exempt[o.Namespace] = true
+	}
+	for _, ns := range o.Exempt {
+		g.exempt[ns] = true
+	}
+	g.SetEngine(o.Engine)
+	return g, nil
+}
+
+// SetEngine swaps in newly compiled policies; requests in flight finish
+// with the old ones.
+func (g *Gate) SetEngine(e engine.Engine) { g.engine.Store(&e) }
+
+func (g *Gate) eng() engine.Engine { return *g.engine.Load() }
+
+// Decisions (the decision label of metrics and logs).
+const (
+	Allowed    = "allow"
+	Denied     = "deny"
+	WouldDeny  = "would-deny" // warn or dryrun enforcement admitted it
+	Errored    = "error"      // admitted or denied by the failure policy
+	denyPrefix = "rollplan gate: "
+)
+
+// verdict is a decision before enforcement.
+type verdict struct {
+	allow    bool
+	reason   string   // why, for the log (and the message when denied)
+	warnings []string // for the user
+	workload string   // "Kind namespace/name", when one was resolved
+	mode     string   // enforcement for this workload
+	failed   bool     // the decision could not be made
+}
+
+// Review answers one admission request. It never returns nil.
+func (g *Gate) Review(ctx context.Context, req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, string, verdict) {
+	v := g.decide(ctx, req)
+	resp := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true, Warnings: v.warnings}
+	decision := Allowed
+	switch {
+	case v.allow && v.failed:
+		decision = Errored
+	case v.allow:
+	case v.mode == Warn:
+		decision = WouldDeny
+		resp.Warnings = append(resp.Warnings, denyPrefix+"would deny: "+v.reason)
+	case v.mode == DryRun:
+		decision = WouldDeny
+	default:
+		decision = Denied
+		if v.failed {
+			decision = Errored
+		}
+		resp.Allowed = false
+		resp.Result = &metav1.Status{Status: metav1.StatusFailure, Code: 403, Reason: metav1.StatusReasonForbidden, Message: denyPrefix + v.reason}
+		if req.SubResource == "eviction" {
+			// kubectl drain and the Eviction API clients retry a 429.
+			resp.Result.Code, resp.Result.Reason = 429, metav1.StatusReasonTooManyRequests
+		}
+	}
+	return resp, decision, v
+}
+
+func (g *Gate) decide(ctx context.Context, req *admissionv1.AdmissionRequest) verdict {
+	if g.exempt[req.Namespace] {
+		return verdict{allow: true, reason: "namespace " + req.Namespace + " is exempt"}
+	}
+	switch {
+	case req.Resource.Group == "" && req.Resource.Resource == "pods":
+		return g.pod(ctx, req)
+	case req.Resource.Group == "apps" && req.SubResource == "" &&
+		(req.Operation == admissionv1.Create || req.Operation == admissionv1.Update):
+		switch req.Resource.Resource {
+		case "deployments", "statefulsets", "daemonsets":
+			return g.workloadChange(ctx, req)
+		}
+	}
+	return verdict{allow: true, reason: "not a request the gate judges"}
+}
+
+// pod judges the pod requests that disrupt.
+func (g *Gate) pod(ctx context.Context, req *admissionv1.AdmissionRequest) verdict {
+	var pod *corev1.Pod
+	what := ""
+	switch {
+	case req.Operation == admissionv1.Delete && req.SubResource == "":
+		what = "deletion"
+		if len(req.OldObject.Raw) > 0 {
+			pod = &corev1.Pod{}
+			if err := decode(req.OldObject.Raw, pod); err != nil {
+				return verdict{allow: true, failed: true, reason: fmt.Sprintf("pod %s/%s: oldObject: %v", req.Namespace, req.Name, err)}
+			}
+		}
+	case req.Operation == admissionv1.Create && req.SubResource == "eviction":
+		what = "eviction"
+	case req.Operation == admissionv1.Update && (req.SubResource == "" || req.SubResource == "resize"):
+		oldPod, newPod := &corev1.Pod{}, &corev1.Pod{}
+		if err := decode(req.OldObject.Raw, oldPod); err != nil {
+			return verdict{allow: true, failed: true, reason: fmt.Sprintf("pod %s/%s: oldObject: %v", req.Namespace, req.Name, err)}
+		}
+		if err := decode(req.Object.Raw, newPod); err != nil {
+			return verdict{allow: true, failed: true, reason: fmt.Sprintf("pod %s/%s: object: %v", req.Namespace, req.Name, err)}
+		}
+		why := restarts(oldPod, newPod)
+		if why == "" {
+			return verdict{allow: true, reason: "the update restarts no container"}
+		}
+		what = "update (" + why + ")"
+		pod = oldPod
+	default:
+		return verdict{allow: true, reason: "not a disruption"}
+	}
+	if pod == nil {
+		var err error
+		if pod, err = g.opts.Cache.Pod(req.Namespace, req.Name); err != nil {
+			if apierrors.IsNotFound(err) {
+				return verdict{allow: true, reason: "pod not in the cache (gone already, or too new to be a budget's)"}
+			}
+			return verdict{allow: true, failed: true, reason: fmt.Sprintf("read pod %s/%s from the cache: %v", req.Namespace, req.Name, err)}
+		}
+	}
+	return g.disruption(ctx, pod, what, req.DryRun != nil && *req.DryRun)
+}
+
+// restarts says why an update of a pod restarts a container: an image
+// change, or a cpu/memory change under a RestartContainer resizePolicy.
+func restarts(old, cur *corev1.Pod) string {
+	prev := map[string]corev1.Container{}
+	for _, c := range old.Spec.Containers {
+		prev[c.Name] = c
+	}
+	var why []string
+	for _, c := range cur.Spec.Containers {
+		o, ok := prev[c.Name]
+		if !ok {
+			continue
+		}
+		if o.Image != c.Image {
+			why = append(why, fmt.Sprintf("container %s image %s → %s", c.Name, o.Image, c.Image))
+			continue
+		}
+		for _, rp := range c.ResizePolicy {
+			if rp.RestartPolicy != corev1.RestartContainer {
+				continue
+			}
+			if !o.Resources.Requests[rp.ResourceName].Equal(c.Resources.Requests[rp.ResourceName]) ||
+				!o.Resources.Limits[rp.ResourceName].Equal(c.Resources.Limits[rp.ResourceName]) {
+				why = append(why, fmt.Sprintf("container %s %s resized with resizePolicy RestartContainer", c.Name, rp.ResourceName))
+			}
+		}
+	}
+	return strings.Join(why, "; ")
+}
+
+// owner resolves the workload that controls a pod: its StatefulSet,
+// DaemonSet, or the Deployment of its ReplicaSet.
+func (g *Gate) owner(pod *corev1.Pod) (capture.Ref, bool, error) {
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil {
+		return capture.Ref{}, false, nil
+	}
+	switch ref.Kind {
+	case capture.StatefulSet, capture.DaemonSet:
+		return capture.Ref{Kind: ref.Kind, Name: ref.Name}, true, nil
+	case "ReplicaSet":
+		rs, err := g.opts.Cache.ReplicaSet(pod.Namespace, ref.Name)
+		if apierrors.IsNotFound(err) {
+			return capture.Ref{}, false, nil
+		}
+		if err != nil {
+			return capture.Ref{}, false, fmt.Errorf("read replicaset %s/%s from the cache: %w", pod.Namespace, ref.Name, err)
+		}
+		if d := metav1.GetControllerOf(rs); d != nil && d.Kind == capture.Deployment {
+			return capture.Ref{Kind: capture.Deployment, Name: d.Name}, true, nil
+		}
+	}
+	return capture.Ref{}, false, nil
+}
+
+// disruption judges a disruption of pod against its workload's budgets.
+func (g *Gate) disruption(ctx context.Context, pod *corev1.Pod, what string, dryRun bool) verdict {
+	ref, ok, err := g.owner(pod)
+	if err != nil {
+		return verdict{allow: true, failed: true, reason: err.Error()}
+	}
+	if !ok {
+		return verdict{allow: true, reason: "pod has no owning Deployment, StatefulSet or DaemonSet"}
+	}
+	t := executor.Target{Namespace: pod.Namespace, Kind: ref.Kind, Name: ref.Name}
+	v := verdict{workload: t.String(), mode: g.opts.Enforcement}
+	now := g.opts.Now()
+	snap, _, err := capture.CaptureFrom(ctx, g.opts.Cache, capture.Options{Namespace: t.Namespace, Workloads: []capture.Ref{ref}, Now: func() time.Time { return now }})
+	if err != nil {
+		// The workload is gone (garbage collection deletes its pods) or unreadable.
+		v.allow, v.failed, v.reason = true, true, fmt.Sprintf("%s: %v", t, err)
+		return v
+	}
+	r, _, err := executor.Observe(snap, t, now, g.opts.FeatureGates)
+	if err != nil {
+		v.allow, v.failed, v.reason = !isManaged(snap, t), true, fmt.Sprintf("%s: facts: %v", t, err)
+		return v
+	}
+	v.mode = g.mode(r)
+	fp := factPod(r, pod.Name)
+	switch {
+	case fp == nil:
+		v.allow, v.reason = true, fmt.Sprintf("pod is not one of %s's", t)
+		return v
+	case fp.Terminating || fp.Terminal || !fp.Available:
+		v.allow, v.reason = true, "pod is unavailable already"
+		return v
+	}
+	d, err := g.eng().Decide(ctx, r)
+	if err != nil {
+		// Policy errors deny disruptions: a budget we cannot compute is not room.
+		v.failed, v.reason = true, fmt.Sprintf("%s of pod %s: the policy for %s failed, so its budgets are unknown: %v; fix the policy (rollplan plan shows the same error)", what, pod.Name, t, err)
+		return v
+	}
+	budgets := plan.ResolveBudgets(r, d)
+	var short *shortfall
+	key := workloadKey(t.Namespace, t.Kind, t.Name)
+	err = g.opts.Store.Reserve(ctx, key, func(cur []Reservation) ([]Reservation, bool, error) {
+		live := pending(cur, r, pod.Name, now)
+		extra := map[string]bool{}
+		for _, res := range live {
+			extra[res.Pod] = true
+		}
+		if short = fits(r, budgets, pod.Name, extra); short != nil || dryRun {
+			return nil, false, nil
+		}
+		return append(live, Reservation{Pod: pod.Name, UID: string(pod.UID), Until: now.Add(g.opts.ReservationTTL).UTC().Truncate(time.Second)}), true, nil
+	})
+	if err != nil {
+		// Fail closed for managed workloads, open elsewhere.
+		v.allow, v.failed = !r.Workload.Managed, true
+		v.reason = fmt.Sprintf("%s of pod %s (%s): reservations unavailable: %v", what, pod.Name, t, err)
+		return v
+	}
+	if short != nil {
+		v.reason = fmt.Sprintf("%s of pod %s/%s denied: %s %s; retry once pods are available again", what, pod.Namespace, pod.Name, t, short)
+		return v
+	}
+	v.allow, v.reason = true, fmt.Sprintf("%s of pod %s fits every budget of %s", what, pod.Name, t)
+	return v
+}
+
+// pending are the reservations still to be counted: not this pod's, not
+// lapsed, and for pods the cache still shows as they were (same UID,
+// available, not terminating).
+func pending(cur []Reservation, r *facts.Rollout, pod string, now time.Time) []Reservation {
+	var out []Reservation
+	for _, res := range cur {
+		if res.Pod == pod || !res.Until.After(now) {
+			continue
+		}
+		p := factPod(r, res.Pod)
+		if p == nil || p.UID != res.UID || p.Terminating || p.Terminal || !p.Available {
+			continue // the cache shows it: it counts as a pod now
+		}
+		out = append(out, res)
+	}
+	return out
+}
+
+func factPod(r *facts.Rollout, name string) *facts.Pod {
+	for i := range r.Pods {
+		if r.Pods[i].Name == name {
+			return &r.Pods[i]
+		}
+	}
+	return nil
+}
+
+func (g *Gate) mode(r *facts.Rollout) string {
+	switch m := r.Workload.Annotations[AnnEnforcement]; m {
+	case Deny, Warn, DryRun:
+		return m
+	}
+	return g.opts.Enforcement
+}
+
+// isManaged: the workload carries rollplan.dev/managed="true" (read from
+// the object when its facts could not be built).
+func isManaged(snap *snapshot.Snapshot, t executor.Target) bool {
+	var m metav1.Object
+	switch t.Kind {
+	case capture.Deployment:
+		for _, o := range snap.Deployments {
+			if o.Name == t.Name {
+				m = o
+			}
+		}
+	case capture.StatefulSet:
+		for _, o := range snap.StatefulSets {
+			if o.Name == t.Name {
+				m = o
+			}
+		}
+	case capture.DaemonSet:
+		for _, o := range snap.DaemonSets {
+			if o.Name == t.Name {
+				m = o
+			}
+		}
+	}
+	return m != nil && m.GetAnnotations()[facts.AnnManaged] == "true"
+}
+
+// replaceWorkload: a capture of the workload from the cache with obj in
+// place of the cached object; for a workload the cache does not hold (a
+// CREATE), obj alone, with the Nodes.
+func (g *Gate) replaceWorkload(ctx context.Context, kind string, obj metav1.Object) (*snapshot.Snapshot, error) {
+	ns, name := obj.GetNamespace(), obj.GetName()
+	var err error
+	switch kind {
+	case capture.Deployment:
+		_, err = g.opts.Cache.Deployment(ctx, ns, name)
+	case capture.StatefulSet:
+		_, err = g.opts.Cache.StatefulSet(ctx, ns, name)
+	default:
+		_, err = g.opts.Cache.DaemonSet(ctx, ns, name)
+	}
+	snap := &snapshot.Snapshot{}
+	switch {
+	case err == nil:
+		if snap, _, err = capture.CaptureFrom(ctx, g.opts.Cache, capture.Options{Namespace: ns, Workloads: []capture.Ref{{Kind: kind, Name: name}}, Now: g.opts.Now}); err != nil {
+			return nil, err
+		}
+	case apierrors.IsNotFound(err):
+		if kind == capture.DaemonSet {
+			nodes, err := g.opts.Cache.Nodes(ctx)
+			if err == nil {
+				snap.Nodes = nodes
+			}
+		}
+	default:
+		return nil, fmt.Errorf("read %s %s/%s from the cache: %w", strings.ToLower(kind), ns, name, err)
+	}
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		snap.Deployments = []*appsv1.Deployment{o}
+	case *appsv1.StatefulSet:
+		snap.StatefulSets = []*appsv1.StatefulSet{o}
+	case *appsv1.DaemonSet:
+		snap.DaemonSets = []*appsv1.DaemonSet{o}
+	}
+	snap.CapturedAt = g.opts.Now().UTC().Truncate(time.Second)
+	return snap, nil
+}
+
+// workloadChange judges a workload CREATE or UPDATE: the policy's deny
+// rules, and a warning with the plan the change produces.
+func (g *Gate) workloadChange(ctx context.Context, req *admissionv1.AdmissionRequest) verdict {
+	t := executor.Target{Namespace: req.Namespace, Name: req.Name}
+	snap, err := g.snapshotWith(ctx, req, &t)
+	v := verdict{workload: t.String(), mode: g.opts.Enforcement, allow: true}
+	if err != nil {
+		v.failed, v.reason = true, err.Error()
+		return v
+	}
+	now := g.opts.Now()
+	r, _, err := executor.Observe(snap, t, now, g.opts.FeatureGates)
+	if err != nil {
+		v.failed, v.reason = true, fmt.Sprintf("%s: facts: %v", t, err)
+		return v
+	}
+	v.mode = g.mode(r)
+	d, err := g.eng().Decide(ctx, r)
+	if err != nil {
+		// Guard rails are advisory when the policy fails (the webhook fails open for workloads).
+		v.failed, v.reason = true, fmt.Sprintf("%s: policy error: %v", t, err)
+		v.warnings = append(v.warnings, denyPrefix+"policy error, guard rails not checked: "+err.Error())
+		return v
+	}
+	wp, _ := plan.Workload(r, d, g.opts.PlanOptions)
+	if len(wp.Denied) > 0 {
+		v.allow = false
+		v.reason = fmt.Sprintf("%s %s denied by policy: %s", strings.ToLower(string(req.Operation)), t, strings.Join(wp.Denied, "; "))
+		return v
+	}
+	v.reason = "no guard rail applies"
+	if s := summarise(wp); s != "" {
+		v.warnings = append(v.warnings, "rollplan: "+s)
+		v.reason = s
+	}
+	return v
+}
+
+// snapshotWith is the cache's view of the workload with the request's
+// object in place of the stored one.
+func (g *Gate) snapshotWith(ctx context.Context, req *admissionv1.AdmissionRequest, t *executor.Target) (*snapshot.Snapshot, error) {
+	var kind string
+	var obj metav1.Object
+	switch req.Resource.Resource {
+	case "deployments":
+		kind, obj = capture.Deployment, &appsv1.Deployment{}
+	case "statefulsets":
+		kind, obj = capture.StatefulSet, &appsv1.StatefulSet{}
+	default:
+		kind, obj = capture.DaemonSet, &appsv1.DaemonSet{}
+	}
+	t.Kind = kind
+	if err := decode(req.Object.Raw, obj); err != nil {
+		return nil, fmt.Errorf("%s %s/%s: object: %w", strings.ToLower(kind), req.Namespace, req.Name, err)
+	}
+	obj.SetNamespace(req.Namespace)
+	if obj.GetName() == "" {
+		obj.SetName(req.Name)
+	}
+	if obj.GetName() == "" {
+		obj.SetName(obj.GetGenerateName() + "new")
+	}
+	t.Name = obj.GetName()
+	return g.replaceWorkload(ctx, kind, obj)
+}
+
+// summarise words a plan for a warning: "will update 30 pods in 8 waves:
+// 25 in place, 5 recreated (spec.containers[app].env changed)".
+func summarise(wp plan.WorkloadPlan) string {
+	s := wp.Summary
+	if len(wp.Halted) > 0 {
+		return fmt.Sprintf("the rollout will halt: %s", strings.Join(wp.Halted, "; "))
+	}
+	if s.ToUpdate == 0 {
+		return ""
+	}
+	var why []string
+	for _, w := range wp.Waves {
+		for _, a := range w.Actions {
+			if a.Type == plan.ActionRecreate && len(a.Reasons) > 0 && !slices.Contains(why, a.Reasons[0]) {
+				why = append(why, a.Reasons[0])
+			}
+		}
+	}
+	parts := []string{}
+	if s.InPlace > 0 {
+		parts = append(parts, fmt.Sprintf("%d in place", s.InPlace))
+	}
+	if s.Recreate > 0 {
+		r := fmt.Sprintf("%d recreated", s.Recreate)
+		if len(why) > 0 {
+			if len(why) > 2 {
+				why = append(why[:2], "…")
+			}
+			r += " (" + strings.Join(why, "; ") + ")"
+		}
+		parts = append(parts, r)
+	}
+	out := fmt.Sprintf("will update %d pods in %d waves", s.ToUpdate, s.Waves)
+	if len(parts) > 0 {
+		out += ": " + strings.Join(parts, ", ")
+	}
+	return out
+}
