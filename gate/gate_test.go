@@ -1,0 +1,424 @@
+package gate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/rollplan/rollplan/planner/engine"
+	"github.com/rollplan/rollplan/planner/engine/rego"
+	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/snapshot/capture"
+)
+
+var now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+const ns = "shop"
+
+func template(image string) corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "db"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image}}},
+	}
+}
+
+// statefulSet "db": n pods, managed, OnDelete, max-unavailable 2, at rest
+// (every pod at the one revision, Ready for an hour), except the pods
+// named in unready.
+func statefulSet(n int, unready ...string) []runtime.Object {
+	set := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db", UID: "db-uid", Generation: 1,
+			Labels:      map[string]string{"tier": "critical"},
+			Annotations: map[string]string{facts.AnnManaged: "true", facts.AnnMaxUnavailable: "2", facts.AnnPodUpdatePolicy: "InPlaceIfPossible"}},
+		Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(int32(n)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
+			PodManagementPolicy: appsv1.ParallelPodManagement, UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
+			Template: template("example.com/db:v1")},
+		Status: appsv1.StatefulSetStatus{ObservedGeneration: 1, Replicas: int32(n), CurrentRevision: "db-1", UpdateRevision: "db-1"},
+	}
+	raw, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{"$patch": "replace", "metadata": set.Spec.Template.ObjectMeta, "spec": set.Spec.Template.Spec}}})
+	objs := []runtime.Object{set, &appsv1.ControllerRevision{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-1", Labels: map[string]string{"app": "db", appsv1.ControllerRevisionHashLabelKey: "db-1"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: "db-uid", Controller: ptr.To(true)}}},
+		Data: runtime.RawExtension{Raw: raw}, Revision: 1,
+	}}
+	for i := range n {
+		name := fmt.Sprintf("db-%d", i)
+		ready := corev1.ConditionTrue
+		for _, u := range unready {
+			if u == name {
+				ready = corev1.ConditionFalse
+			}
+		}
+		objs = append(objs, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(name + "-uid"), CreationTimestamp: metav1.NewTime(now.Add(-time.Hour)),
+				Labels:          map[string]string{"app": "db", appsv1.ControllerRevisionHashLabelKey: "db-1"},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: "db-uid", Controller: ptr.To(true)}}},
+			Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "app", Image: "example.com/db:v1"}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning,
+				Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready, LastTransitionTime: metav1.NewTime(now.Add(-time.Hour))}},
+				ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Image: "example.com/db:v1", ImageID: "id-v1", Ready: ready == corev1.ConditionTrue,
+					State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(now.Add(-time.Hour))}}}}},
+		})
+	}
+	return objs
+}
+
+// fixture is a gate over a fake API server's informer cache.
+type fixture struct {
+	t      *testing.T
+	client *fake.Clientset
+	gate   *Gate
+	store  *MemoryStore
+}
+
+var (
+	engineOnce sync.Once
+	defaultEng engine.Engine
+	engineErr  error
+)
+
+// defaultEngine: the built-in strategy in Rego, compiled once for the tests.
+func defaultEngine(t *testing.T) engine.Engine {
+	engineOnce.Do(func() {
+		b, err := rego.LoadBundle(nil)
+		if err != nil {
+			engineErr = err
+			return
+		}
+		defaultEng, engineErr = rego.New(context.Background(), b, time.Minute)
+	})
+	if engineErr != nil {
+		t.Fatal(engineErr)
+	}
+	return defaultEng
+}
+
+func newFixture(t *testing.T, o Options, objs ...runtime.Object) *fixture {
+	t.Helper()
+	client := fake.NewClientset(objs...)
+	f := informers.NewSharedInformerFactory(client, 0)
+	src := capture.NewListerSource(f, f)
+	f.Start(t.Context().Done())
+	var synced []cache.InformerSynced
+	for _, inf := range src.Informers() {
+		synced = append(synced, inf.HasSynced)
+	}
+	if !cache.WaitForCacheSync(t.Context().Done(), synced...) {
+		t.Fatal("caches did not sync")
+	}
+	store := &MemoryStore{}
+	if o.Engine == nil {
+		o.Engine = defaultEngine(t)
+	}
+	o.Cache, o.Store, o.Now = src, store, func() time.Time { return now }
+	g, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{t: t, client: client, gate: g, store: store}
+}
+
+func podResource() metav1.GroupVersionResource { return metav1.GroupVersionResource{Version: "v1", Resource: "pods"} }
+
+func evict(name string, dryRun bool) *admissionv1.AdmissionRequest {
+	return &admissionv1.AdmissionRequest{UID: types.UID("req-" + name), Namespace: ns, Name: name, Resource: podResource(),
+		SubResource: "eviction", Operation: admissionv1.Create, DryRun: &dryRun}
+}
+
+func (f *fixture) podJSON(name string, change func(*corev1.Pod)) []byte {
+	p, err := f.client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if change != nil {
+		change(p)
+	}
+	raw, _ := json.Marshal(p)
+	return raw
+}
+
+func (f *fixture) review(req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, string) {
+	f.t.Helper()
+	resp, decision, _ := f.gate.Review(context.Background(), req)
+	if resp.UID != req.UID {
+		f.t.Errorf("response uid %q, want %q", resp.UID, req.UID)
+	}
+	return resp, decision
+}
+
+func (f *fixture) reserved() []string {
+	var out []string
+	for _, r := range f.store.m[workloadKey(ns, "StatefulSet", "db")] {
+		out = append(out, r.Pod)
+	}
+	return out
+}
+
+func TestEvictionsStopAtTheBudget(t *testing.T) {
+	f := newFixture(t, Options{}, statefulSet(5)...)
+	for _, pod := range []string{"db-0", "db-1"} {
+		if resp, d := f.review(evict(pod, false)); !resp.Allowed || d != Allowed {
+			t.Fatalf("eviction of %s: %s %v, want admitted", pod, d, resp.Result)
+		}
+	}
+	if got := f.reserved(); strings.Join(got, ",") != "db-0,db-1" {
+		t.Errorf("reserved %v, want db-0,db-1", got)
+	}
+	resp, d := f.review(evict("db-2", false))
+	if resp.Allowed || d != Denied {
+		t.Fatalf("third eviction against max-unavailable 2: %s, want denied", d)
+	}
+	msg := resp.Result.Message
+	for _, want := range []string{"StatefulSet shop/db", "budget maxUnavailable allows 2", "would make 3", "db-0, db-1", "eviction of pod shop/db-2"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("denial %q does not say %q", msg, want)
+		}
+	}
+	if resp.Result.Code != 429 {
+		t.Errorf("eviction denial code %d, want 429 (drains retry)", resp.Result.Code)
+	}
+	// A pod already unavailable may always go, budget full or not.
+	f2 := newFixture(t, Options{}, statefulSet(5, "db-3", "db-4")...)
+	if resp, _ := f2.review(evict("db-4", false)); !resp.Allowed {
+		t.Errorf("eviction of an unready pod denied: %v", resp.Result)
+	}
+	if resp, _ := f2.review(evict("db-0", false)); resp.Allowed {
+		t.Errorf("eviction of a Ready pod with two unready and max-unavailable 2 admitted")
+	}
+}
+
+func TestDryRunNeverReserves(t *testing.T) {
+	f := newFixture(t, Options{}, statefulSet(5)...)
+	for range 5 {
+		if resp, _ := f.review(evict("db-0", true)); !resp.Allowed {
+			t.Fatalf("dry-run eviction denied: %v", resp.Result)
+		}
+	}
+	if got := f.reserved(); len(got) != 0 {
+		t.Errorf("dry runs reserved %v", got)
+	}
+}
+
+// TestRacingEvictions: 50 concurrent evictions, through two gate replicas
+// sharing one store, against max-unavailable 2 admit exactly 2.
+func TestRacingEvictions(t *testing.T) {
+	f := newFixture(t, Options{}, statefulSet(50)...)
+	other, err := New(f.gate.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	admitted := 0
+	for i := range 50 {
+		g := f.gate
+		if i%2 == 1 {
+			g = other
+		}
+		wg.Go(func() {
+			resp, _, _ := g.Review(context.Background(), evict(fmt.Sprintf("db-%d", i), false))
+			if resp.Allowed {
+				mu.Lock()
+				admitted++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if admitted != 2 {
+		t.Errorf("admitted %d of 50 racing evictions, want exactly 2", admitted)
+	}
+}
+
+// TestReservationEndsWhenTheCacheShowsIt: once the evicted pod is gone and
+// its replacement available, the budget has room again.
+func TestReservationEndsWhenTheCacheShowsIt(t *testing.T) {
+	f := newFixture(t, Options{}, statefulSet(5)...)
+	f.review(evict("db-0", false))
+	f.review(evict("db-1", false))
+	if resp, _ := f.review(evict("db-2", false)); resp.Allowed {
+		t.Fatal("budget full, yet admitted")
+	}
+	// db-0 is deleted and comes back Ready (new UID): its reservation lapses.
+	p, _ := f.client.CoreV1().Pods(ns).Get(context.Background(), "db-0", metav1.GetOptions{})
+	_ = f.client.CoreV1().Pods(ns).Delete(context.Background(), "db-0", metav1.DeleteOptions{})
+	p.UID, p.ResourceVersion = "db-0-new", ""
+	if _, err := f.client.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, _ := f.review(evict("db-2", false))
+		if resp.Allowed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still denied after db-0 came back: %v", resp.Result.Message)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// And a reservation lapses after its TTL even if the cache never shows it.
+	g := f.gate
+	g.opts.Now = func() time.Time { return now.Add(time.Minute) }
+	if resp, _ := f.review(evict("db-3", false)); !resp.Allowed {
+		t.Errorf("reservations older than the TTL still held: %v", resp.Result.Message)
+	}
+}
+
+func TestPodRequests(t *testing.T) {
+	unowned := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "debug"}}
+	system := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "dns"}}
+	objs := append(statefulSet(5, "db-3", "db-4"), unowned, system)
+	cases := []struct {
+		name  string
+		o     Options
+		req   func(f *fixture) *admissionv1.AdmissionRequest
+		allow bool
+		want  string // in the message or a warning
+	}{
+		{name: "delete of an unowned pod", req: func(f *fixture) *admissionv1.AdmissionRequest {
+			return &admissionv1.AdmissionRequest{Namespace: ns, Name: "debug", Resource: podResource(), Operation: admissionv1.Delete, OldObject: runtime.RawExtension{Raw: f.podJSON("debug", nil)}}
+		}, allow: true},
+		{name: "kube-system is exempt", req: func(f *fixture) *admissionv1.AdmissionRequest {
+			return &admissionv1.AdmissionRequest{Namespace: "kube-system", Name: "dns", Resource: podResource(), Operation: admissionv1.Delete}
+		}, allow: true},
+		{name: "delete of a Ready pod with the budget spent", req: func(f *fixture) *admissionv1.AdmissionRequest {
+			return &admissionv1.AdmissionRequest{Namespace: ns, Name: "db-0", Resource: podResource(), Operation: admissionv1.Delete, OldObject: runtime.RawExtension{Raw: f.podJSON("db-0", nil)}}
+		}, allow: false, want: "deletion of pod shop/db-0 denied: StatefulSet shop/db budget maxUnavailable allows 2 pods unavailable, this would make 3 (already unavailable: db-3, db-4)"},
+		{name: "warn enforcement admits with a warning", o: Options{Enforcement: Warn}, req: func(f *fixture) *admissionv1.AdmissionRequest {
+			return &admissionv1.AdmissionRequest{Namespace: ns, Name: "db-0", Resource: podResource(), Operation: admissionv1.Delete, OldObject: runtime.RawExtension{Raw: f.podJSON("db-0", nil)}}
+		}, allow: true, want: "would deny"},
+		{name: "an image change is a disruption", req: func(f *fixture) *admissionv1.AdmissionRequest {
+			return &admissionv1.AdmissionRequest{Namespace: ns, Name: "db-0", Resource: podResource(), Operation: admissionv1.Update,
+				OldObject: runtime.RawExtension{Raw: f.podJSON("db-0", nil)},
+				Object:    runtime.RawExtension{Raw: f.podJSON("db-0", func(p *corev1.Pod) { p.Spec.Containers[0].Image = "example.com/db:v2" })}}
+		}, allow: false, want: "update (container app image example.com/db:v1 → example.com/db:v2) of pod shop/db-0 denied"},
+		{name: "a label change is not", req: func(f *fixture) *admissionv1.AdmissionRequest {
+			return &admissionv1.AdmissionRequest{Namespace: ns, Name: "db-0", Resource: podResource(), Operation: admissionv1.Update,
+				OldObject: runtime.RawExtension{Raw: f.podJSON("db-0", nil)},
+				Object:    runtime.RawExtension{Raw: f.podJSON("db-0", func(p *corev1.Pod) { p.Labels["x"] = "y" })}}
+		}, allow: true},
+		{name: "a resize that restarts the container is", req: func(f *fixture) *admissionv1.AdmissionRequest {
+			withPolicy := func(p *corev1.Pod) {
+				p.Spec.Containers[0].ResizePolicy = []corev1.ContainerResizePolicy{{ResourceName: corev1.ResourceMemory, RestartPolicy: corev1.RestartContainer}}
+			}
+			return &admissionv1.AdmissionRequest{Namespace: ns, Name: "db-0", Resource: podResource(), SubResource: "resize", Operation: admissionv1.Update,
+				OldObject: runtime.RawExtension{Raw: f.podJSON("db-0", withPolicy)},
+				Object: runtime.RawExtension{Raw: f.podJSON("db-0", func(p *corev1.Pod) {
+					withPolicy(p)
+					p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resourceQuantity("1Gi")}
+				})}}
+		}, allow: false, want: "memory resized with resizePolicy RestartContainer"},
+		{name: "a bad oldObject is an error, admitted (fail open for what cannot be read)", req: func(f *fixture) *admissionv1.AdmissionRequest {
+			return &admissionv1.AdmissionRequest{Namespace: ns, Name: "db-0", Resource: podResource(), Operation: admissionv1.Update,
+				OldObject: runtime.RawExtension{Raw: []byte(`{"spec": 7}`)}, Object: runtime.RawExtension{Raw: f.podJSON("db-0", nil)}}
+		}, allow: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, c.o, objs...)
+			req := c.req(f)
+			req.UID = "u"
+			resp, _ := f.review(req)
+			if resp.Allowed != c.allow {
+				t.Fatalf("allowed %v, want %v: %+v", resp.Allowed, c.allow, resp.Result)
+			}
+			said := strings.Join(resp.Warnings, "\n")
+			if resp.Result != nil {
+				said += "\n" + resp.Result.Message
+			}
+			if c.want != "" && !strings.Contains(said, c.want) {
+				t.Errorf("response says\n%s\nwant it to say %q", said, c.want)
+			}
+		})
+	}
+}
+
+// failing is an engine whose policy fails.
+type failing struct{ engine.Engine }
+
+func (failing) Decide(context.Context, *facts.Rollout) (*engine.Decisions, error) {
+	return nil, errors.New("rego_type_error: undefined function")
+}
+
+func TestPolicyErrorDeniesDisruptions(t *testing.T) {
+	f := newFixture(t, Options{Engine: failing{defaultEngine(t)}}, statefulSet(5)...)
+	resp, d := f.review(evict("db-0", false))
+	if resp.Allowed || d != Errored {
+		t.Fatalf("a policy error admitted the eviction (%s)", d)
+	}
+	if !strings.Contains(resp.Result.Message, "undefined function") || !strings.Contains(resp.Result.Message, "StatefulSet shop/db") {
+		t.Errorf("denial does not say why: %q", resp.Result.Message)
+	}
+}
+
+func TestWorkloadUpdates(t *testing.T) {
+	guard, err := rego.LoadBundle([]string{"../policies/examples/guard-critical"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := rego.New(context.Background(), guard, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := statefulSet(10)
+	f := newFixture(t, Options{Engine: eng}, objs...)
+	set := objs[0].(*appsv1.StatefulSet)
+	update := func(change func(*appsv1.StatefulSet)) *admissionv1.AdmissionRequest {
+		old, cur := set.DeepCopy(), set.DeepCopy()
+		change(cur)
+		o, _ := json.Marshal(old)
+		n, _ := json.Marshal(cur)
+		return &admissionv1.AdmissionRequest{UID: "u", Namespace: ns, Name: "db", Operation: admissionv1.Update,
+			Resource: metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"},
+			OldObject: runtime.RawExtension{Raw: o}, Object: runtime.RawExtension{Raw: n}}
+	}
+	resp, _ := f.review(update(func(s *appsv1.StatefulSet) { s.Spec.Template.Spec.Containers[0].Image = "example.com/db:v2" }))
+	if !resp.Allowed {
+		t.Fatalf("image change denied: %v", resp.Result)
+	}
+	if want := "rollplan: will update 10 pods in 5 waves: 10 in place"; strings.Join(resp.Warnings, "\n") != want {
+		t.Errorf("warnings %q, want %q", resp.Warnings, want)
+	}
+	resp, _ = f.review(update(func(s *appsv1.StatefulSet) {
+		s.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "MODE", Value: "fast"}}
+	}))
+	if want := "10 recreated (spec.containers[app].env changed: env cannot change on a running container)"; !strings.Contains(strings.Join(resp.Warnings, "\n"), want) {
+		t.Errorf("warnings %q, want them to say %q", resp.Warnings, want)
+	}
+	resp, _ = f.review(update(func(s *appsv1.StatefulSet) { s.Annotations[facts.AnnMaxUnavailable] = "40%" }))
+	if resp.Allowed {
+		t.Fatal("max-unavailable 40% on tier=critical admitted")
+	}
+	if !strings.Contains(resp.Result.Message, "tier=critical allows at most 25%") || !strings.Contains(resp.Result.Message, "StatefulSet shop/db") {
+		t.Errorf("denial %q", resp.Result.Message)
+	}
+	// A create of a workload the cache does not hold yet.
+	created := set.DeepCopy()
+	created.Name, created.UID = "cache", ""
+	raw, _ := json.Marshal(created)
+	resp, _ = f.review(&admissionv1.AdmissionRequest{UID: "u", Namespace: ns, Name: "cache", Operation: admissionv1.Create,
+		Resource: metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}, Object: runtime.RawExtension{Raw: raw}})
+	if !resp.Allowed || len(resp.Warnings) != 0 {
+		t.Errorf("create of a fine StatefulSet: allowed %v, warnings %q", resp.Allowed, resp.Warnings)
+	}
+}
+
+func resourceQuantity(s string) resource.Quantity { return resource.MustParse(s) }
