@@ -135,7 +135,9 @@ func newFixture(t *testing.T, o Options, objs ...runtime.Object) *fixture {
 	return &fixture{t: t, client: client, gate: g, store: store}
 }
 
-func podResource() metav1.GroupVersionResource { return metav1.GroupVersionResource{Version: "v1", Resource: "pods"} }
+func podResource() metav1.GroupVersionResource {
+	return metav1.GroupVersionResource{Version: "v1", Resource: "pods"}
+}
 
 func evict(name string, dryRun bool) *admissionv1.AdmissionRequest {
 	return &admissionv1.AdmissionRequest{UID: types.UID("req-" + name), Namespace: ns, Name: name, Resource: podResource(),
@@ -387,7 +389,7 @@ func TestWorkloadUpdates(t *testing.T) {
 		o, _ := json.Marshal(old)
 		n, _ := json.Marshal(cur)
 		return &admissionv1.AdmissionRequest{UID: "u", Namespace: ns, Name: "db", Operation: admissionv1.Update,
-			Resource: metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"},
+			Resource:  metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"},
 			OldObject: runtime.RawExtension{Raw: o}, Object: runtime.RawExtension{Raw: n}}
 	}
 	resp, _ := f.review(update(func(s *appsv1.StatefulSet) { s.Spec.Template.Spec.Containers[0].Image = "example.com/db:v2" }))

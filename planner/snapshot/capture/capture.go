@@ -157,11 +157,11 @@ func CaptureFrom(ctx context.Context, src Source, o Options) (*snapshot.Snapshot
 }
 
 type capturer struct {
-	src    Source
-	opts   Options
-	scope  string // namespace of the lists; "" is every namespace
-	bulk   bool   // list the pods of the scope once, not per selector
-	snap   *snapshot.Snapshot
+	src   Source
+	opts  Options
+	scope string // namespace of the lists; "" is every namespace
+	bulk  bool   // list the pods of the scope once, not per selector
+	snap  *snapshot.Snapshot
 
 	replicaSets lazy[appsv1.ReplicaSet]
 	revisions   lazy[appsv1.ControllerRevision]
