@@ -18,6 +18,10 @@ import (
 // on a plain health address.
 type Server struct {
 	Gate *Gate
+	// Handler, when set, serves /validate instead of Gate: several gates
+	// behind one address (tests of replicas), or a no-op webhook served
+	// the same way (benchmarks).
+	Handler http.Handler
 	// Addr of the webhook (TLS); CertFile and KeyFile are re-read when they
 	// change on disk (a renewed Secret), checked at most every 10s.
 	Addr, CertFile, KeyFile string
@@ -44,7 +48,11 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/validate", s.Gate)
+	var h http.Handler = s.Gate
+	if s.Handler != nil {
+		h = s.Handler
+	}
+	mux.Handle("/validate", h)
 	l, err := net.Listen("tcp", s.Addr)
 	if err != nil {
 		return fmt.Errorf("--bind-address %s: %w", s.Addr, err)
