@@ -17,14 +17,28 @@ type shortfall struct {
 	// Use: what the budget would hold with the disruption.
 	Use int
 	// Down: the pods that already count against it (unavailable, or
-	// reserved by a disruption admitted moments ago).
-	Down []string
+	// reserved by a disruption admitted moments ago: Reserved).
+	Down     []string
+	Reserved map[string]bool
+	// Missing: pods the workload should have that do not exist (deleted,
+	// not replaced yet).
+	Missing int
 }
 
 func (s *shortfall) String() string {
+	var parts []string
+	for _, p := range s.Down {
+		if s.Reserved[p] {
+			p += " (disruption admitted, not yet seen)"
+		}
+		parts = append(parts, p)
+	}
+	if s.Missing > 0 {
+		parts = append(parts, fmt.Sprintf("%d pod(s) missing (deleted, not replaced yet)", s.Missing))
+	}
 	down := "none"
-	if len(s.Down) > 0 {
-		down = strings.Join(s.Down, ", ")
+	if len(parts) > 0 {
+		down = strings.Join(parts, ", ")
 	}
 	what := "pods unavailable"
 	if s.Budget.Type == "groups" {
@@ -70,7 +84,7 @@ func fits(r *facts.Rollout, budgets []plan.Budget, pod string, extra map[string]
 		}
 		use, names := budgetUse(r, b, down, missing)
 		if use > b.Limit {
-			return &shortfall{Budget: b, Use: use, Down: without(names, pod)}
+			return &shortfall{Budget: b, Use: use, Down: without(names, pod), Reserved: extra, Missing: missing}
 		}
 	}
 	return nil

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -344,8 +345,12 @@ func (g *Gate) disruption(ctx context.Context, pod *corev1.Pod, what string, dry
 	budgets := plan.ResolveBudgets(r, d)
 	var short *shortfall
 	key := workloadKey(t.Namespace, t.Kind, t.Name)
+	cached := map[string]*corev1.Pod{}
+	for _, p := range snap.Pods {
+		cached[p.Name] = p
+	}
 	err = g.opts.Store.Reserve(ctx, key, func(cur []Reservation) ([]Reservation, bool, error) {
-		live := pending(cur, r, pod.Name, now)
+		live := pending(cur, r, cached, pod.Name, now)
 		extra := map[string]bool{}
 		for _, res := range live {
 			extra[res.Pod] = true
@@ -353,7 +358,8 @@ func (g *Gate) disruption(ctx context.Context, pod *corev1.Pod, what string, dry
 		if short = fits(r, budgets, pod.Name, extra); short != nil || dryRun {
 			return nil, false, nil
 		}
-		return append(live, Reservation{Pod: pod.Name, UID: string(pod.UID), Until: now.Add(g.opts.ReservationTTL).UTC().Truncate(time.Second)}), true, nil
+		return append(live, Reservation{Pod: pod.Name, UID: string(pod.UID), ResourceVersion: pod.ResourceVersion,
+			Until: now.Add(g.opts.ReservationTTL).UTC().Truncate(time.Second)}), true, nil
 	})
 	if err != nil {
 		// Fail closed for managed workloads, open elsewhere.
@@ -370,21 +376,33 @@ func (g *Gate) disruption(ctx context.Context, pod *corev1.Pod, what string, dry
 }
 
 // pending are the reservations still to be counted: not this pod's, not
-// lapsed, and for pods the cache still shows as they were (same UID,
-// available, not terminating).
-func pending(cur []Reservation, r *facts.Rollout, pod string, now time.Time) []Reservation {
+// lapsed, and for pods the cache still shows as they were when admitted
+// (same UID, no later resourceVersion, available and not terminating).
+func pending(cur []Reservation, r *facts.Rollout, cached map[string]*corev1.Pod, pod string, now time.Time) []Reservation {
 	var out []Reservation
 	for _, res := range cur {
 		if res.Pod == pod || !res.Until.After(now) {
 			continue
 		}
-		p := factPod(r, res.Pod)
-		if p == nil || p.UID != res.UID || p.Terminating || p.Terminal || !p.Available {
-			continue // the cache shows it: it counts as a pod now
+		p, c := factPod(r, res.Pod), cached[res.Pod]
+		if p == nil || c == nil || string(c.UID) != res.UID || p.Terminating || p.Terminal || !p.Available || newer(c.ResourceVersion, res.ResourceVersion) {
+			continue // the cache shows it: it counts as a pod now, if at all
 		}
 		out = append(out, res)
 	}
 	return out
+}
+
+// newer reports whether resourceVersion a is later than b. They are opaque
+// to clients, but etcd3 revisions, which the API server's own watch cache
+// compares as integers; anything else compares as different-is-newer.
+func newer(a, b string) bool {
+	x, errA := strconv.ParseUint(a, 10, 64)
+	y, errB := strconv.ParseUint(b, 10, 64)
+	if errA != nil || errB != nil {
+		return a != b && b != ""
+	}
+	return x > y
 }
 
 func factPod(r *facts.Rollout, name string) *facts.Pod {

@@ -67,7 +67,7 @@ func statefulSet(n int, unready ...string) []runtime.Object {
 			}
 		}
 		objs = append(objs, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(name + "-uid"), CreationTimestamp: metav1.NewTime(now.Add(-time.Hour)),
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(name + "-uid"), ResourceVersion: "10", CreationTimestamp: metav1.NewTime(now.Add(-time.Hour)),
 				Labels:          map[string]string{"app": "db", appsv1.ControllerRevisionHashLabelKey: "db-1"},
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: "db-uid", Controller: ptr.To(true)}}},
 			Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "app", Image: "example.com/db:v1"}}},
@@ -188,7 +188,7 @@ func TestEvictionsStopAtTheBudget(t *testing.T) {
 		t.Fatalf("third eviction against max-unavailable 2: %s, want denied", d)
 	}
 	msg := resp.Result.Message
-	for _, want := range []string{"StatefulSet shop/db", "budget maxUnavailable allows 2", "would make 3", "db-0, db-1", "eviction of pod shop/db-2"} {
+	for _, want := range []string{"StatefulSet shop/db", "budget maxUnavailable allows 2", "would make 3", "db-0 (disruption admitted, not yet seen), db-1 (disruption admitted, not yet seen)", "eviction of pod shop/db-2"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("denial %q does not say %q", msg, want)
 		}
@@ -281,6 +281,35 @@ func TestReservationEndsWhenTheCacheShowsIt(t *testing.T) {
 	g.opts.Now = func() time.Time { return now.Add(time.Minute) }
 	if resp, _ := f.review(evict("db-3", false)); !resp.Allowed {
 		t.Errorf("reservations older than the TTL still held: %v", resp.Result.Message)
+	}
+}
+
+// TestReservationEndsWithALaterVersion: an in-place update the gate
+// admitted restarts the pod and it is Ready again before the next request:
+// the cache never showed it unavailable, but holds a later version of it,
+// so the reservation no longer counts.
+func TestReservationEndsWithALaterVersion(t *testing.T) {
+	f := newFixture(t, Options{}, statefulSet(5)...)
+	f.review(evict("db-0", false))
+	f.review(evict("db-1", false))
+	for _, name := range []string{"db-0", "db-1"} {
+		p, _ := f.client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		p.ResourceVersion = "11"
+		p.Spec.Containers[0].Image = "example.com/db:v1" // unchanged: the pod is as available as before
+		if _, err := f.client.CoreV1().Pods(ns).Update(context.Background(), p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, _ := f.review(evict("db-2", false))
+		if resp.Allowed {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reservations of pods the cache shows at a later version still count: %s", resp.Result.Message)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
