@@ -73,9 +73,9 @@ cluster-bin: $(CLUSTER_STAMP)
 
 $(CLUSTER_STAMP): $(CLUSTER_DIR)/go.mod $(CLUSTER_DIR)/go.sum $(CLUSTER_DIR)/etcd/main.go Makefile
 	@mkdir -p $(CLUSTER_BIN)
-	@echo "building etcd, kube-apiserver, kube-controller-manager $(K8S_VERSION) (cold: ~8 min)"
+	@echo "building etcd, kube-apiserver, kube-controller-manager, kubectl $(K8S_VERSION) (cold: ~10 min)"
 	cd $(CLUSTER_DIR) && $(GO) build -trimpath -ldflags "$(K8S_LDFLAGS)" -o bin/ \
-		./etcd k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
+		./etcd k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl
 	@touch $@
 
 ## test-cluster: the suites that need a real control plane (control plane,

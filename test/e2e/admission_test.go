@@ -1,0 +1,366 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/yaml"
+
+	"github.com/rollplan/rollplan/deploy"
+	"github.com/rollplan/rollplan/gate"
+	"github.com/rollplan/rollplan/gate/certs"
+	"github.com/rollplan/rollplan/planner/engine/rego"
+	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/snapshot/capture"
+	"github.com/rollplan/rollplan/test/controlplane"
+	"github.com/rollplan/rollplan/test/kubelet"
+)
+
+// admission is rollplan gate for one test: two gate replicas (each with
+// its own informer cache, sharing the ConfigMap reservations of their own
+// namespace) behind one TLS address, served by gate.Server, and the
+// webhook configuration rendered from deploy/ with its clientConfig
+// pointed at that address and its namespaceSelector at the test's
+// namespace (the other tests keep their own).
+type admission struct {
+	gates     []*gate.Gate
+	namespace string
+	log       *syncBuffer
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func (e *env) startGate(policies []string) *admission {
+	e.t.Helper()
+	bundle, err := rego.LoadBundle(policies)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	eng, err := rego.New(e.ctx, bundle, time.Minute)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	a := &admission{namespace: e.ns + "-gate", log: &syncBuffer{}}
+	if _, err := e.client.CoreV1().Namespaces().Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: a.namespace}}, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	log := slog.New(slog.NewJSONHandler(a.log, nil))
+	for replica := range 2 {
+		f := informers.NewSharedInformerFactory(e.client, 0)
+		src := capture.NewListerSource(f, f)
+		f.Start(ctx.Done())
+		var synced []cache.InformerSynced
+		for _, inf := range src.Informers() {
+			synced = append(synced, inf.HasSynced)
+		}
+		if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+			e.t.Fatal("gate caches did not sync")
+		}
+		g, err := gate.New(gate.Options{Engine: eng, Cache: src, Namespace: a.namespace,
+			Store: &gate.ConfigMapStore{Client: e.client, Namespace: a.namespace}, Log: log.With("replica", replica)})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		a.gates = append(a.gates, g)
+	}
+	var next atomic.Uint64
+	roundRobin := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.gates[next.Add(1)%uint64(len(a.gates))].ServeHTTP(w, r)
+	})
+
+	ca, cert, key, err := certs.ForHosts(nil, []net.IP{net.IPv4(127, 0, 0, 1)}, time.Hour, time.Now())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	dir := e.t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(certFile, cert, 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	addr := make(chan string, 1)
+	srv := &gate.Server{Gate: a.gates[0], Handler: roundRobin, Addr: "127.0.0.1:0", CertFile: certFile, KeyFile: keyFile, Log: log,
+		Listening: func(s string) { addr <- s }}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	var url string
+	select {
+	case s := <-addr:
+		url = "https://" + s + "/validate"
+	case err := <-done:
+		e.t.Fatalf("gate server: %v", err)
+	}
+
+	vwc := e.webhookConfiguration(ca, url)
+	if _, err := e.client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(e.ctx, vwc, metav1.CreateOptions{}); err != nil {
+		e.t.Fatalf("register the webhook: %v", err)
+	}
+	e.t.Cleanup(func() {
+		_ = e.client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), vwc.Name, metav1.DeleteOptions{})
+		cancel()
+		if err := <-done; err != nil {
+			e.t.Errorf("gate server shut down with %v", err)
+		}
+		if e.t.Failed() {
+			e.t.Logf("gate log:\n%s", a.log.String())
+		}
+	})
+	e.waitGateCalled(a)
+	return a
+}
+
+// webhookConfiguration is deploy/'s ValidatingWebhookConfiguration, as
+// `rollplan gate manifests` renders it, pointed at url and at this test's
+// namespace only.
+func (e *env) webhookConfiguration(ca []byte, url string) *admissionregistrationv1.ValidatingWebhookConfiguration {
+	e.t.Helper()
+	raw, err := deploy.Render(deploy.Options{CABundle: ca})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, doc := range strings.Split(string(raw), "\n---\n") {
+		if !strings.Contains(doc, "kind: ValidatingWebhookConfiguration") {
+			continue
+		}
+		var vwc admissionregistrationv1.ValidatingWebhookConfiguration
+		if err := yaml.UnmarshalStrict([]byte(doc), &vwc); err != nil {
+			e.t.Fatal(err)
+		}
+		vwc.Name = "rollplan-gate-" + e.ns
+		for i := range vwc.Webhooks {
+			w := &vwc.Webhooks[i]
+			w.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: ca}
+			w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": e.ns}}
+		}
+		return &vwc
+	}
+	e.t.Fatal("deploy.Render has no ValidatingWebhookConfiguration")
+	return nil
+}
+
+// waitGateCalled waits until the API server calls the webhook (it reads
+// new configurations from its informer): a dry-run create of a
+// StatefulSet reaches the gate.
+func (e *env) waitGateCalled(a *admission) {
+	e.t.Helper()
+	probe := statefulSet(e.ns, "gate-probe", 0, "1")
+	err := wait.PollUntilContextTimeout(e.ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, _ = e.client.AppsV1().StatefulSets(e.ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return strings.Contains(a.log.String(), `"operation":"statefulsets CREATE"`), nil
+	})
+	if err != nil {
+		e.t.Fatalf("the API server never called the gate: %v", err)
+	}
+}
+
+// decisions counts the gate's decision log lines with the given decision
+// and operation, per replica.
+func (a *admission) decisions(decision, operation string) map[int]int {
+	out := map[int]int{}
+	for _, line := range strings.Split(a.log.String(), "\n") {
+		var l struct {
+			Operation, Decision string
+			Replica             int
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && l.Decision == decision && l.Operation == operation {
+			out[l.Replica]++
+		}
+	}
+	return out
+}
+
+func evictPod(ctx context.Context, e *env, name string) error {
+	return e.client.PolicyV1().Evictions(e.ns).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name}})
+}
+
+// TestGateDrain: drain-style evictions of a StatefulSet's pods stop at its
+// budget (2) with the gate's message, and go on as the evicted pods come
+// back; availability never drops below replicas - 2.
+func TestGateDrain(t *testing.T) {
+	e := newEnv(t, 3)
+	a := e.startGate(nil)
+	_, w := e.rolloutStatefulSet("db", 6, "2")
+	pending := []string{"db-0", "db-1", "db-2", "db-3", "db-4", "db-5"}
+	refusals := 0
+	var firstRefusal string
+	deadline := time.Now().Add(90 * time.Second)
+	for len(pending) > 0 && time.Now().Before(deadline) {
+		name := pending[0]
+		err := evictPod(e.ctx, e, name)
+		switch {
+		case err == nil:
+			pending = pending[1:]
+		case apierrors.IsTooManyRequests(err):
+			refusals++
+			if firstRefusal == "" {
+				firstRefusal = err.Error()
+			}
+			time.Sleep(200 * time.Millisecond)
+		default:
+			t.Fatalf("evict %s: %v", name, err)
+		}
+	}
+	if len(pending) > 0 {
+		t.Fatalf("drain stuck with %v left after %d refusals; gate log:\n%s", pending, refusals, a.log.String())
+	}
+	if refusals == 0 {
+		t.Errorf("six evictions in a row against max-unavailable 2 were never refused")
+	}
+	for _, want := range []string{"rollplan gate", "StatefulSet " + e.ns + "/db", "budget maxUnavailable allows 2"} {
+		if !strings.Contains(firstRefusal, want) {
+			t.Errorf("refusal %q does not say %q", firstRefusal, want)
+		}
+	}
+	e.waitSettled("db", 6)
+	w.result(t, 2)
+	t.Logf("drained 6 pods with %d refusals; first: %s", refusals, firstRefusal)
+}
+
+// TestGateRacingEvictions: 50 concurrent evictions against a budget of 2,
+// through two gate replicas, admit exactly 2.
+func TestGateRacingEvictions(t *testing.T) {
+	e := newEnv(t, 3)
+	a := e.startGate(nil)
+	_, _ = e.rolloutStatefulSet("kv", 50, "2")
+	var admitted, refused atomic.Int64
+	var other sync.Map
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Go(func() {
+			err := evictPod(e.ctx, e, fmt.Sprintf("kv-%d", i))
+			switch {
+			case err == nil:
+				admitted.Add(1)
+			case apierrors.IsTooManyRequests(err):
+				refused.Add(1)
+			default:
+				other.Store(i, err)
+			}
+		})
+	}
+	wg.Wait()
+	other.Range(func(k, v any) bool { t.Errorf("eviction kv-%d: %v", k, v); return true })
+	if admitted.Load() != 2 {
+		t.Errorf("admitted %d of 50 racing evictions against max-unavailable 2, want exactly 2 (refused %d)\ngate log:\n%s", admitted.Load(), refused.Load(), a.log.String())
+	}
+	// The race spanned both replicas: each answered some of the 50.
+	answered := a.decisions("deny", "pods/eviction CREATE")
+	for r, n := range a.decisions("allow", "pods/eviction CREATE") {
+		answered[r] += n
+	}
+	if answered[0] == 0 || answered[1] == 0 {
+		t.Errorf("evictions answered per replica: %v, want both replicas in the race", answered)
+	}
+}
+
+// TestGateGuardAndWarning: a guard rule of the policy denies a workload
+// update, and kubectl prints the plan warning of an allowed one.
+func TestGateGuardAndWarning(t *testing.T) {
+	e := newEnv(t, 3)
+	e.startGate([]string{"../../policies/examples/guard-critical"})
+	set := statefulSet(e.ns, "pay", 4, "1")
+	set.Labels = map[string]string{"tier": "critical"}
+	if _, err := e.client.AppsV1().StatefulSets(e.ns).Create(e.ctx, set, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitSettled("pay", 4)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s, err := e.client.AppsV1().StatefulSets(e.ns).Get(e.ctx, "pay", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		s.Annotations[facts.AnnMaxUnavailable] = "50%"
+		_, err = e.client.AppsV1().StatefulSets(e.ns).Update(e.ctx, s, metav1.UpdateOptions{})
+		return err
+	})
+	if err == nil || !strings.Contains(err.Error(), "tier=critical allows at most 25%") {
+		t.Fatalf("max-unavailable 50%% on a tier=critical StatefulSet: %v, want the guard rule's denial", err)
+	}
+
+	kubectl := filepath.Join(os.Getenv(controlplane.BinEnv), "kubectl")
+	if _, err := os.Stat(kubectl); err != nil {
+		t.Fatalf("kubectl: %v (run make cluster-bin)", err)
+	}
+	cmd := exec.CommandContext(e.ctx, kubectl, "--kubeconfig", plane.Kubeconfig, "-n", e.ns,
+		"set", "image", "statefulset/pay", "app=example.com/app:v2")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl set image: %v\n%s", err, out)
+	}
+	if want := "Warning: rollplan: will update 4 pods in 4 waves: 4 in place"; !strings.Contains(string(out), want) {
+		t.Errorf("kubectl printed\n%s\nwant it to print %q", out, want)
+	}
+}
+
+// TestGateWithExecutor: rollplan apply and the gate, same policy, same
+// budgets: the executor's in-place updates all pass the gate, it never
+// meets a denial, and the budget holds.
+func TestGateWithExecutor(t *testing.T) {
+	e := newEnv(t, 3)
+	a := e.startGate(nil)
+	before, w := e.rolloutStatefulSet("web", 10, "2")
+	e.kubelet.SetImage("example.com/app:v2", kubelet.Behavior{ReadyDelay: 300 * time.Millisecond})
+	e.setTemplate("web", func(s *corev1.PodSpec) { s.Containers[0].Image = "example.com/app:v2" })
+	var log bytes.Buffer
+	run(t, e.newExecutor("web", &log, false), e.ctx, &log)
+	if d := a.decisions("deny", "pods UPDATE"); len(d) > 0 {
+		t.Errorf("the gate denied the executor's updates: %v\n%s", d, a.log.String())
+	}
+	if strings.Contains(log.String(), "denied by the rollplan gate") {
+		t.Errorf("the executor met a gate denial:\n%s", log.String())
+	}
+	allowed := 0
+	for _, n := range a.decisions("allow", "pods UPDATE") {
+		allowed += n
+	}
+	if allowed == 0 {
+		t.Errorf("the gate judged none of the executor's in-place updates (log:\n%s)", a.log.String())
+	}
+	for _, p := range e.pods("app=web") {
+		if before[p.Name] != p.UID {
+			t.Errorf("pod %s was recreated", p.Name)
+		}
+	}
+	w.result(t, 2)
+}
