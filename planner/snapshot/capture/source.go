@@ -3,6 +3,8 @@ package capture
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -10,8 +12,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -109,9 +115,21 @@ func (a APISource) Nodes(ctx context.Context) ([]*corev1.Node, error) {
 // Creating it registers the informers it reads; start the factories and
 // wait for their caches to sync before the first capture.
 type ListerSource struct {
-	objects   informers.SharedInformerFactory
-	nodes     informers.SharedInformerFactory
 	informers []cache.SharedIndexInformer
+	// The listers, looked up once (a factory lookup takes its lock).
+	deployments  appslisters.DeploymentLister
+	statefulSets appslisters.StatefulSetLister
+	daemonSets   appslisters.DaemonSetLister
+	replicaSets  appslisters.ReplicaSetLister
+	revisions    appslisters.ControllerRevisionLister
+	podLister    corelisters.PodLister
+	budgets      policylisters.PodDisruptionBudgetLister
+	nodeLister   corelisters.NodeLister // nil without a nodes factory
+	// pods is the pod informer's store; labelIndex says it indexes the
+	// pods by label (podLabelIndex), so a selector's pods are found
+	// without a scan of their namespace.
+	pods       cache.Indexer
+	labelIndex bool
 }
 
 var _ Source = (*ListerSource)(nil)
@@ -120,17 +138,30 @@ var _ Source = (*ListerSource)(nil)
 // (they may be the same factory).
 func NewListerSource(objects, nodes informers.SharedInformerFactory) *ListerSource {
 	apps := objects.Apps().V1()
-	l := &ListerSource{objects: objects, nodes: nodes, informers: []cache.SharedIndexInformer{
+	pods := objects.Core().V1().Pods().Informer()
+	l := &ListerSource{informers: []cache.SharedIndexInformer{
 		apps.Deployments().Informer(),
 		apps.StatefulSets().Informer(),
 		apps.DaemonSets().Informer(),
 		apps.ReplicaSets().Informer(),
 		apps.ControllerRevisions().Informer(),
-		objects.Core().V1().Pods().Informer(),
+		pods,
 		objects.Policy().V1().PodDisruptionBudgets().Informer(),
-	}}
+	},
+		deployments: apps.Deployments().Lister(), statefulSets: apps.StatefulSets().Lister(), daemonSets: apps.DaemonSets().Lister(),
+		replicaSets: apps.ReplicaSets().Lister(), revisions: apps.ControllerRevisions().Lister(),
+		podLister: objects.Core().V1().Pods().Lister(), budgets: objects.Policy().V1().PodDisruptionBudgets().Lister(),
+	}
+	// An informer started already indexes the objects it holds; one that
+	// has stopped takes no index: Pods then scans.
+	_, l.labelIndex = pods.GetIndexer().GetIndexers()[podLabelIndex]
+	if !l.labelIndex {
+		l.labelIndex = pods.AddIndexers(cache.Indexers{podLabelIndex: podLabels}) == nil
+	}
+	l.pods = pods.GetIndexer()
 	if nodes != nil {
 		l.informers = append(l.informers, nodes.Core().V1().Nodes().Informer())
+		l.nodeLister = nodes.Core().V1().Nodes().Lister()
 	}
 	return l
 }
@@ -147,58 +178,142 @@ func everything(sel labels.Selector) labels.Selector {
 }
 
 func (l *ListerSource) Deployment(_ context.Context, ns, name string) (*appsv1.Deployment, error) {
-	return l.objects.Apps().V1().Deployments().Lister().Deployments(ns).Get(name)
+	return l.deployments.Deployments(ns).Get(name)
 }
 
 func (l *ListerSource) StatefulSet(_ context.Context, ns, name string) (*appsv1.StatefulSet, error) {
-	return l.objects.Apps().V1().StatefulSets().Lister().StatefulSets(ns).Get(name)
+	return l.statefulSets.StatefulSets(ns).Get(name)
 }
 
 func (l *ListerSource) DaemonSet(_ context.Context, ns, name string) (*appsv1.DaemonSet, error) {
-	return l.objects.Apps().V1().DaemonSets().Lister().DaemonSets(ns).Get(name)
+	return l.daemonSets.DaemonSets(ns).Get(name)
 }
 
 func (l *ListerSource) Deployments(_ context.Context, ns string, sel labels.Selector) ([]*appsv1.Deployment, error) {
-	return l.objects.Apps().V1().Deployments().Lister().Deployments(ns).List(everything(sel))
+	return l.deployments.Deployments(ns).List(everything(sel))
 }
 
 func (l *ListerSource) StatefulSets(_ context.Context, ns string, sel labels.Selector) ([]*appsv1.StatefulSet, error) {
-	return l.objects.Apps().V1().StatefulSets().Lister().StatefulSets(ns).List(everything(sel))
+	return l.statefulSets.StatefulSets(ns).List(everything(sel))
 }
 
 func (l *ListerSource) DaemonSets(_ context.Context, ns string, sel labels.Selector) ([]*appsv1.DaemonSet, error) {
-	return l.objects.Apps().V1().DaemonSets().Lister().DaemonSets(ns).List(everything(sel))
+	return l.daemonSets.DaemonSets(ns).List(everything(sel))
 }
 
 func (l *ListerSource) ReplicaSets(_ context.Context, ns string) ([]*appsv1.ReplicaSet, error) {
-	return l.objects.Apps().V1().ReplicaSets().Lister().ReplicaSets(ns).List(labels.Everything())
+	return l.replicaSets.ReplicaSets(ns).List(labels.Everything())
 }
 
 func (l *ListerSource) ControllerRevisions(_ context.Context, ns string) ([]*appsv1.ControllerRevision, error) {
-	return l.objects.Apps().V1().ControllerRevisions().Lister().ControllerRevisions(ns).List(labels.Everything())
+	return l.revisions.ControllerRevisions(ns).List(labels.Everything())
 }
 
 func (l *ListerSource) Pods(_ context.Context, ns string, sel labels.Selector) ([]*corev1.Pod, error) {
-	return l.objects.Core().V1().Pods().Lister().Pods(ns).List(everything(sel))
+	if cand, ok := l.podCandidates(ns, sel); ok {
+		out := make([]*corev1.Pod, 0, len(cand))
+		for _, o := range cand {
+			if p, ok := o.(*corev1.Pod); ok && sel.Matches(labels.Set(p.Labels)) {
+				out = append(out, p)
+			}
+		}
+		// In the order a snapshot sorts them (one namespace: by name), so
+		// its sort has little left to do.
+		slices.SortFunc(out, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+		return out, nil
+	}
+	return l.podLister.Pods(ns).List(everything(sel))
+}
+
+// podLabelIndex indexes pods by namespace and label: "ns/key=value" for
+// each label (a namespace holds no "/", a label key no "=") but those of
+// unindexed.
+const podLabelIndex = "rollplan.dev/pod-labels"
+
+// unindexed are labels with a value of their own on every pod: indexing
+// them would cost an index entry per pod, and workload selectors do not
+// use them (a selector on them is answered by another of its
+// requirements, or by a scan).
+var unindexed = map[string]bool{
+	appsv1.StatefulSetPodNameLabel: true, // statefulset.kubernetes.io/pod-name
+	appsv1.PodIndexLabel:           true, // apps.kubernetes.io/pod-index
+}
+
+func podLabels(obj any) ([]string, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	keys := make([]string, 0, len(p.Labels))
+	for k, v := range p.Labels {
+		if !unindexed[k] {
+			keys = append(keys, labelKey(p.Namespace, k, v))
+		}
+	}
+	return keys, nil
+}
+
+func labelKey(ns, key, value string) string { return ns + "/" + key + "=" + value }
+
+// podCandidates are the pods of namespace ns that carry one of the values
+// of the selector's narrowest equality (=, ==, in) requirement on an
+// indexed label: a superset of the pods sel selects. ok is false when
+// there is no such requirement or no label index; Pods then scans the
+// namespace.
+func (l *ListerSource) podCandidates(ns string, sel labels.Selector) ([]any, bool) {
+	if !l.labelIndex || ns == metav1.NamespaceAll || sel == nil {
+		return nil, false
+	}
+	reqs, selectable := sel.Requirements()
+	if !selectable {
+		return nil, false
+	}
+	var best []any
+	found := false
+	for _, r := range reqs {
+		switch r.Operator() {
+		case selection.Equals, selection.DoubleEquals, selection.In:
+		default:
+			continue
+		}
+		if unindexed[r.Key()] {
+			continue
+		}
+		var cand []any
+		for v := range r.Values() { // one label has one value: no pod twice
+			objs, err := l.pods.ByIndex(podLabelIndex, labelKey(ns, r.Key(), v))
+			if err != nil {
+				return nil, false
+			}
+			cand = append(cand, objs...)
+		}
+		if !found || len(cand) < len(best) {
+			best, found = cand, true
+		}
+		if len(best) == 0 {
+			break
+		}
+	}
+	return best, found
 }
 
 func (l *ListerSource) PodDisruptionBudgets(_ context.Context, ns string) ([]*policyv1.PodDisruptionBudget, error) {
-	return l.objects.Policy().V1().PodDisruptionBudgets().Lister().PodDisruptionBudgets(ns).List(labels.Everything())
+	return l.budgets.PodDisruptionBudgets(ns).List(labels.Everything())
 }
 
 func (l *ListerSource) Nodes(context.Context) ([]*corev1.Node, error) {
-	if l.nodes == nil {
+	if l.nodeLister == nil {
 		return nil, apierrors.NewForbidden(corev1.Resource("nodes"), "", fmt.Errorf("the credentials may not list nodes"))
 	}
-	return l.nodes.Core().V1().Nodes().Lister().List(labels.Everything())
+	return l.nodeLister.List(labels.Everything())
 }
 
 // Pod is one pod from the cache.
 func (l *ListerSource) Pod(ns, name string) (*corev1.Pod, error) {
-	return l.objects.Core().V1().Pods().Lister().Pods(ns).Get(name)
+	return l.podLister.Pods(ns).Get(name)
 }
 
 // ReplicaSet is one ReplicaSet from the cache.
 func (l *ListerSource) ReplicaSet(ns, name string) (*appsv1.ReplicaSet, error) {
-	return l.objects.Apps().V1().ReplicaSets().Lister().ReplicaSets(ns).Get(name)
+	return l.replicaSets.ReplicaSets(ns).Get(name)
 }
