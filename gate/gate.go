@@ -336,13 +336,15 @@ func (g *Gate) disruption(ctx context.Context, pod *corev1.Pod, what string, dry
 		v.allow, v.reason = true, "pod is unavailable already"
 		return v
 	}
-	d, err := g.eng().Decide(ctx, r)
+	// Only the budgets decision point: the per-pod rules are most of the
+	// cost of a full evaluation, and a disruption needs none of them.
+	eb, err := engine.Budgets(ctx, g.eng(), r)
 	if err != nil {
 		// Policy errors deny disruptions: a budget we cannot compute is not room.
 		v.failed, v.reason = true, fmt.Sprintf("%s of pod %s: the policy for %s failed, so its budgets are unknown: %v; fix the policy (rollplan plan shows the same error)", what, pod.Name, t, err)
 		return v
 	}
-	budgets := plan.ResolveBudgets(r, d)
+	budgets := plan.ResolveBudgets(r, &engine.Decisions{Budgets: eb})
 	var short *shortfall
 	key := workloadKey(t.Namespace, t.Kind, t.Name)
 	cached := map[string]*corev1.Pod{}

@@ -26,6 +26,26 @@ type Engine interface {
 	Decide(ctx context.Context, r *facts.Rollout) (*Decisions, error)
 }
 
+// BudgetDecider is an Engine that can answer the budgets decision point
+// alone, faster than Decide: the admission gate needs nothing else to
+// judge a disruption. Its answer must equal Decide's Budgets.
+type BudgetDecider interface {
+	DecideBudgets(ctx context.Context, r *facts.Rollout) ([]Budget, error)
+}
+
+// Budgets answers the budgets of a rollout: through DecideBudgets when the
+// engine has it, else through Decide.
+func Budgets(ctx context.Context, e Engine, r *facts.Rollout) ([]Budget, error) {
+	if b, ok := e.(BudgetDecider); ok {
+		return b.DecideBudgets(ctx, r)
+	}
+	d, err := e.Decide(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return d.Budgets, nil
+}
+
 // Actions an eligibility decision may return.
 const (
 	InPlace  = "InPlace"

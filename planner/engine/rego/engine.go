@@ -21,30 +21,77 @@ import (
 type Engine struct {
 	bundle  *Bundle
 	query   rego.PreparedEvalQuery
+	budgets rego.PreparedEvalQuery // the budgets rule alone (DecideBudgets)
 	timeout time.Duration
 }
 
-var _ engine.Engine = (*Engine)(nil)
+var (
+	_ engine.Engine        = (*Engine)(nil)
+	_ engine.BudgetDecider = (*Engine)(nil)
+)
 
 // New compiles the bundle once.
 func New(ctx context.Context, b *Bundle, timeout time.Duration) (*Engine, error) {
-	opts := []func(*rego.Rego){
-		rego.Query("data." + resolverPackage + ".decisions"),
-		rego.StrictBuiltinErrors(true),
-		rego.SetRegoVersion(ast.RegoV1),
-		rego.ParsedModule(mustParse(b.resolver())),
+	prepare := func(query string) (rego.PreparedEvalQuery, error) {
+		opts := []func(*rego.Rego){
+			rego.Query(query),
+			rego.StrictBuiltinErrors(true),
+			rego.SetRegoVersion(ast.RegoV1),
+			rego.ParsedModule(mustParse(b.resolver())),
+		}
+		for _, m := range b.Modules {
+			opts = append(opts, rego.ParsedModule(m))
+		}
+		pq, err := rego.New(opts...).PrepareForEval(ctx)
+		if err != nil {
+			return pq, fmt.Errorf("compile policy %s: %w", strings.Join(b.Sources, ", "), err)
+		}
+		return pq, nil
 	}
-	for _, m := range b.Modules {
-		opts = append(opts, rego.ParsedModule(m))
-	}
-	pq, err := rego.New(opts...).PrepareForEval(ctx)
+	pq, err := prepare("data." + resolverPackage + ".decisions")
 	if err != nil {
-		return nil, fmt.Errorf("compile policy %s: %w", strings.Join(b.Sources, ", "), err)
+		return nil, err
+	}
+	bq, err := prepare("data." + resolverPackage + ".probe_budgets")
+	if err != nil {
+		return nil, err
 	}
 	if timeout <= 0 {
 		timeout = time.Minute
 	}
-	return &Engine{bundle: b, query: pq, timeout: timeout}, nil
+	return &Engine{bundle: b, query: pq, budgets: bq, timeout: timeout}, nil
+}
+
+// DecideBudgets implements engine.BudgetDecider: the budgets rule alone,
+// without the per-pod rules.
+func (e *Engine) DecideBudgets(ctx context.Context, r *facts.Rollout) ([]engine.Budget, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	in, err := inputValue(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: convert facts: %w", workloadID(r), err)
+	}
+	rs, err := e.budgets.Eval(ctx, rego.EvalVirtualCache(newRuleCache()), rego.EvalParsedInput(in), rego.EvalGenerateJSON(func(t *ast.Term, _ *rego.EvalContext) (any, error) { return t, nil }))
+	if err != nil {
+		return nil, fmt.Errorf("policy evaluation for %s: %w", workloadID(r), err)
+	}
+	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
+		return nil, fmt.Errorf("policy %s: rule budgets is undefined for %s", e.bundle.where("budgets"), workloadID(r))
+	}
+	term, ok := rs[0].Expressions[0].Value.(*ast.Term)
+	if !ok {
+		return nil, fmt.Errorf("policy evaluation for %s: unexpected result %T", workloadID(r), rs[0].Expressions[0].Value)
+	}
+	var out []engine.Budget
+	if err := decodeJSON(term, &out); err != nil {
+		return nil, fmt.Errorf("policy %s: rule budgets for %s: %w", e.bundle.where("budgets"), workloadID(r), err)
+	}
+	for _, b := range out {
+		if err := checkBudget(b); err != nil {
+			return nil, fmt.Errorf("policy %s: rule budgets for %s: %w", e.bundle.where("budgets"), workloadID(r), err)
+		}
+	}
+	return out, nil
 }
 
 func mustParse(src string) *ast.Module {
