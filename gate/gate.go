@@ -72,6 +72,10 @@ type Options struct {
 	Store Store
 	// Enforcement: Deny (default), Warn or DryRun.
 	Enforcement string
+	// PolicyEnforcement: the mode for the workloads whose
+	// rollplan.dev/policy annotation names a policy, over Enforcement (a
+	// workload's AnnEnforcement is over both).
+	PolicyEnforcement map[string]string
 	// Exempt namespaces are never gated: kube-system and the gate's own
 	// are added to them.
 	Exempt []string
@@ -106,6 +110,11 @@ func New(o Options) (*Gate, error) {
 	case Deny, Warn, DryRun:
 	default:
 		return nil, fmt.Errorf("gate: enforcement %q: want %s, %s or %s", o.Enforcement, Deny, Warn, DryRun)
+	}
+	for policy, m := range o.PolicyEnforcement {
+		if m != Deny && m != Warn && m != DryRun {
+			return nil, fmt.Errorf("gate: enforcement %q for policy %q: want %s, %s or %s", m, policy, Deny, Warn, DryRun)
+		}
 	}
 	if o.Store == nil {
 		o.Store = &MemoryStore{}
@@ -416,9 +425,13 @@ func factPod(r *facts.Rollout, name string) *facts.Pod {
 	return nil
 }
 
+// mode: the workload's AnnEnforcement, else its policy's, else the gate's.
 func (g *Gate) mode(r *facts.Rollout) string {
 	switch m := r.Workload.Annotations[AnnEnforcement]; m {
 	case Deny, Warn, DryRun:
+		return m
+	}
+	if m, ok := g.opts.PolicyEnforcement[r.Workload.Policy]; ok && r.Workload.Policy != "" {
 		return m
 	}
 	return g.opts.Enforcement

@@ -382,6 +382,45 @@ func TestPodRequests(t *testing.T) {
 	}
 }
 
+// TestEnforcementModes: the workload's annotation over its policy's mode
+// over the gate's.
+func TestEnforcementModes(t *testing.T) {
+	withAnn := func(ann map[string]string) []runtime.Object {
+		objs := statefulSet(3, "db-2")
+		set := objs[0].(*appsv1.StatefulSet)
+		set.Annotations[facts.AnnMaxUnavailable] = "1"
+		for k, v := range ann {
+			set.Annotations[k] = v
+		}
+		return objs
+	}
+	cases := []struct {
+		name     string
+		o        Options
+		ann      map[string]string
+		allow    bool
+		decision string
+	}{
+		{"gate deny", Options{}, nil, false, Denied},
+		{"gate warn", Options{Enforcement: Warn}, nil, true, WouldDeny},
+		{"policy dryrun over gate deny", Options{PolicyEnforcement: map[string]string{"strict": DryRun}}, map[string]string{facts.AnnPolicy: "strict"}, true, WouldDeny},
+		{"another policy's mode does not apply", Options{PolicyEnforcement: map[string]string{"other": Warn}}, map[string]string{facts.AnnPolicy: "strict"}, false, Denied},
+		{"annotation deny over policy warn", Options{PolicyEnforcement: map[string]string{"strict": Warn}}, map[string]string{facts.AnnPolicy: "strict", AnnEnforcement: Deny}, false, Denied},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, c.o, withAnn(c.ann)...)
+			resp, d := f.review(evict("db-0", false))
+			if resp.Allowed != c.allow || d != c.decision {
+				t.Errorf("allowed %v (%s), want %v (%s)", resp.Allowed, d, c.allow, c.decision)
+			}
+		})
+	}
+	if _, err := New(Options{Engine: defaultEngine(t), Cache: &capture.ListerSource{}, PolicyEnforcement: map[string]string{"x": "block"}}); err == nil {
+		t.Error("an unknown mode for a policy was accepted")
+	}
+}
+
 // failing is an engine whose policy fails.
 type failing struct{ engine.Engine }
 

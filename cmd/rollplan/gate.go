@@ -36,6 +36,7 @@ func newGateCommand() *cobra.Command {
 		bind, health, metrics  string
 		exempt                 []string
 		reservationTTL, reload time.Duration
+		policyModes            map[string]string
 	)
 	cmd := &cobra.Command{
 		Use:   "gate --tls-cert-file F --tls-private-key-file F [--policy P] [--enforcement deny|warn|dryrun]",
@@ -62,8 +63,9 @@ them, so replicas never admit the same unit of budget twice. Dry-run
 requests never reserve.
 
 Enforcement: deny (default), warn (admit with a warning) or dryrun (admit;
-only logs and metrics tell); a workload's annotation
-rollplan.dev/gate-enforcement overrides it. Failure modes: when the gate
+only logs and metrics tell); --policy-enforcement sets it per policy name
+(the workloads whose rollplan.dev/policy annotation names it), and a
+workload's annotation rollplan.dev/gate-enforcement overrides both. Failure modes: when the gate
 cannot decide (cache or reservation errors) it denies disruptions of
 workloads annotated rollplan.dev/managed="true" and admits others; a
 policy evaluation error denies disruptions and says why. kube-system and
@@ -86,10 +88,12 @@ kustomize base in deploy/.`,
 			if certFile == "" || keyFile == "" {
 				return usageError{fmt.Errorf("--tls-cert-file and --tls-private-key-file are required: the API server calls webhooks over HTTPS only")}
 			}
-			switch enforcement {
-			case gate.Deny, gate.Warn, gate.DryRun:
-			default:
-				return usageError{fmt.Errorf("--enforcement %q: want deny, warn or dryrun", enforcement)}
+			for _, m := range append([]string{enforcement}, mapValues(policyModes)...) {
+				switch m {
+				case gate.Deny, gate.Warn, gate.DryRun:
+				default:
+					return usageError{fmt.Errorf("enforcement %q (--enforcement or --policy-enforcement): want deny, warn or dryrun", m)}
+				}
 			}
 			gates, err := parseFeatureGates(pf.featureGates)
 			if err != nil {
@@ -126,7 +130,7 @@ kustomize base in deploy/.`,
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			g, err := gate.New(gate.Options{
 				Engine: eng, Cache: src, Store: &gate.ConfigMapStore{Client: cl.client, Namespace: ns},
-				Enforcement: enforcement, Namespace: ns, Exempt: exempt, FeatureGates: gates,
+				Enforcement: enforcement, PolicyEnforcement: policyModes, Namespace: ns, Exempt: exempt, FeatureGates: gates,
 				ReservationTTL: reservationTTL, Log: log, Metrics: gate.NewMetrics(reg),
 			})
 			if err != nil {
@@ -185,6 +189,7 @@ kustomize base in deploy/.`,
 	fl.StringVar(&bind, "bind-address", ":8443", "address of the webhook (HTTPS, path /validate)")
 	fl.StringVar(&health, "health-probe-bind-address", ":8081", `address of /healthz and /readyz; "": off`)
 	fl.StringVar(&metrics, "metrics-bind-address", ":8080", `address of Prometheus /metrics; "": off`)
+	fl.StringToStringVar(&policyModes, "policy-enforcement", nil, "enforcement per policy name, for workloads whose rollplan.dev/policy annotation names it, e.g. strict=deny,canary=warn")
 	fl.StringSliceVar(&exempt, "exempt-namespaces", nil, "namespaces never gated, besides kube-system and the gate's own")
 	fl.DurationVar(&reservationTTL, "reservation-ttl", 30*time.Second, "how long an admitted disruption holds its budget at most before the cache shows it")
 	fl.DurationVar(&reload, "policy-reload-interval", 10*time.Second, "how often to check --policy files for changes; 0: never")
@@ -237,4 +242,12 @@ func policyFilesDigest(paths []string) (string, error) {
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func mapValues(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
 }
