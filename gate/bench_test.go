@@ -294,12 +294,16 @@ func benchEngines(tb testing.TB) []engine.Engine {
 }
 
 // benchGate is a gate as `rollplan gate` builds it: JSON decision log
-// (discarded here), metrics, Deny enforcement, the clock fixed.
+// (discarded here), metrics, Deny enforcement, a clock running from benchNow.
 func benchGate(tb testing.TB, c *benchCluster, e engine.Engine) *gate.Gate {
 	tb.Helper()
+	// The clock runs from benchNow: every second the gate rebuilds each
+	// workload's state it is asked about (its state cache is per second),
+	// as it does in a cluster.
+	start := time.Now()
 	g, err := gate.New(gate.Options{
 		Engine: e, Cache: c.src, Store: &gate.MemoryStore{}, Enforcement: gate.Deny, Namespace: "rollplan-system",
-		Now: func() time.Time { return benchNow }, Log: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Now: func() time.Time { return benchNow.Add(time.Since(start)) }, Log: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 		Metrics: gate.NewMetrics(prometheus.NewRegistry()),
 	})
 	if err != nil {

@@ -97,6 +97,7 @@ type Gate struct {
 	opts   Options
 	engine atomic.Pointer[engine.Engine]
 	exempt map[string]bool
+	states *stateCache // nil: no caching (a Cache without informers)
 }
 
 // New returns a gate.
@@ -139,6 +140,10 @@ func New(o Options) (*Gate, error) {
 		g.exempt[ns] = true
 	}
 	g.SetEngine(o.Engine)
+	var err error
+	if g.states, err = newStateCache(o.Cache); err != nil {
+		return nil, err
+	}
 	return g, nil
 }
 
@@ -323,18 +328,19 @@ func (g *Gate) disruption(ctx context.Context, pod *corev1.Pod, what string, dry
 	}
 	t := executor.Target{Namespace: pod.Namespace, Kind: ref.Kind, Name: ref.Name}
 	v := verdict{workload: t.String(), mode: g.opts.Enforcement}
-	now := g.opts.Now()
-	snap, _, err := capture.CaptureFrom(ctx, g.opts.Cache, capture.Options{Namespace: t.Namespace, Workloads: []capture.Ref{ref}, Now: func() time.Time { return now }})
-	if err != nil {
+	// Whole seconds: the facts' clock, and the state cache's key.
+	now := g.opts.Now().Truncate(time.Second)
+	st := g.state(ctx, t, now)
+	switch {
+	case st.captureErr != nil:
 		// The workload is gone (garbage collection deletes its pods) or unreadable.
-		v.allow, v.failed, v.reason = true, true, fmt.Sprintf("%s: %v", t, err)
+		v.allow, v.failed, v.reason = true, true, fmt.Sprintf("%s: %v", t, st.captureErr)
+		return v
+	case st.factsErr != nil:
+		v.allow, v.failed, v.reason = !st.managed, true, fmt.Sprintf("%s: facts: %v", t, st.factsErr)
 		return v
 	}
-	r, _, err := executor.Observe(snap, t, now, g.opts.FeatureGates)
-	if err != nil {
-		v.allow, v.failed, v.reason = !isManaged(snap, t), true, fmt.Sprintf("%s: facts: %v", t, err)
-		return v
-	}
+	r := st.rollout
 	v.mode = g.mode(r)
 	fp := factPod(r, pod.Name)
 	switch {
@@ -344,22 +350,14 @@ func (g *Gate) disruption(ctx context.Context, pod *corev1.Pod, what string, dry
 	case fp.Terminating || fp.Terminal || !fp.Available:
 		v.allow, v.reason = true, "pod is unavailable already"
 		return v
-	}
-	// Only the budgets decision point: the per-pod rules are most of the
-	// cost of a full evaluation, and a disruption needs none of them.
-	eb, err := engine.Budgets(ctx, g.eng(), r)
-	if err != nil {
+	case st.policyErr != nil:
 		// Policy errors deny disruptions: a budget we cannot compute is not room.
-		v.failed, v.reason = true, fmt.Sprintf("%s of pod %s: the policy for %s failed, so its budgets are unknown: %v; fix the policy (rollplan plan shows the same error)", what, pod.Name, t, err)
+		v.failed, v.reason = true, fmt.Sprintf("%s of pod %s: the policy for %s failed, so its budgets are unknown: %v; fix the policy (rollplan plan shows the same error)", what, pod.Name, t, st.policyErr)
 		return v
 	}
-	budgets := plan.ResolveBudgets(r, &engine.Decisions{Budgets: eb})
+	budgets, cached := st.budgets, st.pods
 	var short *shortfall
 	key := workloadKey(t.Namespace, t.Kind, t.Name)
-	cached := map[string]*corev1.Pod{}
-	for _, p := range snap.Pods {
-		cached[p.Name] = p
-	}
 	err = g.opts.Store.Reserve(ctx, key, func(cur []Reservation) ([]Reservation, bool, error) {
 		live := pending(cur, r, cached, pod.Name, now)
 		extra := map[string]bool{}

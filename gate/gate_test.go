@@ -421,6 +421,64 @@ func TestEnforcementModes(t *testing.T) {
 	}
 }
 
+// TestStateCache: within a second and without a change in the namespace, a
+// workload's state is built once; any change in the namespace rebuilds it
+// (the clock is fixed here, so only the invalidation can let db-0 go).
+func TestStateCache(t *testing.T) {
+	f := newFixture(t, Options{}, statefulSet(5, "db-3", "db-4")...)
+	// The gate's handlers first see the cache's objects as adds: let them.
+	for last := uint64(1 << 63); last != f.gate.states.gens.of(ns); {
+		last = f.gate.states.gens.of(ns)
+		time.Sleep(100 * time.Millisecond)
+	}
+	for range 3 {
+		if resp, _ := f.review(evict("db-0", true)); resp.Allowed {
+			t.Fatal("budget spent by two unready pods, yet admitted")
+		}
+	}
+	if n := f.gate.states.builds.Load(); n != 1 {
+		t.Errorf("built the state %d times for three requests in one second, want 1", n)
+	}
+	// A second later the state still answers; from refreshAfter on it
+	// answers while a new one is built in the background; past maxAge a
+	// request waits for a new one.
+	clock := now
+	f.gate.opts.Now = func() time.Time { return clock }
+	clock = now.Add(time.Second)
+	f.review(evict("db-0", true))
+	if n := f.gate.states.builds.Load(); n != 1 {
+		t.Errorf("%d builds a second later, want 1", n)
+	}
+	clock = now.Add(refreshAfter * time.Second)
+	f.review(evict("db-0", true))
+	for deadline := time.Now().Add(5 * time.Second); f.gate.states.builds.Load() != 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no background build at age %ds (%d builds)", refreshAfter, f.gate.states.builds.Load())
+		}
+	}
+	clock = clock.Add((maxAge + 1) * time.Second)
+	f.review(evict("db-0", true))
+	if n := f.gate.states.builds.Load(); n != 3 {
+		t.Errorf("%d builds after a state older than maxAge, want 3", n)
+	}
+	p, _ := f.client.CoreV1().Pods(ns).Get(context.Background(), "db-3", metav1.GetOptions{})
+	p.Status.Conditions[0].Status = corev1.ConditionTrue
+	p.Status.ContainerStatuses[0].Ready = true
+	if _, err := f.client.CoreV1().Pods(ns).UpdateStatus(context.Background(), p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if resp, _ := f.review(evict("db-0", true)); resp.Allowed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("db-3 is Ready again, yet the cached state still counts it")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // failing is an engine whose policy fails.
 type failing struct{ engine.Engine }
 
