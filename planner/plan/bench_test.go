@@ -77,31 +77,40 @@ func processCPU() time.Duration {
 }
 
 // TestPlanScalesLinearly guards against quadratic policies or packing:
-// doubling the pods must not much more than double the time.
+// doubling the pods must not much more than double the work. Allocations
+// are counted exactly and are the sharp check; time, which other test
+// packages running at once disturb, only has to stay clear of the 4× a
+// quadratic step would show.
 func TestPlanScalesLinearly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("timing comparison")
 	}
 	e := newEngine(t)
 	snap4, snap8 := synth.Snapshot(4000), synth.Snapshot(8000)
-	once := func(snap *snapshot.Snapshot) time.Duration {
+	once := func(snap *snapshot.Snapshot) (time.Duration, int64) {
 		r := testing.Benchmark(func(b *testing.B) {
+			b.ReportAllocs()
 			for j := 0; j < b.N; j++ {
 				planSnapshot(b, e, snap)
 			}
 		})
-		return time.Duration(r.NsPerOp())
+		return time.Duration(r.NsPerOp()), r.AllocsPerOp()
 	}
 	// Best of five, the sizes interleaved, so that load from other test
 	// packages running at the same time hits both sizes alike.
 	t4, t8 := time.Duration(1<<63-1), time.Duration(1<<63-1)
+	var a4, a8 int64
 	for i := 0; i < 5; i++ {
-		t4 = min(t4, once(snap4))
-		t8 = min(t8, once(snap8))
+		d4, n4 := once(snap4)
+		d8, n8 := once(snap8)
+		t4, t8, a4, a8 = min(t4, d4), min(t8, d8), n4, n8
 	}
-	ratio := float64(t8) / float64(t4)
-	t.Logf("t(4k)=%v t(8k)=%v ratio %.2f", t4, t8, ratio)
-	if ratio >= 2.5 {
-		t.Errorf("planning is not linear: t(8k)/t(4k) = %.2f, want < 2.5", ratio)
+	ratio, allocRatio := float64(t8)/float64(t4), float64(a8)/float64(a4)
+	t.Logf("t(4k)=%v t(8k)=%v ratio %.2f; allocs %d → %d, ratio %.2f", t4, t8, ratio, a4, a8, allocRatio)
+	if allocRatio >= 2.3 {
+		t.Errorf("planning is not linear: allocations(8k)/allocations(4k) = %.2f, want < 2.3", allocRatio)
+	}
+	if ratio >= 3.2 {
+		t.Errorf("planning is not linear: t(8k)/t(4k) = %.2f, want < 3.2", ratio)
 	}
 }
