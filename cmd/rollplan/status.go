@@ -17,6 +17,9 @@ import (
 	"github.com/rollplan/rollplan/executor"
 )
 
+// statusDebounce: status --watch reads at most this often on changes.
+const statusDebounce = 200 * time.Millisecond
+
 // statusInterval is how often status --watch reads again; tests shorten it.
 var statusInterval = 2 * time.Second
 
@@ -54,7 +57,8 @@ apply. The state is read and planned exactly as each step of rollplan apply
 reads and plans it (same policy flags). Waves done are an estimate: rollplan
 keeps no history, so they are counted from the pods already updated.
 
-With --watch it reads again every 2s and prints again until the rollout is
+With --watch it reads from informer caches, again on every change (at most
+every 0.2s) and every 2s, and prints again until the rollout is
 rolled out (exit 0) or halted (exit 3): on a terminal the table is redrawn;
 otherwise a line (or, with -o json|yaml, a document) is printed only when
 something changed.
@@ -82,7 +86,18 @@ error; 2 usage error; 3 halted by policy (with or without --watch).`,
 			}
 			defer w.stop()
 			ctx, target := w.ctx, w.target
-			x, err := executor.New(w.client, executor.Options{Target: target, Engine: w.engine, FeatureGates: w.gates, Now: applyClock})
+			opts := executor.Options{Target: target, Engine: w.engine, FeatureGates: w.gates, Now: applyClock}
+			var changes <-chan struct{}
+			if watch {
+				// Watching reads from informer caches and reads again on
+				// their changes, not only on the clock.
+				r, err := executor.NewInformerReader(ctx, w.client, target.Namespace, applyClock)
+				if err != nil {
+					return fmt.Errorf("%s: start informers: %w", target, err)
+				}
+				opts.Reader, changes = r, r.Changes()
+			}
+			x, err := executor.New(w.client, opts)
 			if err != nil {
 				return err
 			}
@@ -97,7 +112,7 @@ error; 2 usage error; 3 halted by policy (with or without --watch).`,
 				}
 				return statusErr(target, st)
 			}
-			return watchStatus(ctx, x, target, out, output, statusIsTTY(out))
+			return watchStatus(ctx, x, target, out, output, statusIsTTY(out), changes)
 		},
 	}
 	config.register(cmd.Flags())
@@ -107,7 +122,7 @@ error; 2 usage error; 3 halted by policy (with or without --watch).`,
 	fl.StringVar(&pf.featureGates, "feature-gates", "", "cluster feature gates that change upstream behaviour, e.g. MaxUnavailableStatefulSet=true")
 	fl.DurationVar(&pf.timeout, "policy-timeout", time.Minute, "deadline for evaluating the policy at each read")
 	fl.StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
-	fl.BoolVarP(&watch, "watch", "w", false, "read again every 2s until the rollout is rolled out (exit 0) or halted (exit 3)")
+	fl.BoolVarP(&watch, "watch", "w", false, "read again on every change (and every 2s) until the rollout is rolled out (exit 0) or halted (exit 3)")
 	return cmd
 }
 
@@ -121,8 +136,9 @@ func statusErr(t executor.Target, st *executor.RolloutStatus) error {
 }
 
 // watchStatus reads and prints until the rollout is rolled out or halted,
-// or ctx ends.
-func watchStatus(ctx context.Context, x *executor.Executor, t executor.Target, out io.Writer, format string, tty bool) error {
+// or ctx ends: again when changes reports a change (nil: never), and every
+// statusInterval (time alone changes a status: minReadySeconds, deadlines).
+func watchStatus(ctx context.Context, x *executor.Executor, t executor.Target, out io.Writer, format string, tty bool, changes <-chan struct{}) error {
 	last := ""
 	for {
 		st, err := x.Status(ctx)
@@ -166,6 +182,13 @@ func watchStatus(ctx context.Context, x *executor.Executor, t executor.Target, o
 		case <-ctx.Done():
 			tm.Stop()
 			return fmt.Errorf("%s: stopped watching before the rollout finished (%s): %w", t, st.Verdict, context.Cause(ctx))
+		case <-changes:
+			tm.Stop()
+			// A burst of events (a wave restarting) makes one read.
+			select {
+			case <-ctx.Done():
+			case <-time.After(statusDebounce):
+			}
 		case <-tm.C:
 		}
 	}

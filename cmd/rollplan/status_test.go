@@ -1,18 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/rollplan/rollplan/executor"
@@ -154,48 +153,51 @@ func TestStatusJSON(t *testing.T) {
 	}
 }
 
-// completeOnSecondRead rolls every pod of StatefulSet web to its update
+// completeRollout rolls every pod of StatefulSet web to its update
 // revision (web-59c59f4f75, the hash of its template: the scenario's status
-// is stale), in the fake cluster, when the workload is read the second time
-// (through the tracker: a reactor runs under the fake's lock).
-func completeOnSecondRead(t *testing.T) {
-	t.Helper()
+// is stale) in the fake cluster, through the client, so the informers of
+// status --watch see it.
+func completeRollout(t *testing.T) {
 	cl, err := connectCluster(&kubeFlags{})
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err)
+		return
 	}
-	cs := cl.client.(*fake.Clientset)
-	reads := 0
-	cs.PrependReactor("*", "statefulsets", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if v := a.GetVerb(); v != "get" && v != "list" {
-			return false, nil, nil
+	ctx := context.Background()
+	sts, err := cl.client.AppsV1().StatefulSets("default").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	pods, err := cl.client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	for _, p := range pods.Items {
+		p.Labels[appsv1.ControllerRevisionHashLabelKey] = "web-59c59f4f75"
+		p.Spec.Containers = sts.Spec.Template.Spec.Containers
+		for i := range p.Status.ContainerStatuses {
+			p.Status.ContainerStatuses[i].Image = p.Spec.Containers[i].Image
 		}
-		if reads++; reads != 2 {
-			return false, nil, nil
+		if _, err := cl.client.CoreV1().Pods("default").Update(ctx, &p, metav1.UpdateOptions{}); err != nil {
+			t.Error(err)
 		}
-		tr := cs.Tracker()
-		obj, err := tr.Get(appsv1.SchemeGroupVersion.WithResource("statefulsets"), "default", "web")
-		if err != nil {
-			return true, nil, err
-		}
-		sts := obj.(*appsv1.StatefulSet)
-		podsGVR := corev1.SchemeGroupVersion.WithResource("pods")
-		list, err := tr.List(podsGVR, corev1.SchemeGroupVersion.WithKind("Pod"), "default")
-		if err != nil {
-			return true, nil, err
-		}
-		for _, p := range list.(*corev1.PodList).Items {
-			p.Labels[appsv1.ControllerRevisionHashLabelKey] = "web-59c59f4f75"
-			p.Spec.Containers = sts.Spec.Template.Spec.Containers
-			for i := range p.Status.ContainerStatuses {
-				p.Status.ContainerStatuses[i].Image = p.Spec.Containers[i].Image
-			}
-			if err := tr.Update(podsGVR, &p, "default"); err != nil {
-				return true, nil, err
-			}
-		}
-		return false, nil, nil
-	})
+	}
+}
+
+// firstWrite is stdout that calls then once, after the first write: the
+// rollout completes once the first status is printed.
+type firstWrite struct {
+	bytes.Buffer
+	once sync.Once
+	then func()
+}
+
+func (w *firstWrite) Write(p []byte) (int, error) {
+	n, err := w.Buffer.Write(p)
+	w.once.Do(w.then)
+	return n, err
 }
 
 // --watch reads until the rollout is rolled out (exit 0) or halted (exit 3):
@@ -231,13 +233,22 @@ func TestStatusWatch(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fakeApply(t, march, tt.scenario)
-			if tt.complete {
-				completeOnSecondRead(t)
-			}
 			prevTTY := statusIsTTY
 			t.Cleanup(func() { statusIsTTY = prevTTY })
 			statusIsTTY = func(io.Writer) bool { return tt.tty }
-			stdout, stderr, err := run(t, tt.args...)
+			out := &firstWrite{then: func() {}}
+			if tt.complete {
+				out.then = func() { completeRollout(t) }
+			}
+			var errOut bytes.Buffer
+			cmd := newRootCommand()
+			cmd.SetOut(out)
+			cmd.SetErr(&errOut)
+			cmd.SetArgs(tt.args)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			err := cmd.ExecuteContext(ctx)
+			stdout, stderr := out.String(), errOut.String()
 			if got := exitCode(err); got != tt.code {
 				t.Fatalf("exit code %d, want %d (err %v)\nstdout:\n%s\nstderr:\n%s", got, tt.code, err, stdout, stderr)
 			}
@@ -261,12 +272,12 @@ func TestStatusWatch(t *testing.T) {
 // Ctrl-C (the context ending) stops --watch with an error naming the verdict.
 func TestStatusWatchStops(t *testing.T) {
 	fakeApply(t, time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), "sts-inplace-image-only")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	cmd := newRootCommand()
-	cmd.SetOut(io.Discard)
+	cmd.SetOut(&firstWrite{then: cancel}) // Ctrl-C once the status is printed
 	cmd.SetErr(io.Discard)
 	cmd.SetArgs([]string{"status", "sts/web", "--watch"})
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
 	err := cmd.ExecuteContext(ctx)
 	if exitCode(err) != exitError || err == nil || !strings.Contains(err.Error(), "in progress: wave 1 of 4") {
 		t.Errorf("err %v, want exit 1 naming the verdict", err)
