@@ -451,5 +451,8 @@ func (e *Executor) wait(ctx context.Context, step *StepResult, wait *time.Durati
 	case <-n.Changes():
 	case <-t.C:
 	}
+	if ctx.Err() != nil { // both ready at once: select picks either
+		return stopped()
+	}
 	return nil
 }

@@ -177,19 +177,26 @@ func watchStatus(ctx context.Context, x *executor.Executor, t executor.Target, o
 		case executor.StatusHalted:
 			return statusErr(t, st)
 		}
+		stopped := func() error {
+			return fmt.Errorf("%s: stopped watching before the rollout finished (%s): %w", t, st.Verdict, context.Cause(ctx))
+		}
 		tm := time.NewTimer(statusInterval)
 		select {
 		case <-ctx.Done():
 			tm.Stop()
-			return fmt.Errorf("%s: stopped watching before the rollout finished (%s): %w", t, st.Verdict, context.Cause(ctx))
+			return stopped()
 		case <-changes:
 			tm.Stop()
 			// A burst of events (a wave restarting) makes one read.
 			select {
 			case <-ctx.Done():
+				return stopped()
 			case <-time.After(statusDebounce):
 			}
 		case <-tm.C:
+		}
+		if ctx.Err() != nil { // both ready at once: select picks either
+			return stopped()
 		}
 	}
 }
