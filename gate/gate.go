@@ -367,7 +367,16 @@ func (g *Gate) disruption(ctx context.Context, pod *corev1.Pod, what string, dry
 		if short = fits(r, budgets, pod.Name, extra); short != nil || dryRun {
 			return nil, false, nil
 		}
-		return append(live, Reservation{Pod: pod.Name, UID: string(pod.UID), ResourceVersion: pod.ResourceVersion,
+		// What this replica's cache shows no longer counts here, but stays
+		// stored until it lapses: another replica's cache may lag behind
+		// this one's and still need it.
+		keep := []Reservation{}
+		for _, res := range cur {
+			if res.Pod != pod.Name && res.Until.After(now) {
+				keep = append(keep, res)
+			}
+		}
+		return append(keep, Reservation{Pod: pod.Name, UID: string(pod.UID), ResourceVersion: pod.ResourceVersion,
 			Until: now.Add(g.opts.ReservationTTL).UTC().Truncate(time.Second)}), true, nil
 	})
 	if err != nil {

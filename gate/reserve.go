@@ -24,10 +24,11 @@ import (
 type Reservation struct {
 	Pod string `json:"pod"`
 	UID string `json:"uid"`
-	// ResourceVersion of the pod the request acted on: once the cache holds
-	// a later version, the cache shows the disruption itself (a deleting,
-	// evicted or restarting pod is unavailable there) and the reservation
-	// has done its work.
+	// ResourceVersion of the pod the request acted on: once a replica's
+	// cache holds a later version, it shows the disruption itself (a
+	// deleting, evicted or restarting pod is unavailable there) and that
+	// replica stops counting the reservation; it stays stored until Until,
+	// for replicas whose caches lag.
 	ResourceVersion string `json:"resourceVersion"`
 	// Until: the reservation lapses then at the latest (RFC 3339).
 	Until time.Time `json:"until"`

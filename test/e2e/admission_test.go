@@ -221,6 +221,10 @@ func TestGateDrain(t *testing.T) {
 	e := newEnv(t, 3)
 	a := e.startGate(nil)
 	_, w := e.rolloutStatefulSet("db", 6, "2")
+	// Replacements take 3 s to become Ready: however slowly the evictions
+	// go (CI runs other suites beside this one), the third one meets a
+	// full budget.
+	e.kubelet.SetImage("example.com/app:v1", kubelet.Behavior{ReadyDelay: 3 * time.Second})
 	pending := []string{"db-0", "db-1", "db-2", "db-3", "db-4", "db-5"}
 	refusals := 0
 	var firstRefusal string
@@ -263,6 +267,10 @@ func TestGateRacingEvictions(t *testing.T) {
 	e := newEnv(t, 3)
 	a := e.startGate(nil)
 	_, _ = e.rolloutStatefulSet("kv", 50, "2")
+	// Replacements stay unready throughout (a minute to Ready; NeverReady
+	// would also turn the running pods unready): "exactly 2" must not
+	// depend on how fast 50 evictions get through on a loaded machine.
+	e.kubelet.SetImage("example.com/app:v1", kubelet.Behavior{ReadyDelay: time.Minute})
 	var admitted, refused atomic.Int64
 	var other sync.Map
 	var wg sync.WaitGroup
