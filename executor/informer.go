@@ -62,19 +62,17 @@ func NewInformerReader(ctx context.Context, client kubernetes.Interface, namespa
 		UpdateFunc: func(any, any) { r.changed() },
 		DeleteFunc: func(any) { r.changed() },
 	}
-	var synced []cache.InformerSynced
 	for _, inf := range r.src.Informers() {
 		if _, err := inf.AddEventHandler(notify); err != nil {
 			return nil, fmt.Errorf("watch in namespace %q: %w", namespace, err)
 		}
-		synced = append(synced, inf.HasSynced)
 	}
 	objects.Start(ctx.Done())
 	if nodes != nil {
 		nodes.Start(ctx.Done())
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		return nil, fmt.Errorf("informer caches of namespace %q did not sync: %w", namespace, context.Cause(ctx))
+	if err := r.src.WaitForSync(ctx); err != nil {
+		return nil, fmt.Errorf("namespace %q: %w", namespace, err)
 	}
 	return r, nil
 }

@@ -27,7 +27,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -258,14 +257,10 @@ func buildBenchCluster() (*benchCluster, error) {
 	c := &benchCluster{src: capture.NewListerSource(factory, factory)}
 	stop := make(chan struct{}) // the informers live as long as the test binary
 	factory.Start(stop)
-	var synced []cache.InformerSynced
-	for _, inf := range c.src.Informers() {
-		synced = append(synced, inf.HasSynced)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		return nil, fmt.Errorf("informer caches did not sync")
+	if err := c.src.WaitForSync(ctx); err != nil {
+		return nil, err
 	}
 	pods, err := c.src.Pods(ctx, metav1.NamespaceAll, nil)
 	if err != nil {

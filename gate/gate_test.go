@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"github.com/rollplan/rollplan/planner/engine"
@@ -116,12 +115,8 @@ func newFixture(t *testing.T, o Options, objs ...runtime.Object) *fixture {
 	f := informers.NewSharedInformerFactory(client, 0)
 	src := capture.NewListerSource(f, f)
 	f.Start(t.Context().Done())
-	var synced []cache.InformerSynced
-	for _, inf := range src.Informers() {
-		synced = append(synced, inf.HasSynced)
-	}
-	if !cache.WaitForCacheSync(t.Context().Done(), synced...) {
-		t.Fatal("caches did not sync")
+	if err := src.WaitForSync(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 	store := &MemoryStore{}
 	if o.Engine == nil {

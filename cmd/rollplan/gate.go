@@ -21,7 +21,6 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/rollplan/rollplan/gate"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
@@ -137,18 +136,6 @@ kustomize base in deploy/.`,
 				return err
 			}
 			factory.Start(ctx.Done())
-			var synced []cache.InformerSynced
-			for _, inf := range src.Informers() {
-				synced = append(synced, inf.HasSynced)
-			}
-			ready := func() bool {
-				for _, s := range synced {
-					if !s() {
-						return false
-					}
-				}
-				return true
-			}
 			if metrics != "" {
 				stopMetrics, err := serveMetrics(metrics, reg, log)
 				if err != nil {
@@ -168,12 +155,12 @@ kustomize base in deploy/.`,
 				})
 			}
 			go func() {
-				if cache.WaitForCacheSync(ctx.Done(), synced...) {
+				if src.WaitForSync(ctx) == nil {
 					log.Info("informer caches synced: ready")
 				}
 			}()
 			log.Info("starting", "namespace", ns, "enforcement", enforcement, "engine", eng.Name(), "policy", eng.Digest(), "cluster", cl.source)
-			srv := &gate.Server{Gate: g, Addr: bind, CertFile: certFile, KeyFile: keyFile, HealthAddr: health, Ready: ready, Log: log}
+			srv := &gate.Server{Gate: g, Addr: bind, CertFile: certFile, KeyFile: keyFile, HealthAddr: health, Ready: src.HasSynced, Log: log}
 			return srv.Run(ctx)
 		},
 	}

@@ -24,7 +24,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 
@@ -88,12 +87,8 @@ func (e *env) startGate(policies []string) *admission {
 		f := informers.NewSharedInformerFactory(e.client, 0)
 		src := capture.NewListerSource(f, f)
 		f.Start(ctx.Done())
-		var synced []cache.InformerSynced
-		for _, inf := range src.Informers() {
-			synced = append(synced, inf.HasSynced)
-		}
-		if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-			e.t.Fatal("gate caches did not sync")
+		if err := src.WaitForSync(ctx); err != nil {
+			e.t.Fatalf("gate: %v", err)
 		}
 		g, err := gate.New(gate.Options{Engine: eng, Cache: src, Namespace: a.namespace,
 			Store: &gate.ConfigMapStore{Client: e.client, Namespace: a.namespace}, Log: log.With("replica", replica)})

@@ -166,6 +166,29 @@ func NewListerSource(objects, nodes informers.SharedInformerFactory) *ListerSour
 	return l
 }
 
+// HasSynced reports whether every informer the source reads has synced.
+func (l *ListerSource) HasSynced() bool {
+	for _, i := range l.informers {
+		if !i.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// WaitForSync blocks until every informer the source reads has synced
+// (start the factories first), or ctx ends.
+func (l *ListerSource) WaitForSync(ctx context.Context) error {
+	synced := make([]cache.InformerSynced, len(l.informers))
+	for i, inf := range l.informers {
+		synced[i] = inf.HasSynced
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return fmt.Errorf("informer caches did not sync: %w", context.Cause(ctx))
+	}
+	return nil
+}
+
 // Informers are the informers the source reads, for event handlers and
 // cache-sync checks.
 func (l *ListerSource) Informers() []cache.SharedIndexInformer { return l.informers }
