@@ -23,8 +23,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -221,6 +221,7 @@ func (g *Gate) decide(ctx context.Context, req *admissionv1.AdmissionRequest) ve
 // pod judges the pod requests that disrupt.
 func (g *Gate) pod(ctx context.Context, req *admissionv1.AdmissionRequest) verdict {
 	var pod *corev1.Pod
+	var images map[string]string // an update's new images: when the cache shows them, it shows the update
 	what := ""
 	switch {
 	case req.Operation == admissionv1.Delete && req.SubResource == "":
@@ -246,7 +247,7 @@ func (g *Gate) pod(ctx context.Context, req *admissionv1.AdmissionRequest) verdi
 			return verdict{allow: true, reason: "the update restarts no container"}
 		}
 		what = "update (" + why + ")"
-		pod = oldPod
+		pod, images = oldPod, containerImages(newPod)
 	default:
 		return verdict{allow: true, reason: "not a disruption"}
 	}
@@ -259,7 +260,7 @@ func (g *Gate) pod(ctx context.Context, req *admissionv1.AdmissionRequest) verdi
 			return verdict{allow: true, failed: true, reason: fmt.Sprintf("read pod %s/%s from the cache: %v", req.Namespace, req.Name, err)}
 		}
 	}
-	return g.disruption(ctx, pod, what, req.DryRun != nil && *req.DryRun)
+	return g.disruption(ctx, pod, images, what, req.DryRun != nil && *req.DryRun)
 }
 
 // restarts says why an update of a pod restarts a container: an image
@@ -318,7 +319,7 @@ func (g *Gate) owner(pod *corev1.Pod) (capture.Ref, bool, error) {
 }
 
 // disruption judges a disruption of pod against its workload's budgets.
-func (g *Gate) disruption(ctx context.Context, pod *corev1.Pod, what string, dryRun bool) verdict {
+func (g *Gate) disruption(ctx context.Context, pod *corev1.Pod, images map[string]string, what string, dryRun bool) verdict {
 	ref, ok, err := g.owner(pod)
 	if err != nil {
 		return verdict{allow: true, failed: true, reason: err.Error()}
@@ -376,7 +377,7 @@ func (g *Gate) disruption(ctx context.Context, pod *corev1.Pod, what string, dry
 				keep = append(keep, res)
 			}
 		}
-		return append(keep, Reservation{Pod: pod.Name, UID: string(pod.UID), ResourceVersion: pod.ResourceVersion,
+		return append(keep, Reservation{Pod: pod.Name, UID: string(pod.UID), Images: images,
 			Until: now.Add(g.opts.ReservationTTL).UTC().Truncate(time.Second)}), true, nil
 	})
 	if err != nil {
@@ -393,9 +394,13 @@ func (g *Gate) disruption(ctx context.Context, pod *corev1.Pod, what string, dry
 	return v
 }
 
-// pending are the reservations still to be counted: not this pod's, not
-// lapsed, and for pods the cache still shows as they were when admitted
-// (same UID, no later resourceVersion, available and not terminating).
+// pending are the reservations this replica still counts: not this pod's,
+// not lapsed, and for disruptions its cache does not show yet. A cache
+// shows a deletion or eviction once the pod is gone, replaced (another
+// UID), terminating or unavailable, and an update once the pod's spec has
+// the new images (the pod then counts as in flight until the update
+// completes). A later resourceVersion alone shows nothing: the pod may
+// have changed for another reason, the disruption still to come.
 func pending(cur []Reservation, r *facts.Rollout, cached map[string]*corev1.Pod, pod string, now time.Time) []Reservation {
 	var out []Reservation
 	for _, res := range cur {
@@ -403,24 +408,24 @@ func pending(cur []Reservation, r *facts.Rollout, cached map[string]*corev1.Pod,
 			continue
 		}
 		p, c := factPod(r, res.Pod), cached[res.Pod]
-		if p == nil || c == nil || string(c.UID) != res.UID || p.Terminating || p.Terminal || !p.Available || newer(c.ResourceVersion, res.ResourceVersion) {
+		if p == nil || c == nil || string(c.UID) != res.UID || p.Terminating || p.Terminal || !p.Available {
 			continue // the cache shows it: it counts as a pod now, if at all
+		}
+		if len(res.Images) > 0 && maps.Equal(containerImages(c), res.Images) {
+			continue // the update is in the cache
 		}
 		out = append(out, res)
 	}
 	return out
 }
 
-// newer reports whether resourceVersion a is later than b. They are opaque
-// to clients, but etcd3 revisions, which the API server's own watch cache
-// compares as integers; anything else compares as different-is-newer.
-func newer(a, b string) bool {
-	x, errA := strconv.ParseUint(a, 10, 64)
-	y, errB := strconv.ParseUint(b, 10, 64)
-	if errA != nil || errB != nil {
-		return a != b && b != ""
+// containerImages: container name → image.
+func containerImages(p *corev1.Pod) map[string]string {
+	out := make(map[string]string, len(p.Spec.Containers))
+	for _, c := range p.Spec.Containers {
+		out[c.Name] = c.Image
 	}
-	return x > y
+	return out
 }
 
 func factPod(r *facts.Rollout, name string) *facts.Pod {

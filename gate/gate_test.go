@@ -279,32 +279,69 @@ func TestReservationEndsWhenTheCacheShowsIt(t *testing.T) {
 	}
 }
 
-// TestReservationEndsWithALaterVersion: an in-place update the gate
-// admitted restarts the pod and it is Ready again before the next request:
-// the cache never showed it unavailable, but holds a later version of it,
-// so the reservation no longer counts.
-func TestReservationEndsWithALaterVersion(t *testing.T) {
+// TestReservationOutlivesUnrelatedChanges: a pod that changed after its
+// eviction was admitted (a label, a status write: a later resourceVersion)
+// but is still available has not been disrupted yet: its reservation
+// still counts. (Counting it as shown let a third eviction through on the
+// real control plane.)
+func TestReservationOutlivesUnrelatedChanges(t *testing.T) {
 	f := newFixture(t, Options{}, statefulSet(5)...)
 	f.review(evict("db-0", false))
 	f.review(evict("db-1", false))
 	for _, name := range []string{"db-0", "db-1"} {
 		p, _ := f.client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
 		p.ResourceVersion = "11"
-		p.Spec.Containers[0].Image = "example.com/db:v1" // unchanged: the pod is as available as before
+		p.Labels["touched"] = "yes"
 		if _, err := f.client.CoreV1().Pods(ns).Update(context.Background(), p, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	// Wait until the cache has the later versions, then ask.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		p, _ := f.gate.opts.Cache.Pod(ns, "db-1")
+		if p != nil && p.Labels["touched"] == "yes" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the cache never saw the change")
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // the state cache's handlers
+	if resp, _ := f.review(evict("db-2", false)); resp.Allowed {
+		t.Fatal("a third eviction admitted: reservations of changed but available pods were dropped")
+	}
+}
+
+// TestUpdateReservationEndsWhenTheCacheShowsIt: an in-place image update
+// the gate admitted restarts the pod, which is Ready again before the next
+// request: the cache never showed it unavailable, but its spec has the new
+// image, so the reservation has done its work.
+func TestUpdateReservationEndsWhenTheCacheShowsIt(t *testing.T) {
+	f := newFixture(t, Options{}, statefulSet(5)...)
+	update := &admissionv1.AdmissionRequest{UID: "u", Namespace: ns, Name: "db-0", Resource: podResource(), Operation: admissionv1.Update,
+		OldObject: runtime.RawExtension{Raw: f.podJSON("db-0", nil)},
+		Object:    runtime.RawExtension{Raw: f.podJSON("db-0", func(p *corev1.Pod) { p.Spec.Containers[0].Image = "example.com/db:v2" })}}
+	if resp, _ := f.review(update); !resp.Allowed {
+		t.Fatalf("image update denied: %v", resp.Result)
+	}
+	f.review(evict("db-1", false))
+	if resp, _ := f.review(evict("db-2", false)); resp.Allowed {
+		t.Fatal("budget full, yet admitted")
+	}
+	p, _ := f.client.CoreV1().Pods(ns).Get(context.Background(), "db-0", metav1.GetOptions{})
+	p.Spec.Containers[0].Image = "example.com/db:v2"
+	p.Status.ContainerStatuses[0].Image = "example.com/db:v2"
+	if _, err := f.client.CoreV1().Pods(ns).Update(context.Background(), p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		resp, _ := f.review(evict("db-2", false))
 		if resp.Allowed {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("reservations of pods the cache shows at a later version still count: %s", resp.Result.Message)
+			t.Fatalf("the update is in the cache, yet its reservation still counts: %s", resp.Result.Message)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -24,12 +24,11 @@ import (
 type Reservation struct {
 	Pod string `json:"pod"`
 	UID string `json:"uid"`
-	// ResourceVersion of the pod the request acted on: once a replica's
-	// cache holds a later version, it shows the disruption itself (a
-	// deleting, evicted or restarting pod is unavailable there) and that
-	// replica stops counting the reservation; it stays stored until Until,
-	// for replicas whose caches lag.
-	ResourceVersion string `json:"resourceVersion"`
+	// Images: for an update, the pod's new images (container → image):
+	// a cache whose pod has them shows the update. A replica stops counting
+	// a reservation its cache shows (see pending); it stays stored until
+	// Until, for replicas whose caches lag.
+	Images map[string]string `json:"images,omitempty"`
 	// Until: the reservation lapses then at the latest (RFC 3339).
 	Until time.Time `json:"until"`
 }
