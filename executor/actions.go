@@ -58,11 +58,19 @@ func (e *Executor) act(ctx context.Context, first *liveState, wp plan.WorkloadPl
 	}()
 	switch a.Type {
 	case plan.ActionInPlace, plan.ActionRecreate, plan.ActionDelete:
+	case plan.ActionCordonNode, plan.ActionDrainNode, plan.ActionUncordonNode:
+		r, metric, err = e.nodeAction(ctx, wp, a, spent) // nodes.go
+		return r, err
 	default:
 		return r, fmt.Errorf("%s: the plan asks for %s, which rollplan apply does not carry out yet", e.opts.Target, a.Type)
 	}
 	if a.Surge {
 		return r, fmt.Errorf("%s: the plan asks for a surge replacement of %s, which rollplan apply does not carry out yet", e.opts.Target, a.Pod)
+	}
+	if why := nodeUnprepared(wp, a, spent); why != "" {
+		metric = OutcomeWaiting
+		r.Outcome, r.Reason = Skipped, why
+		return r, nil
 	}
 	// The live budget re-check: a fresh read from the API server before
 	// every write.

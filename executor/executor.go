@@ -178,8 +178,10 @@ const (
 
 // ActionResult is what a step did about one action of the plan.
 type ActionResult struct {
-	Type    string `json:"type"`
-	Pod     string `json:"pod"`
+	Type string `json:"type"`
+	Pod  string `json:"pod"`
+	// Node: the node of a CordonNode, DrainNode or UncordonNode.
+	Node    string `json:"node,omitempty"`
 	Outcome string `json:"outcome"`
 	// Reason: why it was done (the plan's reasons) or skipped.
 	Reason string `json:"reason"`

@@ -31,6 +31,11 @@ const (
 	OutcomeConflict      = "conflict" // the pod changed, went or was updated since the plan
 	OutcomeError         = "error"
 	OutcomeDryRun        = "dry_run"
+	// Node preparation: nothing to write (the node is already as the
+	// action wants), or not yet (the node's pods are still going, its
+	// daemon pod not updated and available yet).
+	OutcomeUnchanged = "unchanged"
+	OutcomeWaiting   = "waiting"
 )
 
 // NewMetrics creates the executor's metrics and registers them on reg.

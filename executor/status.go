@@ -123,8 +123,10 @@ type StatusWave struct {
 
 // StatusAction is one action of the wave, as in the plan.
 type StatusAction struct {
-	Type       string   `json:"type"`
-	Pod        string   `json:"pod,omitempty"`
+	Type string `json:"type"`
+	Pod  string `json:"pod,omitempty"`
+	// Node: the node a CordonNode, DrainNode or UncordonNode prepares.
+	Node       string   `json:"node,omitempty"`
 	ReplicaSet string   `json:"replicaSet,omitempty"`
 	From       *int     `json:"from,omitempty"`
 	To         *int     `json:"to,omitempty"`
@@ -235,7 +237,11 @@ func BuildStatus(r *facts.Rollout, wp plan.WorkloadPlan, inFlight map[string]str
 		next := wp.Waves[0]
 		cw := &StatusWave{Number: st.Waves.Total - len(wp.Waves) + 1, Start: next.Start, Actions: []StatusAction{}}
 		for _, a := range next.Actions {
-			cw.Actions = append(cw.Actions, StatusAction{Type: a.Type, Pod: a.Pod, ReplicaSet: a.ReplicaSet, From: a.From, To: a.To, Reasons: a.Reasons})
+			sa := StatusAction{Type: a.Type, Pod: a.Pod, ReplicaSet: a.ReplicaSet, From: a.From, To: a.To, Reasons: a.Reasons}
+			if a.Pod == "" {
+				sa.Node = a.Node
+			}
+			cw.Actions = append(cw.Actions, sa)
 		}
 		st.CurrentWave = cw
 	} else if remaining > 0 {

@@ -341,6 +341,14 @@ pacing := "wave" if {
 } else := "rolling"
 
 # ---------------------------------------------------------------------------
+# node_preparation: what is done to a node before its daemon pod is updated:
+# "none", "cordon" (cordon it, uncordon once the pod is available again) or
+# "drain" (cordon, and evict its other pods). Only DaemonSets that rollplan
+# drives honour it; upstream controllers prepare no node.
+
+node_preparation := "none"
+
+# ---------------------------------------------------------------------------
 # halt: stop the rollout when an updated pod does not become available within
 # the progress deadline or crash-loops, or (InPlaceOnly) when a pod cannot be
 # updated in place.

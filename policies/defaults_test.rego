@@ -523,6 +523,14 @@ test_deny_none_by_default if {
 }
 
 # ---------------------------------------------------------------------------
+# node_preparation
+
+test_node_preparation_is_none if {
+	defaults.node_preparation == "none" with input as base_input
+	defaults.node_preparation == "none" with input as daemonset(null, 1, 3)
+}
+
+# ---------------------------------------------------------------------------
 # scope
 
 partitioned := with_workload({

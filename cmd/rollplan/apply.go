@@ -68,6 +68,17 @@ from the running one, or its rollplan.dev/in-place-update record has not
 completed). That state lives on the pods, so apply can be stopped and
 started again at any moment without spending a budget twice.
 
+Node preparation (DaemonSets, when the policy's node_preparation answers
+cordon or drain): before a daemon pod is updated its node is cordoned
+(spec.unschedulable plus the annotation rollplan.dev/cordoned-by naming the
+DaemonSet, resourceVersion as precondition) once the pod's budget allows;
+for drain, every pod on the node that no DaemonSet owns and that is not a
+mirror pod is evicted, and the daemon pod waits until they are gone. Once
+the node's daemon pod runs the update revision and is available, the node is
+uncordoned. A node cordoned by someone else counts as prepared and stays
+cordoned; a node rollplan cordoned is finished first by the next run.
+Events: NodeCordoned, NodeDrain, NodeUncordoned.
+
 It records Kubernetes Events on the workload (InPlaceUpdate, Evicted,
 Deleted, RolloutHalted, RolloutComplete; none with --dry-run), serves
 Prometheus metrics at /metrics with --metrics-bind-address, and on a

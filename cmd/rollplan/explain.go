@@ -93,10 +93,15 @@ func explain(out io.Writer, res *plan.Result, arg, namespace string) error {
 			w := wp.Waves[wave-1]
 			fmt.Fprintf(out, "  wave:        %d of %d, starting at %s, pacing %s\n", wave, len(wp.Waves), w.Start, wp.Pacing)
 			for _, a := range w.Actions {
-				if a.Pod == p.Name || contains(a.Pods, p.Name) {
+				// A node action of the pod's node prepares it (DaemonSet).
+				prepares := a.Pod == "" && a.Node != "" && a.Node == p.Node && wp.Kind == "DaemonSet"
+				if a.Pod == p.Name || contains(a.Pods, p.Name) || prepares {
 					desc := a.Type
 					if a.ReplicaSet != "" {
 						desc = fmt.Sprintf("%s %s %d->%d", a.Type, a.ReplicaSet, *a.From, *a.To)
+					}
+					if prepares {
+						desc += " " + a.Node
 					}
 					fmt.Fprintf(out, "  action:      %s: %s\n", desc, strings.Join(a.Reasons, "; "))
 				}

@@ -99,6 +99,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 			}
 			want, got = digestLine.ReplaceAllString(want, "$1 X"), digestLine.ReplaceAllString(got, "$1 X")
 			want = renameComputedRevisions(t, fixture, want, got)
+			want, got = drainListed(want), drainListed(got)
 			if got != want {
 				t.Errorf("the captured snapshot plans differently:\n%s", diff(want, got))
 			}
@@ -137,6 +138,19 @@ func renameComputedRevisions(t *testing.T, fixture, want, got string) string {
 		}
 	}
 	return want
+}
+
+// drainPods and drainHolds: a capture holds the workload's pods and those
+// its PDBs select, not every pod of a node, so a DrainNode may list fewer
+// pods than the scenario's file (its reason says so). Nothing else of the
+// plan may differ.
+var (
+	drainPods  = regexp.MustCompile(`(?m)^(\s+)pods:\n(\s+- [^\s/]+/\S+\n)+`)
+	drainHolds = regexp.MustCompile(`the snapshot holds [^,;]*, but`)
+)
+
+func drainListed(plan string) string {
+	return drainHolds.ReplaceAllString(drainPods.ReplaceAllString(plan, ""), "the snapshot holds X, but")
 }
 
 // The capture time is the snapshot time of plan; capturing twice gives

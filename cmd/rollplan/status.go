@@ -261,6 +261,9 @@ func writeStatus(w io.Writer, st *executor.RolloutStatus, format string) error {
 		tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 		for _, a := range cw.Actions {
 			what := a.Pod
+			if what == "" {
+				what = a.Node
+			}
 			if a.ReplicaSet != "" {
 				what = a.ReplicaSet
 				if a.From != nil && a.To != nil {

@@ -2,8 +2,8 @@
 // interface every policy engine (rego, cel, native) implements.
 //
 // The planner is the runtime; an engine only answers. Per pod it answers
-// scope, eligibility and order; per workload it answers budgets, pacing and
-// halt. Engines must be deterministic and must not touch a cluster.
+// scope, eligibility and order; per workload it answers budgets, pacing,
+// node preparation, halt and deny. Engines must be deterministic and must not touch a cluster.
 package engine
 
 import (
@@ -58,6 +58,19 @@ const (
 	PacingRolling = "rolling" // a freed slot is refilled at once
 )
 
+// Node preparation values: what is done to a node before its daemon pod is
+// updated (DaemonSets rollplan drives only; see docs/policy-contract.md).
+const (
+	NodePrepNone   = "none"   // nothing
+	NodePrepCordon = "cordon" // cordon before, uncordon once the pod is available
+	NodePrepDrain  = "drain"  // cordon, evict the node's other pods, uncordon after
+)
+
+// ValidNodePreparation reports whether v is a node preparation value.
+func ValidNodePreparation(v string) bool {
+	return v == NodePrepNone || v == NodePrepCordon || v == NodePrepDrain
+}
+
 // Decisions holds every answer for one workload.
 type Decisions struct {
 	// Pods align with Rollout.Pods. Entries of updated pods are not read.
@@ -66,6 +79,9 @@ type Decisions struct {
 	Budgets []Budget
 	// Pacing: wave or rolling.
 	Pacing string
+	// NodePreparation: none, cordon or drain (NodePrep*). Only a DaemonSet
+	// rollplan drives honours it; the planner warns for any other workload.
+	NodePreparation string
 	// Halt: reasons the rollout must not continue; empty to proceed.
 	Halt []string
 	// Deny: guard-rail messages against the workload's current spec (the gate

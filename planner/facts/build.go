@@ -63,6 +63,7 @@ func Build(s *snapshot.Snapshot, o Options) ([]*Rollout, error) {
 	for _, r := range out {
 		b.pdbs(r)
 		setRevisions(r)
+		b.nodeFacts(r)
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		a, c := out[i].Workload, out[j].Workload
@@ -84,6 +85,8 @@ type builder struct {
 	// podsByOwner: controller owner UID (or "Kind/ns/name" when the UID is empty) → pods.
 	podsByOwner map[string][]*corev1.Pod
 	nodes       map[string]*corev1.Node
+	// drainable: node → the pods a drain evicts (nodeFacts, built on first use).
+	drainable map[string][]string
 }
 
 func (b *builder) index() {

@@ -198,6 +198,16 @@ type Node struct {
 	ShouldContinueRunning bool `json:"shouldContinueRunning"`
 	// Pods: non-terminating daemon pods bound to the node.
 	Pods int `json:"pods"`
+	// Unschedulable: spec.unschedulable (the node is cordoned).
+	Unschedulable bool `json:"unschedulable"`
+	// CordonedBy: annotation rollplan.dev/cordoned-by, the DaemonSet
+	// ("namespace/name") rollplan cordoned the node for; "" when absent.
+	CordonedBy string `json:"cordonedBy"`
+	// DrainPods: the pods of the snapshot a drain of the node would evict
+	// ("namespace/name", sorted): bound to it, not owned by a DaemonSet,
+	// not mirror pods, neither terminating nor finished. A snapshot may
+	// not hold every pod of the node.
+	DrainPods []string `json:"drainPods"`
 }
 
 // PDB is a PodDisruptionBudget selecting some of the pods.

@@ -267,8 +267,11 @@ func (c *checker) structure() {
 
 // actionPods lists the pods an action names.
 func actionPods(a *plan.Action) []string {
-	if a.Type == plan.ActionScaleRS {
+	switch a.Type {
+	case plan.ActionScaleRS:
 		return a.Pods
+	case plan.ActionCordonNode, plan.ActionDrainNode, plan.ActionUncordonNode:
+		return nil // node preparation: a node, not a pod of the workload
 	}
 	return []string{a.Pod}
 }
@@ -550,7 +553,8 @@ func (c *checker) key(i int) string {
 // waves is sorted. The one exception, documented in planner/plan/pods.go,
 // is what a controller deletes whatever the rollout (controllerDelete):
 // those Deletes are not ordered by the policy; the upstream rules check
-// when they happen (dsEvict, the budget replay).
+// when they happen (dsEvict, the budget replay). Pods whose node rollplan
+// already cordoned for the DaemonSet (preparedNode) go first too.
 func (c *checker) order() {
 	prev := -1
 	prevWave := 0
@@ -558,7 +562,7 @@ func (c *checker) order() {
 		for ai := range w.Actions {
 			a := &w.Actions[ai]
 			i, ok := c.byName[a.Pod]
-			if !ok || c.controllerDelete(a, &c.r.Pods[i]) {
+			if !ok || c.controllerDelete(a, &c.r.Pods[i]) || c.preparedNode(&c.r.Pods[i]) {
 				continue
 			}
 			if prev >= 0 && c.podCompare(prev, i) > 0 {
@@ -671,6 +675,22 @@ func (c *checker) minReadySeconds(p *facts.Pod) int {
 // DaemonSet (§3.7 rule 3; the budget replay checks when it may go), an old
 // pod of a surge DaemonSet whose replacement already runs on its node
 // (surgeReplaced; the budget replay and RuleDSReplaced check when).
+// preparedNode: the pod's node is cordoned for its DaemonSet already
+// (node preparation, planner/plan/nodes.go): the planner updates it first,
+// whatever the order.
+func (c *checker) preparedNode(p *facts.Pod) bool {
+	w := c.r.Workload
+	if w.Kind != "DaemonSet" || !w.Managed || w.Strategy.Type != "OnDelete" {
+		return false
+	}
+	for _, n := range c.r.Nodes {
+		if n.Name == p.Node {
+			return n.CordonedBy == w.Namespace+"/"+w.Name
+		}
+	}
+	return false
+}
+
 func (c *checker) controllerDelete(a *plan.Action, p *facts.Pod) bool {
 	if a.Type != plan.ActionDelete {
 		return false

@@ -108,6 +108,7 @@ func Workload(r *facts.Rollout, d *engine.Decisions, o Options) (WorkloadPlan, *
 	wp.Budgets = ResolveBudgets(r, d)
 
 	wp.Denied = append(wp.Denied, d.Deny...)
+	wp.Warnings = append(wp.Warnings, nodePreparationWarnings(r, d)...)
 	if len(d.Halt) > 0 {
 		wp.Halted = append(wp.Halted, d.Halt...)
 		wp.Notes = append(wp.Notes, "halted: no wave is planned until the halt reasons are resolved")

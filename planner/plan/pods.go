@@ -38,6 +38,9 @@ type item struct {
 	removing bool
 	gone     bool
 	until    float64
+	// prepared: a DaemonSet pod to update on a node rollplan already
+	// cordoned for this rollout (setupPrepared): in flight since then.
+	prepared bool
 }
 
 type event struct {
@@ -126,6 +129,8 @@ type podSim struct {
 	// replaced (surge DaemonSet): old pod → the pod at the update revision
 	// beside it on its node (surgeReplacements).
 	replaced map[int]int
+	// prep: node preparation is honoured (a DaemonSet rollplan drives).
+	prep bool
 }
 
 func simulatePods(r *facts.Rollout, d *engine.Decisions, o Options) *simulation {
@@ -170,8 +175,10 @@ func simulatePods(r *facts.Rollout, d *engine.Decisions, o Options) *simulation 
 		}
 	}
 	sim := &simulation{}
+	s.prep = honoursNodePreparation(w)
 	s.setup(sim)
 	s.run(sim)
+	s.prepareNodes(sim)
 	return sim
 }
 
@@ -308,6 +315,7 @@ func (s *podSim) setup(sim *simulation) {
 		for _, o := range sortedKeys(s.replaced) {
 			s.setupReplaced(sim, o, s.replaced[o])
 		}
+		s.setupPrepared()
 	case "StatefulSet":
 		s.missingReplicas(sim)
 		sort.SliceStable(s.condemned, func(i, j int) bool {
@@ -765,6 +773,8 @@ func (s *podSim) run(sim *simulation) {
 		pending = append(pending, i)
 	}
 	pending = ordered(r, d, pending)
+	// Prepared pods go first, whatever the order: their nodes wait cordoned.
+	sort.SliceStable(pending, func(i, j int) bool { return s.items[pending[i]].prepared && !s.items[pending[j]].prepared })
 	replacing = ordered(r, d, replacing)
 	// Pods on a NoExecute node that the plan does not act on (updated) go too.
 	for i, p := range r.Pods {
@@ -932,6 +942,8 @@ func (s *podSim) run(sim *simulation) {
 				a.Node = p.Node
 			}
 			switch {
+			case it.prepared:
+				a.Reasons = append([]string{s.preparedReason(p.Node)}, a.Reasons...)
 			case forcedSurge && surge:
 				a.Reasons = append([]string{"unavailable old pod: upstream creates its replacement whatever the surge budget; the node counts as one surge pod from the next sync until the new pod is available (§3.7)"}, a.Reasons...)
 			case forcedSurge:

@@ -19,6 +19,13 @@ const (
 	// replacement at the update revision already runs on its node (surge),
 	// or a StatefulSet pod beyond the replicas.
 	ActionDelete = "Delete"
+	// Node preparation (a DaemonSet whose policy answers node_preparation
+	// cordon or drain), in the wave of the node's pod action: CordonNode
+	// before it, DrainNode (drain) between, UncordonNode once the pod is
+	// available again. They name the node, never a pod.
+	ActionCordonNode   = "CordonNode"
+	ActionDrainNode    = "DrainNode"
+	ActionUncordonNode = "UncordonNode"
 )
 
 // Plan is the output of `rollplan plan`.
@@ -91,7 +98,8 @@ type Wave struct {
 	Actions []Action `json:"actions"`
 }
 
-// Action is one change. Each updated pod appears in exactly one action.
+// Action is one change. Each updated pod appears in exactly one action;
+// node actions (CordonNode, DrainNode, UncordonNode) name a node only.
 type Action struct {
 	Type string `json:"type"`
 	Pod  string `json:"pod,omitempty"`
@@ -100,7 +108,8 @@ type Action struct {
 	// new one is available.
 	Surge bool `json:"surge,omitempty"`
 	// ReplicaSet scaling (Deployments): from → to replicas, and the pods a
-	// scale-down removes, in upstream deletion order.
+	// scale-down removes, in upstream deletion order. DrainNode: the pods
+	// the snapshot shows it evicts, as namespace/name.
 	ReplicaSet string   `json:"replicaSet,omitempty"`
 	From       *int     `json:"from,omitempty"`
 	To         *int     `json:"to,omitempty"`

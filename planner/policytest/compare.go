@@ -103,6 +103,9 @@ func compareWorkload(key string, want WorkloadDecisions, det *plan.Detail) []str
 	if want.Pacing != "" {
 		field("pacing", want.Pacing, det.Decisions.Pacing)
 	}
+	if want.NodePreparation != "" {
+		field("nodePreparation", want.NodePreparation, det.Decisions.NodePreparation)
+	}
 	if want.Halt != nil {
 		list("halt", *want.Halt, det.Decisions.Halt)
 	}

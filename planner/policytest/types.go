@@ -122,8 +122,10 @@ type WorkloadDecisions struct {
 	Pods    map[string]PodDecision `json:"pods,omitempty"`
 	Budgets *[]engine.Budget       `json:"budgets,omitempty"`
 	Pacing  string                 `json:"pacing,omitempty"`
-	Halt    *[]string              `json:"halt,omitempty"`
-	Deny    *[]string              `json:"deny,omitempty"`
+	// NodePreparation: none, cordon or drain.
+	NodePreparation string    `json:"nodePreparation,omitempty"`
+	Halt            *[]string `json:"halt,omitempty"`
+	Deny            *[]string `json:"deny,omitempty"`
 }
 
 // PodDecision is the expected decision for one pod; only the fields given

@@ -94,7 +94,9 @@ func workload(out io.Writer, wp *plan.WorkloadPlan) error {
 	return nil
 }
 
-// actions summarises a wave on one line, grouped by action type.
+// actions summarises a wave on one line, grouped by action type. A node's
+// preparation is one group in the order it happens: "worker-1: cordon,
+// drain [evict ns/a], Recreate agent-x, uncordon".
 func actions(as []plan.Action) string {
 	var parts []string
 	var group []string
@@ -105,7 +107,19 @@ func actions(as []plan.Action) string {
 		}
 		group = nil
 	}
-	for _, a := range as {
+	for i := 0; i < len(as); i++ {
+		a := as[i]
+		if nodeAction(a.Type) {
+			flush()
+			typ = ""
+			var steps []string
+			for ; i < len(as) && as[i].Node == a.Node; i++ {
+				steps = append(steps, nodeStep(as[i]))
+			}
+			i--
+			parts = append(parts, a.Node+": "+strings.Join(steps, ", "))
+			continue
+		}
 		t := a.Type
 		if a.Surge {
 			t += "(surge)"
@@ -127,4 +141,28 @@ func actions(as []plan.Action) string {
 	}
 	flush()
 	return strings.Join(parts, "; ")
+}
+
+func nodeAction(t string) bool {
+	return t == plan.ActionCordonNode || t == plan.ActionDrainNode || t == plan.ActionUncordonNode
+}
+
+// nodeStep is one action of a node's group.
+func nodeStep(a plan.Action) string {
+	switch a.Type {
+	case plan.ActionCordonNode:
+		return "cordon"
+	case plan.ActionDrainNode:
+		if len(a.Pods) == 0 {
+			return "drain"
+		}
+		return "drain [evict " + strings.Join(a.Pods, " ") + "]"
+	case plan.ActionUncordonNode:
+		return "uncordon"
+	}
+	t := a.Type
+	if a.Surge {
+		t += "(surge)"
+	}
+	return t + " " + a.Pod
 }

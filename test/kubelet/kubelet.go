@@ -475,6 +475,18 @@ func (k *Kubelet) schedule(ctx context.Context, pod *corev1.Pod) (time.Duration,
 	k.mu.Lock()
 	nodes := k.sortedNodes()
 	k.mu.Unlock()
+	// A node cordoned through the API (kubectl cordon, rollplan's node
+	// preparation) takes no pod that does not tolerate it, as with the
+	// scheduler.
+	if live, err := k.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err == nil {
+		cordoned := map[string]bool{}
+		for _, n := range live.Items {
+			cordoned[n.Name] = n.Spec.Unschedulable
+		}
+		for i := range nodes {
+			nodes[i].Unschedulable = nodes[i].Unschedulable || cordoned[nodes[i].Name]
+		}
+	}
 	count := map[string]int{}
 	if all, err := k.pods.List(labels.Everything()); err == nil {
 		for _, p := range all {

@@ -97,6 +97,7 @@ type compiled struct {
 	orderAll         *program // all order variants as one expression
 	budgets          []budgetProgram
 	pacing           *program
+	nodePreparation  *program
 	halt, deny       []messageProgram
 	// eligibilityByRevision: see revisionOnly.
 	eligibilityByRevision bool
@@ -192,6 +193,14 @@ func compilePolicy(base *celgo.Env, p *RolloutPolicy, costLimit uint64) (*compil
 	if s.Pacing != nil {
 		if c.pacing, _, err = cc.compile("spec.pacing.expression", s.Pacing.Expression, celgo.StringType); err != nil {
 			return nil, err
+		}
+	}
+	if s.NodePreparation != nil {
+		if c.nodePreparation, _, err = cc.compile("spec.nodePreparation.expression", s.NodePreparation.Expression, celgo.StringType); err != nil {
+			return nil, err
+		}
+		if c.nodePreparation.perPod {
+			return nil, fmt.Errorf("%s: spec.nodePreparation.expression: node preparation is decided per workload and cannot read pod", p.where())
 		}
 	}
 	for _, rules := range []struct {

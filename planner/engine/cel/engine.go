@@ -97,8 +97,8 @@ func workloadID(r *facts.Rollout) string {
 // Decide implements engine.Engine. Composition (DESIGN: conservative): the
 // default strategy and every matching policy answer; scope is the
 // intersection, Recreate beats InPlace, budgets, halts and denials add up;
-// order and pacing come from the first matching policy (by name) that
-// defines them, else from the default strategy.
+// order, pacing and node preparation come from the first matching policy
+// (by name) that defines them, else from the default strategy.
 func (e *Engine) Decide(ctx context.Context, r *facts.Rollout) (*engine.Decisions, error) {
 	id := workloadID(r)
 	wv, err := workloadView(&r.Workload)
@@ -122,13 +122,16 @@ func (e *Engine) Decide(ctx context.Context, r *facts.Rollout) (*engine.Decision
 	for _, a := range acts[1:] {
 		a.defaults = acts[0]
 	}
-	orderBy, pacingBy := acts[0], acts[0]
+	orderBy, pacingBy, prepBy := acts[0], acts[0], acts[0]
 	for _, a := range acts[1:] {
 		if a.c.orderAll != nil && orderBy == acts[0] {
 			orderBy = a
 		}
 		if a.c.pacing != nil && pacingBy == acts[0] {
 			pacingBy = a
+		}
+		if a.c.nodePreparation != nil && prepBy == acts[0] {
+			prepBy = a
 		}
 	}
 
@@ -164,6 +167,15 @@ func (e *Engine) Decide(ctx context.Context, r *facts.Rollout) (*engine.Decision
 	}
 	if d.Pacing != engine.PacingWave && d.Pacing != engine.PacingRolling {
 		return nil, fmt.Errorf("%s: %s for %s: want \"wave\" or \"rolling\", got %q", pacingBy.c.policy.where(), pacingBy.c.pacing.field, id, d.Pacing)
+	}
+	if prepBy.c.nodePreparation == nil {
+		return nil, fmt.Errorf("%s: spec.nodePreparation is not defined for %s", prepBy.c.policy.where(), id)
+	}
+	if d.NodePreparation, err = prepBy.str(prepBy.c.nodePreparation); err != nil {
+		return nil, fmt.Errorf("%s for %s", err, id)
+	}
+	if !engine.ValidNodePreparation(d.NodePreparation) {
+		return nil, fmt.Errorf("%s: %s for %s: want \"none\", \"cordon\" or \"drain\", got %q", prepBy.c.policy.where(), prepBy.c.nodePreparation.field, id, d.NodePreparation)
 	}
 	for _, a := range acts {
 		if d.Halt, err = a.messages(a.c.halt, r.Pods, d.Halt); err != nil {

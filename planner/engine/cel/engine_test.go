@@ -47,6 +47,8 @@ func TestCompileErrors(t *testing.T) {
 		{"undefined field", "  scope:\n    expression: pod.ordinl > 1\n    messageExpression: \"'x'\"\n",
 			[]string{"spec.scope.expression", "undefined field 'ordinl'"}},
 		{"wrong type", "  pacing:\n    expression: \"1\"\n", []string{"spec.pacing.expression", "returns int, want string"}},
+		{"node preparation reads pod", "  nodePreparation:\n    expression: pod.name\n", []string{"spec.nodePreparation.expression", "cannot read pod"}},
+		{"node preparation not a string", "  nodePreparation:\n    expression: \"true\"\n", []string{"spec.nodePreparation.expression", "returns bool, want string"}},
 		{"deny reads pod", "  deny:\n  - expression: pod.ready\n    messageExpression: \"'x'\"\n", []string{"spec.deny[0]", "cannot read pod"}},
 		{"budget reads pod", "  budgets:\n  - name: b\n    maxUnavailable: pod.ordinal\n", []string{"spec.budgets[0].maxUnavailable", "cannot read pod"}},
 		{"budget without limit", "  budgets:\n  - name: b\n", []string{"spec.budgets[0]", "set maxUnavailable, maxSurge or maxGroups"}},
@@ -138,6 +140,29 @@ func TestComposition(t *testing.T) {
 		}
 		if len(d.Halt) != 1 || !strings.Contains(d.Halt[0], "db-2 is crash-looping") {
 			t.Fatalf("halt %q", d.Halt)
+		}
+	})
+	t.Run("node preparation: the first matching policy that answers, else none", func(t *testing.T) {
+		if d := decide(t, nil); d.NodePreparation != engine.NodePrepNone {
+			t.Fatalf("default %q, want none", d.NodePreparation)
+		}
+		ps := append(policy(t, "  nodePreparation:\n    expression: \"workload.kind == 'StatefulSet' ? 'drain' : 'none'\"\n"),
+			policy(t, "  nodePreparation:\n    expression: \"'cordon'\"\n")...)
+		ps[1].Metadata.Name = "q"
+		if d := decide(t, ps); d.NodePreparation != engine.NodePrepDrain {
+			t.Fatalf("got %q, want drain from policy p (first by name)", d.NodePreparation)
+		}
+	})
+	t.Run("a node preparation that is not a value is an error naming the field", func(t *testing.T) {
+		e, err := New(policy(t, "  nodePreparation:\n    expression: \"'reboot'\"\n"), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = e.Decide(context.Background(), rollout())
+		for _, w := range []string{"spec.nodePreparation.expression", "StatefulSet prod/db", `want "none", "cordon" or "drain"`, "reboot", "RolloutPolicy p"} {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("error %v lacks %q", err, w)
+			}
 		}
 	})
 	t.Run("a policy that does not match adds nothing", func(t *testing.T) {

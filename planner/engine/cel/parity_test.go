@@ -96,6 +96,9 @@ func diffDecisions(r *facts.Rollout, want, got *engine.Decisions) string {
 	if want.Pacing != got.Pacing {
 		fmt.Fprintf(&sb, "pacing: rego %q cel %q\n", want.Pacing, got.Pacing)
 	}
+	if want.NodePreparation != got.NodePreparation {
+		fmt.Fprintf(&sb, "nodePreparation: rego %q cel %q\n", want.NodePreparation, got.NodePreparation)
+	}
 	if !reflect.DeepEqual(want.Halt, got.Halt) {
 		fmt.Fprintf(&sb, "halt:\n  rego %#v\n  cel  %#v\n", want.Halt, got.Halt)
 	}

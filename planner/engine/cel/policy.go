@@ -42,13 +42,16 @@ type Spec struct {
 	Params    map[string]any `json:"params,omitempty"`
 	Variables []Variable     `json:"variables,omitempty"`
 
-	Scope       *Scope        `json:"scope,omitempty"`
-	Eligibility *Eligibility  `json:"eligibility,omitempty"`
-	Order       []OrderKeys   `json:"order,omitempty"`
-	Budgets     []BudgetSpec  `json:"budgets,omitempty"`
-	Pacing      *Expression   `json:"pacing,omitempty"`
-	Halt        []MessageRule `json:"halt,omitempty"`
-	Deny        []MessageRule `json:"deny,omitempty"`
+	Scope       *Scope       `json:"scope,omitempty"`
+	Eligibility *Eligibility `json:"eligibility,omitempty"`
+	Order       []OrderKeys  `json:"order,omitempty"`
+	Budgets     []BudgetSpec `json:"budgets,omitempty"`
+	Pacing      *Expression  `json:"pacing,omitempty"`
+	// NodePreparation (string): "none", "cordon" or "drain"; what is done
+	// to a node before its daemon pod is updated.
+	NodePreparation *Expression   `json:"nodePreparation,omitempty"`
+	Halt            []MessageRule `json:"halt,omitempty"`
+	Deny            []MessageRule `json:"deny,omitempty"`
 }
 
 // MatchConstraints select the workloads a policy answers for; empty lists

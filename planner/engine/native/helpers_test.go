@@ -96,6 +96,9 @@ func diffDecisions(r *facts.Rollout, want, got *engine.Decisions) string {
 	if want.Pacing != got.Pacing {
 		add("Pacing: rego %q, native %q", want.Pacing, got.Pacing)
 	}
+	if want.NodePreparation != got.NodePreparation {
+		add("NodePreparation: rego %q, native %q", want.NodePreparation, got.NodePreparation)
+	}
 	if !reflect.DeepEqual(want.Halt, got.Halt) {
 		add("Halt: rego %#v, native %#v", want.Halt, got.Halt)
 	}

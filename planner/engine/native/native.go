@@ -107,6 +107,8 @@ func (e *Engine) Decide(ctx context.Context, r *facts.Rollout) (*engine.Decision
 		return nil, err
 	}
 	d.Pacing = w.pacing()
+	// rule node_preparation: the default strategy prepares no node.
+	d.NodePreparation = engine.NodePrepNone
 	d.Halt = w.halt(revs)
 	// rule deny is [] and the Rego engine decodes it to an empty, non-nil slice.
 	d.Deny = []string{}

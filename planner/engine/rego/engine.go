@@ -203,6 +203,9 @@ func (e *Engine) decode(ctx context.Context, r *facts.Rollout, in ast.Value, ter
 	if err := decodeJSON(obj.Get(ast.StringTerm("pacing")), &d.Pacing); err != nil || (d.Pacing != engine.PacingWave && d.Pacing != engine.PacingRolling) {
 		return nil, fmt.Errorf("policy %s: rule pacing for %s: want \"wave\" or \"rolling\", got %v", e.bundle.where("pacing"), id, obj.Get(ast.StringTerm("pacing")))
 	}
+	if err := decodeJSON(obj.Get(ast.StringTerm("nodePreparation")), &d.NodePreparation); err != nil || !engine.ValidNodePreparation(d.NodePreparation) {
+		return nil, fmt.Errorf("policy %s: rule node_preparation for %s: want \"none\", \"cordon\" or \"drain\", got %v", e.bundle.where("node_preparation"), id, obj.Get(ast.StringTerm("nodePreparation")))
+	}
 	if err := decodeJSON(obj.Get(ast.StringTerm("halt")), &d.Halt); err != nil {
 		return nil, fmt.Errorf("policy %s: rule halt for %s: want a list of strings: %w", e.bundle.where("halt"), id, err)
 	}

@@ -208,6 +208,25 @@ func TestDecideUserOrderFallsBackToDefaults(t *testing.T) {
 	}
 }
 
+// TestDecideNodePreparation: the default answers none; an entry policy's
+// answer replaces it, whatever the kind (the planner decides who honours it).
+func TestDecideNodePreparation(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{`order(pod) := [pod.name]`, engine.NodePrepNone},
+		{`node_preparation := "cordon"`, engine.NodePrepCordon},
+		{`node_preparation := "drain" if input.workload.kind == "StatefulSet"
+else := "none"`, engine.NodePrepDrain},
+	} {
+		d, err := newEngine(t, userPolicy(tc.body)).Decide(context.Background(), stsRollout())
+		if err != nil {
+			t.Fatalf("%s: %v", tc.body, err)
+		}
+		if d.NodePreparation != tc.want {
+			t.Errorf("%s: node preparation %q, want %q", tc.body, d.NodePreparation, tc.want)
+		}
+	}
+}
+
 func TestDecideErrors(t *testing.T) {
 	const wl = "StatefulSet default/web"
 	tests := []struct {
@@ -234,6 +253,16 @@ func TestDecideErrors(t *testing.T) {
 			name: "bad pacing",
 			body: `pacing := "fast"`,
 			want: []string{"pacing", "fast", userFile, wl},
+		},
+		{
+			name: "bad node preparation",
+			body: `node_preparation := "reboot"`,
+			want: []string{"rule node_preparation", `want "none", "cordon" or "drain"`, "reboot", userFile, wl},
+		},
+		{
+			name: "node preparation not a string",
+			body: `node_preparation := true`,
+			want: []string{"rule node_preparation", userFile, wl},
 		},
 		{
 			name: "held without a reason",

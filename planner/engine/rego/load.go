@@ -32,7 +32,7 @@ const (
 // Per-pod rules (functions of one pod) and workload rules of the contract.
 var (
 	podRules      = []string{"scope", "eligibility", "order"}
-	workloadRules = []string{"budgets", "pacing", "halt", "deny"}
+	workloadRules = []string{"budgets", "pacing", "node_preparation", "halt", "deny"}
 )
 
 // Bundle is a parsed set of policy modules.
@@ -165,8 +165,8 @@ func (b *Bundle) resolver() string {
 	fmt.Fprintf(&sb, "import data.%s as d\n\n", DefaultsPackage)
 	fmt.Fprintf(&sb, "pods := [[i, %s.scope(p), %s.eligibility(p), %s.order(p)] | some i, p in input.pods; not p.updated]\n\n",
 		b.source("scope"), b.source("eligibility"), b.source("order"))
-	fmt.Fprintf(&sb, "decisions := {\"pods\": pods, \"budgets\": %s.budgets, \"pacing\": %s.pacing, \"halt\": %s.halt, \"deny\": %s.deny}\n",
-		b.source("budgets"), b.source("pacing"), b.source("halt"), b.source("deny"))
+	fmt.Fprintf(&sb, "decisions := {\"pods\": pods, \"budgets\": %s.budgets, \"pacing\": %s.pacing, \"nodePreparation\": %s.node_preparation, \"halt\": %s.halt, \"deny\": %s.deny}\n",
+		b.source("budgets"), b.source("pacing"), b.source("node_preparation"), b.source("halt"), b.source("deny"))
 	for _, r := range podRules {
 		fmt.Fprintf(&sb, "\nprobe_%s(p) := %s.%s(p)\n", r, b.source(r), r)
 	}

@@ -1,0 +1,371 @@
+package executor
+
+// Node preparation (the policy's node_preparation, DaemonSets only): the
+// plan puts, in the wave of a daemon pod's InPlaceUpdate or Recreate, a
+// CordonNode before it (and a DrainNode for "drain") and an UncordonNode
+// after it. A step carries them out in that order:
+//
+//  1. CordonNode: the daemon pod's action must fit every budget now (the
+//     pod counts as in flight from here on); then one merge patch of the
+//     Node, spec.unschedulable=true and annotation rollplan.dev/cordoned-by
+//     naming the DaemonSet, with the Node's resourceVersion as
+//     precondition. A node cordoned already counts as prepared: by rollplan
+//     for this DaemonSet (an earlier step), or by someone else (it is left
+//     cordoned for good).
+//  2. DrainNode: only on a node this step found cordoned; every pod bound
+//     to it that facts.Drainable says a drain evicts is evicted (UID
+//     precondition; a PodDisruptionBudget's 429 is "not now"). The node is
+//     drained once no such pod is left, terminating ones included.
+//  3. The pod's own action runs only once its node was found cordoned (and
+//     drained) in this very step.
+//  4. UncordonNode: only on a node annotated for this DaemonSet, once every
+//     daemon pod on it runs the update revision and is available (pods held
+//     out of the rollout aside): spec.unschedulable=false and the
+//     annotation removed, with the resourceVersion as precondition.
+//
+// Nothing is remembered between steps: the state is the Node (its cordon
+// and annotation) and its pods, read again from the API server before each
+// action. A node rollplan cordoned whose pod is not updated yet is in
+// flight: the planner puts that pod first, whatever the budget, and the
+// step counts it (spent) from its CordonNode on, so a restarted apply
+// finishes the node it prepared before it prepares another.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/plan"
+)
+
+// Event reasons of node preparation.
+const (
+	ReasonNodeCordoned   = "NodeCordoned"
+	ReasonNodeDrain      = "NodeDrain"
+	ReasonNodeUncordoned = "NodeUncordoned"
+)
+
+// Keys of spent (see act) for the nodes this step found prepared: pod
+// names contain neither ':' nor '/', so they never collide.
+func cordonedKey(node string) string { return "cordoned:" + node }
+func drainedKey(node string) string  { return "drained:" + node }
+
+// cordonedBy is the AnnCordonedBy value for the target.
+func (e *Executor) cordonedBy() string { return e.opts.Namespace + "/" + e.opts.Name }
+
+// nodeUnprepared says why a pod action must wait: the first wave prepares
+// its node, and this step has not found the node cordoned (drained) yet.
+func nodeUnprepared(wp plan.WorkloadPlan, a plan.Action, spent map[string]bool) string {
+	if a.Node == "" || (a.Type != plan.ActionInPlace && a.Type != plan.ActionRecreate) || len(wp.Waves) == 0 {
+		return ""
+	}
+	for _, x := range wp.Waves[0].Actions {
+		if x.Node != a.Node {
+			continue
+		}
+		switch {
+		case x.Type == plan.ActionCordonNode && !spent[cordonedKey(a.Node)]:
+			return fmt.Sprintf("node %s is not cordoned yet: pod %s waits", a.Node, a.Pod)
+		case x.Type == plan.ActionDrainNode && !spent[drainedKey(a.Node)]:
+			return fmt.Sprintf("node %s is not drained yet: pod %s waits", a.Node, a.Pod)
+		}
+	}
+	return ""
+}
+
+// podActionOn is the first wave's InPlaceUpdate or Recreate on the node.
+func podActionOn(wp plan.WorkloadPlan, node string) *plan.Action {
+	if len(wp.Waves) == 0 {
+		return nil
+	}
+	for i, a := range wp.Waves[0].Actions {
+		if a.Node == node && (a.Type == plan.ActionInPlace || a.Type == plan.ActionRecreate) {
+			return &wp.Waves[0].Actions[i]
+		}
+	}
+	return nil
+}
+
+func findNode(live *liveState, name string) *corev1.Node {
+	for _, n := range live.snap.Nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// nodeAction carries out a CordonNode, DrainNode or UncordonNode of the
+// first wave, against a fresh read. It returns the result and the outcome
+// label of the metrics.
+func (e *Executor) nodeAction(ctx context.Context, wp plan.WorkloadPlan, a plan.Action, spent map[string]bool) (ActionResult, string, error) {
+	r := ActionResult{Type: a.Type, Node: a.Node, Reason: strings.Join(a.Reasons, "; ")}
+	skip := func(metric, format string, args ...any) (ActionResult, string, error) {
+		r.Outcome, r.Reason = Skipped, fmt.Sprintf(format, args...)
+		return r, metric, nil
+	}
+	live, err := e.readFrom(ctx, e.checker)
+	if err != nil {
+		return r, OutcomeError, err
+	}
+	node := findNode(live, a.Node)
+	if node == nil {
+		return skip(OutcomeConflict, "node %s is gone since the plan was made", a.Node)
+	}
+	// Like every write, not cut short by a cancelled context.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	switch a.Type {
+	case plan.ActionCordonNode:
+		return e.cordon(wctx, live, wp, node, r, spent)
+	case plan.ActionDrainNode:
+		if !spent[cordonedKey(a.Node)] {
+			return skip(OutcomeWaiting, "node %s is not cordoned yet: not drained", a.Node)
+		}
+		return e.drain(wctx, live, wp, node, r, spent)
+	}
+	return e.uncordon(wctx, live, wp, node, r)
+}
+
+func (e *Executor) cordon(ctx context.Context, live *liveState, wp plan.WorkloadPlan, node *corev1.Node, r ActionResult, spent map[string]bool) (ActionResult, string, error) {
+	by := e.cordonedBy()
+	prepared := func() {
+		spent[cordonedKey(node.Name)] = true
+		if pa := podActionOn(wp, node.Name); pa != nil {
+			spent[pa.Pod] = true // in flight from now on
+		}
+	}
+	if node.Spec.Unschedulable && node.Annotations[facts.AnnCordonedBy] == by {
+		// Its pod has been in flight since the cordon (an earlier step).
+		prepared()
+		r.Outcome, r.Reason = Skipped, fmt.Sprintf("nothing to write: node %s is cordoned for %s already", node.Name, by)
+		return r, OutcomeUnchanged, nil
+	}
+	pa := podActionOn(wp, node.Name)
+	if pa == nil {
+		r.Outcome, r.Reason = Skipped, fmt.Sprintf("the plan updates no pod on node %s in this wave", node.Name)
+		return r, OutcomeConflict, nil
+	}
+	if fp := factPod(live.rollout, pa.Pod); fp == nil || fp.Updated || fp.Terminating {
+		r.Outcome, r.Reason = Skipped, fmt.Sprintf("pod %s on node %s is gone, terminating or updated since the plan was made: node %s is not cordoned", pa.Pod, node.Name, node.Name)
+		return r, OutcomeConflict, nil
+	}
+	extra := map[string]bool{pa.Pod: true}
+	for p := range spent {
+		extra[p] = true
+	}
+	if why := overBudget(live.rollout, wp.Budgets, extra); why != "" {
+		r.Outcome, r.Reason = Skipped, fmt.Sprintf("%s with pod %s: node %s is not cordoned now", why, pa.Pod, node.Name)
+		return r, OutcomeSkippedBudget, nil
+	}
+	if node.Spec.Unschedulable {
+		prepared()
+		r.Outcome, r.Reason = Skipped, fmt.Sprintf("nothing to write: node %s is cordoned already, not by rollplan for %s (annotation %s=%q): it counts as prepared and stays cordoned", node.Name, by, facts.AnnCordonedBy, node.Annotations[facts.AnnCordonedBy])
+		return r, OutcomeUnchanged, nil
+	}
+	err := e.patchNode(ctx, node, map[string]any{
+		"metadata": map[string]any{"resourceVersion": node.ResourceVersion, "annotations": map[string]any{facts.AnnCordonedBy: by}},
+		"spec":     map[string]any{"unschedulable": true},
+	})
+	switch {
+	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+		r.Outcome, r.Reason = Skipped, fmt.Sprintf("node %s changed since it was read: %v", node.Name, err)
+		return r, OutcomeConflict, nil
+	case err != nil:
+		return r, OutcomeError, fmt.Errorf("%s: cordon node %s (spec.unschedulable, annotation %s): %w", e.opts.Target, node.Name, facts.AnnCordonedBy, err)
+	}
+	prepared()
+	r.Outcome = e.outcome()
+	e.nodeEvent(live, node, ReasonNodeCordoned, plan.ActionCordonNode,
+		fmt.Sprintf("cordoned node %s before updating pod %s to revision %s", node.Name, pa.Pod, live.rollout.Workload.UpdateRevision))
+	return r, e.doneMetric(), nil
+}
+
+// drain evicts the node's pods that a drain evicts; the node is drained
+// once none is left, terminating ones included.
+func (e *Executor) drain(ctx context.Context, live *liveState, wp plan.WorkloadPlan, node *corev1.Node, r ActionResult, spent map[string]bool) (ActionResult, string, error) {
+	list, err := e.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node.Name).String()})
+	if err != nil {
+		return r, OutcomeError, fmt.Errorf("%s: drain node %s: list its pods: %w", e.opts.Target, node.Name, err)
+	}
+	var evict []*corev1.Pod
+	var going []string
+	for i := range list.Items {
+		p := &list.Items[i]
+		if p.Spec.NodeName != node.Name {
+			continue // a client that ignores the field selector
+		}
+		switch {
+		case facts.Drainable(p):
+			evict = append(evict, p)
+		case p.DeletionTimestamp != nil && facts.Drainable(withoutDeletion(p)):
+			going = append(going, p.Namespace+"/"+p.Name)
+		}
+	}
+	sort.Slice(evict, func(i, j int) bool {
+		return evict[i].Namespace+"/"+evict[i].Name < evict[j].Namespace+"/"+evict[j].Name
+	})
+	sort.Strings(going)
+	var evicted, refused []string
+	for _, p := range evict {
+		err := e.evict(ctx, p)
+		name := p.Namespace + "/" + p.Name
+		switch {
+		case err == nil:
+			evicted = append(evicted, name)
+		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+			// gone or replaced since the list: not on the node any more.
+		case apierrors.IsTooManyRequests(err) || (apierrors.IsForbidden(err) && strings.Contains(err.Error(), "rollplan gate")):
+			refused = append(refused, fmt.Sprintf("%s (%v)", name, err))
+		default:
+			return r, OutcomeError, fmt.Errorf("%s: drain node %s: evict pod %s: %w", e.opts.Target, node.Name, name, err)
+		}
+	}
+	pod := ""
+	if pa := podActionOn(wp, node.Name); pa != nil {
+		pod = pa.Pod
+	}
+	if len(evicted) > 0 {
+		e.nodeEvent(live, node, ReasonNodeDrain, plan.ActionDrainNode,
+			fmt.Sprintf("evicted %d pod(s) from node %s to drain it before updating pod %s: %s", len(evicted), node.Name, pod, strings.Join(evicted, ", ")))
+	}
+	switch {
+	case e.opts.DryRun && len(evicted) > 0 && len(refused) == 0 && len(going) == 0:
+		// The server accepted every eviction and changed nothing: as far
+		// as this step goes, the node is drained.
+		spent[drainedKey(node.Name)] = true
+		r.Outcome, r.Reason = Would, fmt.Sprintf("would evict %d pod(s) from node %s: %s", len(evicted), node.Name, strings.Join(evicted, ", "))
+		return r, OutcomeDryRun, nil
+	case len(evicted) > 0:
+		r.Outcome, r.Reason = e.outcome(), fmt.Sprintf("evicted %s from node %s; pod %s waits until they are gone", strings.Join(evicted, ", "), node.Name, pod)
+		if len(refused) > 0 {
+			r.Reason += "; eviction refused for now: " + strings.Join(refused, ", ")
+		}
+		return r, e.doneMetric(), nil
+	case len(refused) > 0:
+		r.Outcome, r.Reason = Skipped, fmt.Sprintf("eviction refused for now (PodDisruptionBudget or the rollplan gate): %s: node %s is not drained", strings.Join(refused, ", "), node.Name)
+		return r, OutcomeSkippedPDB, nil
+	case len(going) > 0:
+		r.Outcome, r.Reason = Skipped, fmt.Sprintf("waiting for %s to terminate: node %s is not drained yet", strings.Join(going, ", "), node.Name)
+		return r, OutcomeWaiting, nil
+	}
+	spent[drainedKey(node.Name)] = true
+	r.Outcome, r.Reason = Skipped, fmt.Sprintf("nothing to evict: node %s is drained", node.Name)
+	return r, OutcomeUnchanged, nil
+}
+
+// withoutDeletion is the pod as if it were not terminating (Drainable
+// judges the rest).
+func withoutDeletion(p *corev1.Pod) *corev1.Pod {
+	cp := *p
+	cp.DeletionTimestamp = nil
+	return &cp
+}
+
+// uncordon uncordons a node rollplan cordoned for this DaemonSet once
+// every daemon pod on it runs the update revision and is available.
+func (e *Executor) uncordon(ctx context.Context, live *liveState, wp plan.WorkloadPlan, node *corev1.Node, r ActionResult) (ActionResult, string, error) {
+	by := e.cordonedBy()
+	if got := node.Annotations[facts.AnnCordonedBy]; got != by {
+		r.Outcome, r.Reason = Skipped, fmt.Sprintf("nothing to write: node %s was not cordoned by rollplan for %s (annotation %s=%q): left as it is", node.Name, by, facts.AnnCordonedBy, got)
+		return r, OutcomeUnchanged, nil
+	}
+	if why := e.notReadyToUncordon(live, wp, node.Name); why != "" {
+		r.Outcome, r.Reason = Skipped, why+": node "+node.Name+" stays cordoned for now"
+		return r, OutcomeWaiting, nil
+	}
+	err := e.patchNode(ctx, node, map[string]any{
+		"metadata": map[string]any{"resourceVersion": node.ResourceVersion, "annotations": map[string]any{facts.AnnCordonedBy: nil}},
+		"spec":     map[string]any{"unschedulable": false},
+	})
+	switch {
+	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+		r.Outcome, r.Reason = Skipped, fmt.Sprintf("node %s changed since it was read: %v", node.Name, err)
+		return r, OutcomeConflict, nil
+	case err != nil:
+		return r, OutcomeError, fmt.Errorf("%s: uncordon node %s (spec.unschedulable, annotation %s): %w", e.opts.Target, node.Name, facts.AnnCordonedBy, err)
+	}
+	r.Outcome = e.outcome()
+	e.nodeEvent(live, node, ReasonNodeUncordoned, plan.ActionUncordonNode,
+		fmt.Sprintf("uncordoned node %s: its daemon pod runs revision %s and is available", node.Name, live.rollout.Workload.UpdateRevision))
+	return r, e.doneMetric(), nil
+}
+
+// notReadyToUncordon says why the node must stay cordoned: a daemon pod on
+// it (not held out of the rollout) is not at the update revision or not
+// available, or the node should run one and has none yet.
+func (e *Executor) notReadyToUncordon(live *liveState, wp plan.WorkloadPlan, name string) string {
+	held := map[string]bool{}
+	for _, h := range wp.Held {
+		held[h.Pod] = true
+	}
+	r := live.rollout
+	n := 0
+	for _, p := range r.Pods {
+		if p.Node != name || p.Terminating || p.Terminal {
+			continue
+		}
+		n++
+		switch {
+		case !p.Updated && held[p.Name]:
+		case !p.Updated:
+			return fmt.Sprintf("pod %s does not run the update revision yet", p.Name)
+		case !p.Available:
+			why := live.inFlight[p.Name]
+			if why == "" {
+				why = "not Ready for minReadySeconds"
+			}
+			return fmt.Sprintf("pod %s is not available yet (%s)", p.Name, why)
+		}
+	}
+	if n == 0 {
+		for _, fn := range r.Nodes {
+			if fn.Name == name && fn.ShouldRun {
+				return "no daemon pod runs on the node yet"
+			}
+		}
+	}
+	return ""
+}
+
+// patchNode sends a JSON merge patch of the node (its resourceVersion in
+// the patch is the precondition).
+func (e *Executor) patchNode(ctx context.Context, node *corev1.Node, patch map[string]any) error {
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	_, err = e.client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, data, metav1.PatchOptions{DryRun: e.dryRun(), FieldManager: "rollplan"})
+	return err
+}
+
+func (e *Executor) doneMetric() string {
+	if e.opts.DryRun {
+		return OutcomeDryRun
+	}
+	return OutcomeDone
+}
+
+// nodeEvent records an Event on the workload with the node as related
+// object (a dry run logs it instead, as event does).
+func (e *Executor) nodeEvent(live *liveState, node *corev1.Node, reason, action, note string) {
+	if len(note) > maxNote {
+		note = note[:maxNote-3] + "..."
+	}
+	if e.opts.DryRun || e.opts.Events == nil {
+		e.opts.Log.Debug("event", "workload", e.opts.Target.String(), "type", corev1.EventTypeNormal, "reason", reason, "note", note, "dryRun", e.opts.DryRun)
+		return
+	}
+	e.opts.Events.Eventf(e.workloadObject(live), node, corev1.EventTypeNormal, reason, action, "%s", note)
+}

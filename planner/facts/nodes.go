@@ -1,0 +1,64 @@
+package facts
+
+import (
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// AnnCordonedBy is the Node annotation rollplan apply writes, in the same
+// patch as spec.unschedulable, when it cordons a node to prepare it for a
+// DaemonSet's pod update: "<namespace>/<name>" of the DaemonSet. rollplan
+// uncordons only the nodes that carry it for that DaemonSet, so a node
+// someone else cordoned stays cordoned.
+const AnnCordonedBy = "rollplan.dev/cordoned-by"
+
+// Drainable reports whether a drain evicts the pod: bound, not owned by a
+// DaemonSet (their controllers tolerate a cordon and would put them back),
+// not a mirror pod (the kubelet owns it; the API cannot evict it), not
+// terminating and not finished (it runs nothing any more).
+func Drainable(p *corev1.Pod) bool {
+	if p.Spec.NodeName == "" || p.DeletionTimestamp != nil {
+		return false
+	}
+	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return false
+	}
+	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+		return false
+	}
+	if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "DaemonSet" {
+		return false
+	}
+	return true
+}
+
+// nodeFacts adds to a DaemonSet's nodes what node preparation reads: the
+// cordon, who cordoned it (AnnCordonedBy), and the pods of the snapshot a
+// drain would evict.
+func (b *builder) nodeFacts(r *Rollout) {
+	if r.Workload.Kind != "DaemonSet" || len(r.Nodes) == 0 {
+		return
+	}
+	if b.drainable == nil {
+		b.drainable = map[string][]string{}
+		for _, p := range b.snap.Pods {
+			if Drainable(p) {
+				b.drainable[p.Spec.NodeName] = append(b.drainable[p.Spec.NodeName], p.Namespace+"/"+p.Name)
+			}
+		}
+		for _, names := range b.drainable {
+			sort.Strings(names)
+		}
+	}
+	for i := range r.Nodes {
+		n := &r.Nodes[i]
+		n.DrainPods = []string{}
+		if node := b.nodes[n.Name]; node != nil {
+			n.Unschedulable = node.Spec.Unschedulable
+			n.CordonedBy = node.Annotations[AnnCordonedBy]
+			n.DrainPods = append(n.DrainPods, b.drainable[n.Name]...)
+		}
+	}
+}
