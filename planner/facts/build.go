@@ -19,7 +19,10 @@ import (
 
 // Workload annotations (DESIGN.md).
 const (
-	AnnManaged          = "rollplan.dev/managed"
+	AnnManaged = "rollplan.dev/managed"
+	// AnnPaused ("true"): `rollplan pause` stopped the rollout after the
+	// actions in flight; `rollplan resume` removes it.
+	AnnPaused           = "rollplan.dev/paused"
 	AnnPodUpdatePolicy  = "rollplan.dev/pod-update-policy"
 	AnnMaxUnavailable   = "rollplan.dev/max-unavailable"
 	AnnPartition        = "rollplan.dev/partition"
@@ -279,8 +282,19 @@ func (b *builder) pod(p *corev1.Pod, c podCtx) Pod {
 			f.UnavailableSeconds = int64(b.now.Sub(since) / time.Second)
 		}
 	}
+	base, restarted := inPlaceRestarts(p)
 	for _, cs := range p.Status.ContainerStatuses {
-		f.Restarts = max(f.Restarts, int(cs.RestartCount))
+		n := int(cs.RestartCount)
+		if b, ok := base[cs.Name]; ok {
+			// Restarts since rollplan's last in-place update, not counting
+			// the one the update itself causes.
+			n -= int(b)
+			if restarted[cs.Name] {
+				n--
+			}
+			n = max(n, 0)
+		}
+		f.Restarts = max(f.Restarts, n)
 	}
 	sidecars := map[string]bool{}
 	for _, ic := range p.Spec.InitContainers {

@@ -90,12 +90,33 @@ func (b *builder) deployment(d *appsv1.Deployment) (*Rollout, error) {
 	if newRS != nil {
 		w.UpdateRevision = newRS.Name
 	} else {
-		hash := ComputeHash(&d.Spec.Template, d.Status.CollisionCount)
-		name := d.Name
-		if max := 253 - 1 - len(hash); len(name) > max {
-			name = name[:max]
+		// The name the controller will give the new ReplicaSet. A
+		// ReplicaSet of that name with another template (one rollplan
+		// updated in place keeps its name) is a hash collision: upstream
+		// bumps status.collisionCount and hashes again.
+		taken := map[string]bool{}
+		for _, rs := range rss {
+			taken[rs.Name] = true
 		}
-		w.UpdateRevision = name + "-" + hash
+		var collisions int32
+		if d.Status.CollisionCount != nil {
+			collisions = *d.Status.CollisionCount
+		}
+		for {
+			hash := ComputeHash(&d.Spec.Template, &collisions)
+			if d.Status.CollisionCount == nil && collisions == 0 {
+				hash = ComputeHash(&d.Spec.Template, nil)
+			}
+			name := d.Name
+			if max := 253 - 1 - len(hash); len(name) > max {
+				name = name[:max]
+			}
+			w.UpdateRevision = name + "-" + hash
+			if !taken[w.UpdateRevision] || collisions > 1000 {
+				break
+			}
+			collisions++
+		}
 	}
 	w.CurrentRevision = w.UpdateRevision
 	bestRev := -1
@@ -125,6 +146,10 @@ func (b *builder) deployment(d *appsv1.Deployment) (*Rollout, error) {
 		}
 		r.ReplicaSets = append(r.ReplicaSets, f)
 	}
+	// rollplan updates a managed Deployment's pods in place within their
+	// ReplicaSet (docs/deployment-in-place.md): such a pod runs the update
+	// revision once its spec holds every change (RunsChanges).
+	inPlace := w.Managed && w.PodUpdatePolicy != "Recreate"
 	for _, rs := range rss {
 		updated := rs.Name == w.UpdateRevision
 		var changes []Change // one diff per ReplicaSet, shared by its pods
@@ -132,7 +157,11 @@ func (b *builder) deployment(d *appsv1.Deployment) (*Rollout, error) {
 			changes = Diff(templates[rs.Name], &d.Spec.Template)
 		}
 		for _, p := range sortPods(b.ownedPods("ReplicaSet", rs.Namespace, rs.Name, rs.UID)) {
-			r.Pods = append(r.Pods, b.pod(p, podCtx{minReady: minReady[rs.Name], revision: rs.Name, updated: updated, owner: rs.Name, changes: changes}))
+			pc := podCtx{minReady: minReady[rs.Name], revision: rs.Name, updated: updated, owner: rs.Name, changes: changes}
+			if inPlace && !updated && len(changes) > 0 && RunsChanges(p, &d.Spec.Template, changes) {
+				pc.revision, pc.updated, pc.changes = w.UpdateRevision, true, nil
+			}
+			r.Pods = append(r.Pods, b.pod(p, pc))
 		}
 	}
 	sort.Slice(r.Pods, func(i, j int) bool { return r.Pods[i].Name < r.Pods[j].Name })

@@ -116,7 +116,9 @@ type Pod struct {
 	Terminating        bool  `json:"terminating"`
 	// Terminal: phase Succeeded or Failed.
 	Terminal bool `json:"terminal"`
-	// Restarts: the highest restartCount among the containers;
+	// Restarts: the highest restartCount among the containers (for a pod
+	// updated in place by rollplan: restarts since that update, not
+	// counting the restart the update itself causes);
 	// SidecarRestarts: the same among restartable init containers.
 	Restarts        int `json:"restarts"`
 	SidecarRestarts int `json:"sidecarRestarts"`

@@ -65,7 +65,8 @@ const (
 	// T, with every pod due by then available again (the planner's own
 	// estimates), the next pod in policy order fits every budget.
 	RuleStall = "stall"
-	// RuleNoWaves: a halted, paused or unmanaged OnDelete workload has waves.
+	// RuleNoWaves: a halted workload, an unmanaged paused Deployment or an
+	// unmanaged OnDelete workload has waves.
 	RuleNoWaves = "no-waves"
 	// RuleSummary: the summary does not count what the waves do.
 	RuleSummary = "summary"
@@ -178,20 +179,28 @@ func CheckWorkload(wp *plan.WorkloadPlan, det *plan.Detail, o plan.Options) []Vi
 // workload rollplan does not drive); RuleNoWaves covers these.
 func (c *checker) stopped() bool {
 	w := c.r.Workload
-	return len(c.d.Halt) > 0 || (w.Strategy.Type == "OnDelete" && !w.Managed) || w.Paused
+	// A managed Deployment is kept paused by rollplan (its resting state,
+	// docs/deployment-in-place.md): it is planned like any other.
+	return len(c.d.Halt) > 0 || (w.Strategy.Type == "OnDelete" && !w.Managed) || (w.Paused && !w.Managed)
 }
 
 // inPlaceDeployment: the documented condition under which a Deployment's
 // pods are patched pod by pod instead of rolled through ReplicaSets: the
 // workload opted in (managed, in-place pod update policy) and every pod
 // still to update and in scope goes in place (after Go's feasibility
-// override); at least one such pod.
+// override); the Deployment has pods; and at most one ReplicaSet has
+// replicas or pods.
 func (c *checker) inPlaceDeployment() bool {
 	w := c.r.Workload
-	if !w.Managed || w.PodUpdatePolicy == "Recreate" {
+	active := 0
+	for _, rs := range c.r.ReplicaSets {
+		if rs.Replicas > 0 || rs.Pods > 0 {
+			active++
+		}
+	}
+	if !w.Managed || w.PodUpdatePolicy == "Recreate" || active > 1 {
 		return false
 	}
-	found := false
 	for i, p := range c.r.Pods {
 		if p.Updated || !c.d.Pods[i].InScope {
 			continue
@@ -199,9 +208,10 @@ func (c *checker) inPlaceDeployment() bool {
 		if c.d.Pods[i].Action != engine.InPlace {
 			return false
 		}
-		found = true
 	}
-	return found
+	// Every pod updated (in place, its ReplicaSet not given the template
+	// yet): nothing left but completing it.
+	return len(c.r.Pods) > 0
 }
 
 type checker struct {
@@ -257,7 +267,7 @@ func (c *checker) structure() {
 		switch {
 		case len(c.d.Halt) > 0:
 			c.add(RuleNoWaves, 0, "", "halted (%s) but %d waves are planned", strings.Join(c.d.Halt, "; "), len(c.wp.Waves))
-		case w.Paused:
+		case w.Paused && !w.Managed:
 			c.add(RuleNoWaves, 0, "", "paused Deployment but %d waves are planned", len(c.wp.Waves))
 		case w.Strategy.Type == "OnDelete" && !w.Managed:
 			c.add(RuleNoWaves, 0, "", "unmanaged OnDelete %s but %d waves are planned", w.Kind, len(c.wp.Waves))

@@ -118,7 +118,7 @@ func Workload(r *facts.Rollout, d *engine.Decisions, o Options) (WorkloadPlan, *
 	case w.Strategy.Type == "OnDelete" && !w.Managed:
 		wp.Notes = append(wp.Notes, fmt.Sprintf("updateStrategy OnDelete: the %s controller replaces a pod only when it is deleted; annotate %s=\"true\" to let rollplan drive the rollout", w.Kind, facts.AnnManaged))
 		return wp, det
-	case w.Paused:
+	case w.Paused && !w.Managed:
 		wp.Notes = append(wp.Notes, "spec.paused: the Deployment controller does not roll a paused Deployment; resume it to start the rollout")
 		return wp, det
 	}
@@ -126,7 +126,11 @@ func Workload(r *facts.Rollout, d *engine.Decisions, o Options) (WorkloadPlan, *
 	var sim *simulation
 	if w.Kind == "Deployment" && !inPlaceDeployment(r, d) {
 		sim = simulateDeployment(r, d, o)
-		if w.Managed && w.PodUpdatePolicy != "Recreate" {
+		switch {
+		case !w.Managed || w.PodUpdatePolicy == "Recreate":
+		case activeReplicaSets(r) > 1:
+			wp.Notes = append(wp.Notes, fmt.Sprintf("%d ReplicaSets have pods: rollplan updates pods in place within one ReplicaSet only, so the Deployment controller finishes this rollout (upstream rolling update)", activeReplicaSets(r)))
+		default:
 			wp.Notes = append(wp.Notes, "some pods cannot be updated in place: the Deployment falls back to the upstream rolling update")
 		}
 	} else {
@@ -181,12 +185,15 @@ func enforceFeasibility(r *facts.Rollout, d *engine.Decisions, det *Detail) {
 }
 
 // inPlaceDeployment: every pod to update goes in place, so the Deployment's
-// pods are patched within their ReplicaSet instead of rolled to a new one.
+// pods are patched within their ReplicaSet instead of rolled to a new one
+// (also once every pod is updated that way: the plan is then empty).
+// That ReplicaSet takes the new template at the end, so it must be the only
+// one with pods: a rollout between ReplicaSets in progress is the
+// controller's to finish.
 func inPlaceDeployment(r *facts.Rollout, d *engine.Decisions) bool {
-	if !r.Workload.Managed || r.Workload.PodUpdatePolicy == "Recreate" {
+	if !r.Workload.Managed || r.Workload.PodUpdatePolicy == "Recreate" || activeReplicaSets(r) > 1 {
 		return false
 	}
-	found := false
 	for i, p := range r.Pods {
 		if p.Updated || !d.Pods[i].InScope {
 			continue
@@ -194,9 +201,10 @@ func inPlaceDeployment(r *facts.Rollout, d *engine.Decisions) bool {
 		if d.Pods[i].Action != engine.InPlace {
 			return false
 		}
-		found = true
 	}
-	return found
+	// Every pod updated (in place, its ReplicaSet not given the template
+	// yet): nothing left but completing it.
+	return len(r.Pods) > 0
 }
 
 // ResolveBudgets turns the engine's budgets into the plan's: one Budget per
@@ -334,4 +342,15 @@ func ordered(r *facts.Rollout, d *engine.Decisions, idx []int) []int {
 		return r.Pods[out[i]].Name < r.Pods[out[j]].Name
 	})
 	return out
+}
+
+// activeReplicaSets counts a Deployment's ReplicaSets with replicas or pods.
+func activeReplicaSets(r *facts.Rollout) int {
+	n := 0
+	for _, rs := range r.ReplicaSets {
+		if rs.Replicas > 0 || rs.Pods > 0 {
+			n++
+		}
+	}
+	return n
 }
