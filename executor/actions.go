@@ -185,6 +185,10 @@ func (e *Executor) inPlace(ctx context.Context, live *liveState, pod *corev1.Pod
 	imageIDs := map[string]string{}
 	for _, cs := range pod.Status.ContainerStatuses {
 		imageIDs[cs.Name] = cs.ImageID
+		if rec.RestartCounts == nil {
+			rec.RestartCounts = map[string]int32{}
+		}
+		rec.RestartCounts[cs.Name] = cs.RestartCount
 	}
 	containers := func(want, have []corev1.Container, record bool) []map[string]string {
 		var out []map[string]string
@@ -215,17 +219,33 @@ func (e *Executor) inPlace(ctx context.Context, live *liveState, pod *corev1.Pod
 	if err != nil {
 		return err
 	}
-	annotations := map[string]string{}
+	annotations := map[string]any{}
 	for k, v := range tmpl.Annotations {
 		annotations[k] = v
 	}
 	annotations[AnnInPlaceUpdate] = string(recJSON)
-	allLabels := map[string]string{}
+	allLabels := map[string]any{}
 	for k, v := range tmpl.Labels {
 		allLabels[k] = v
 	}
 	for k, v := range labels {
 		allLabels[k] = v
+	}
+	if fp != nil {
+		// A key the update template no longer has goes (null in a
+		// strategic-merge patch deletes it).
+		for _, c := range fp.Changes {
+			key, ok := strings.CutPrefix(c.Path, "metadata.labels[")
+			m, from := allLabels, tmpl.Labels
+			if !ok {
+				key, ok = strings.CutPrefix(c.Path, "metadata.annotations[")
+				m, from = annotations, tmpl.Annotations
+			}
+			key = strings.TrimSuffix(key, "]")
+			if _, kept := from[key]; ok && !kept {
+				m[key] = nil
+			}
+		}
 	}
 	rv := pod.ResourceVersion
 	if (len(spec) > 0 || restarts) && HasReadinessGate(pod) {
@@ -346,6 +366,13 @@ func (e *Executor) updateTemplate(live *liveState) (*corev1.PodTemplateSpec, map
 			if s.Name == w.Name && s.Namespace == w.Namespace {
 				return &s.Spec.Template, map[string]string{labelRevisionHash: w.UpdateRevision}, nil
 			}
+		}
+	case capture.Deployment:
+		// The pod keeps its pod-template-hash: it stays in its ReplicaSet,
+		// which takes the template once every pod runs it
+		// (completeDeployment).
+		if d := live.deployment(e.opts.Target); d != nil {
+			return &d.Spec.Template, map[string]string{}, nil
 		}
 	case capture.DaemonSet:
 		for _, ds := range live.snap.DaemonSets {

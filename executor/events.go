@@ -34,6 +34,12 @@ const (
 	ReasonDeleted         = "Deleted"
 	ReasonRolloutHalted   = "RolloutHalted"
 	ReasonRolloutComplete = "RolloutComplete"
+	// ReasonHold: rollplan set a managed Deployment's spec.paused (its hold
+	// on the Deployment controller) or cleared it for a fallback.
+	ReasonHold = "Hold"
+	// ReasonInPlaceRevision: a ReplicaSet whose pods were all updated in
+	// place took the Deployment's template as a new revision.
+	ReasonInPlaceRevision = "InPlaceRevision"
 )
 
 // maxNote: the API server refuses an Event whose note is longer.
@@ -69,6 +75,9 @@ func (e *Executor) workloadObject(live *liveState) runtime.Object {
 			if d.Name == t.Name && d.Namespace == t.Namespace {
 				return d
 			}
+		}
+		if d := live.deployment(t); d != nil {
+			return d
 		}
 	}
 	return &corev1.ObjectReference{APIVersion: "apps/v1", Kind: t.Kind, Namespace: t.Namespace, Name: t.Name}

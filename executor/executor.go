@@ -117,6 +117,8 @@ type Executor struct {
 	checker Reader
 	opts    Options
 	metrics *Metrics
+	// note: the last step's StepResult.Note, logged when it changes.
+	note string
 }
 
 // New returns an executor for one workload.
@@ -198,6 +200,9 @@ type StepResult struct {
 	InFlight map[string]string `json:"inFlight"`
 	// Pods, Updated, Available, Held count the workload's pods at the read.
 	Pods, Updated, Available, Held int
+	// Note: why the step did nothing of the plan, when that is not the
+	// budgets (a hold, a fallback to the Deployment controller, a pause).
+	Note string `json:"note,omitempty"`
 	// Status: the rollout's status at the read, as `rollplan status`
 	// reports it (BuildStatus).
 	Status *RolloutStatus `json:"-"`
@@ -240,9 +245,8 @@ func (r *RefusedError) Error() string { return fmt.Sprintf("%s: %s", r.Target, r
 // refuse says whether the executor may drive the workload as it is now.
 func refuse(t Target, snap *snapshot.Snapshot, r *facts.Rollout) error {
 	w := r.Workload
-	switch t.Kind {
-	case capture.Deployment:
-		return &RefusedError{t, "rollplan apply does not drive Deployments yet (it does not scale ReplicaSets); its controller rolls it, and `rollplan plan` previews the rollout"}
+	if t.Kind == capture.Deployment {
+		return refuseDeployment(t, &w)
 	}
 	if w.Strategy.Type != string(appsv1.OnDeleteStatefulSetStrategyType) {
 		return &RefusedError{t, fmt.Sprintf("updateStrategy %s: the %s controller drives this rollout itself, so rollplan apply leaves it alone (`rollplan plan` previews it); to let rollplan drive it, set updateStrategy.type OnDelete and annotate %s=\"true\"", w.Strategy.Type, t.Kind, facts.AnnManaged)}
@@ -319,6 +323,15 @@ func (e *Executor) Step(ctx context.Context) (*StepResult, error) {
 		e.event(live, nil, corev1.EventTypeWarning, ReasonRolloutHalted, "Halt", "rollout halted by policy: "+strings.Join(reasons, "; "))
 		return out, &HaltedError{Target: e.opts.Target, Reasons: reasons}
 	}
+	paused := live.rollout.Workload.Annotations[facts.AnnPaused] == "true"
+	if paused {
+		out.Note = fmt.Sprintf("paused (annotation %s): no new action until `rollplan resume %s/%s`", facts.AnnPaused, e.opts.Kind, e.opts.Name)
+	}
+	if e.opts.Kind == capture.Deployment {
+		if handled, err := e.stepDeployment(ctx, live, wp, out, paused); handled {
+			return out, err
+		}
+	}
 	if len(wp.Waves) == 0 {
 		out.Done, err = e.finish(ctx, live, held)
 		if out.Done && err == nil {
@@ -326,6 +339,9 @@ func (e *Executor) Step(ctx context.Context) (*StepResult, error) {
 				fmt.Sprintf("rollout complete: %d pod(s) at revision %s", out.Updated, live.rollout.Workload.UpdateRevision))
 		}
 		return out, err
+	}
+	if paused {
+		return out, nil
 	}
 	spent := map[string]bool{}
 	for _, a := range wp.Waves[0].Actions {
@@ -364,8 +380,11 @@ func (e *Executor) finish(ctx context.Context, live *liveState, held map[string]
 	if active < r.Workload.Replicas {
 		return false, nil // a replacement is still to be created
 	}
-	if e.opts.Kind == capture.StatefulSet && len(held) == 0 {
+	switch {
+	case e.opts.Kind == capture.StatefulSet && len(held) == 0:
 		return e.completeStatefulSet(ctx, live)
+	case e.opts.Kind == capture.Deployment:
+		return e.completeDeployment(ctx, live)
 	}
 	return true, nil
 }
@@ -388,6 +407,10 @@ func (e *Executor) Run(ctx context.Context, once bool) (*Summary, error) {
 		step, err := e.Step(ctx)
 		if step != nil {
 			sum.Last = step
+			if step.Note != e.note && step.Note != "" {
+				e.opts.Log.Info("hold", "workload", e.opts.Target.String(), "reason", step.Note)
+			}
+			e.note = step.Note
 			if e.opts.Progress != nil {
 				e.opts.Progress(step)
 			}

@@ -364,8 +364,8 @@ func TestRefused(t *testing.T) {
 			[]string{"controller drives this rollout"}},
 		{"OnDelete, not managed", appsv1.OnDeleteStatefulSetStrategyType, false, "StatefulSet",
 			[]string{"not managed by rollplan", facts.AnnManaged}},
-		{"a Deployment", appsv1.OnDeleteStatefulSetStrategyType, true, "Deployment",
-			[]string{"Deployment default/web", "does not drive Deployments yet"}},
+		{"an unmanaged Deployment", appsv1.OnDeleteStatefulSetStrategyType, true, "Deployment",
+			[]string{"Deployment default/web", "not managed by rollplan", "the Deployment controller rolls it", facts.AnnManaged, "spec.paused: true"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -34,6 +34,10 @@ type InPlaceRecord struct {
 	// ImageIDs: container name → the imageID it ran before the patch, for
 	// the containers whose image changed.
 	ImageIDs map[string]string `json:"imageIDs"`
+	// RestartCounts: every container's restartCount before the patch, so
+	// the crash-loop rule counts only restarts since the update (facts
+	// subtract them, and the one restart an image change causes).
+	RestartCounts map[string]int32 `json:"restartCounts,omitempty"`
 	// Resized: the containers whose cpu/memory the update changed through
 	// pods/resize; complete once their status.containerStatuses[].resources
 	// report the spec's cpu/memory.
@@ -227,6 +231,12 @@ func minReadySeconds(s *snapshot.Snapshot, t Target) int {
 		}
 	case capture.DaemonSet:
 		for _, o := range s.DaemonSets {
+			if o.Name == t.Name && o.Namespace == t.Namespace {
+				return int(o.Spec.MinReadySeconds)
+			}
+		}
+	case capture.Deployment:
+		for _, o := range s.Deployments {
 			if o.Name == t.Name && o.Namespace == t.Namespace {
 				return int(o.Spec.MinReadySeconds)
 			}

@@ -25,7 +25,8 @@ type RolloutStatus struct {
 	// State: RolledOut, InProgress, Halted or Paused (the Status* constants).
 	State string `json:"state"`
 	// Verdict is the one-line summary: "rolled out", "in progress: wave 2
-	// of 5", "halted: ...", "paused".
+	// of 5", "halted: ...", "paused" (a paused Deployment rollplan does not
+	// manage, or any workload under rollplan pause).
 	Verdict string `json:"verdict"`
 	// Revisions: the revision pods are rolled from (current) and to (update).
 	Revisions StatusRevisions `json:"revisions"`
@@ -261,7 +262,10 @@ func BuildStatus(r *facts.Rollout, wp plan.WorkloadPlan, inFlight map[string]str
 	case complete:
 		st.State, st.Verdict = StatusRolledOut, "rolled out"
 		st.Waves = StatusWaves{Done: st.Waves.Total, Total: st.Waves.Total}
-	case w.Paused:
+	case w.Annotations[facts.AnnPaused] == "true":
+		st.State, st.Verdict = StatusPaused, "paused by rollplan pause (resume with rollplan resume)"
+	case w.Paused && !w.Managed:
+		// A managed Deployment is held paused by rollplan: not a pause.
 		st.State, st.Verdict = StatusPaused, "paused"
 	default:
 		st.State = StatusInProgress

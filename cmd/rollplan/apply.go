@@ -39,7 +39,7 @@ func newApplyCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "apply KIND/NAME [-n NAMESPACE] [--policy P] [--dry-run=server] [--once]",
 		Short: "Carry out the rollout plan of one workload on a live cluster, safely",
-		Long: `Carry out the rollout of one StatefulSet or DaemonSet on a live cluster,
+		Long: `Carry out the rollout of one StatefulSet, DaemonSet or Deployment on a live cluster,
 step by step, as rollplan plan previews it. Each step reads the live state,
 plans, and carries out what the plan's first wave allows now; then it waits
 for pods to become available and repeats, until every pod runs the update
@@ -48,10 +48,15 @@ live state comes from informer caches (list once, then watch): a step runs
 when something in the namespace changed or a pod's minReadySeconds ran out,
 not on a timer. Right before every write it reads again from the API server.
 
-It drives workloads with updateStrategy OnDelete annotated
-rollplan.dev/managed="true"; a RollingUpdate workload is refused (its
-controller drives it; rollplan plan previews it). Deployments are not
-driven yet.
+It drives StatefulSets and DaemonSets with updateStrategy OnDelete
+annotated rollplan.dev/managed="true" (a RollingUpdate one is refused: its
+controller drives it; rollplan plan previews it), and Deployments annotated
+rollplan.dev/managed="true": their pods are updated in place within their
+ReplicaSet, which takes the new template once every pod runs it; rollplan
+keeps such a Deployment paused (spec.paused) so its controller waits, and
+hands a change that cannot go in place back to the controller's rolling
+update (docs/deployment-in-place.md). A rollout paused with rollplan pause
+starts no new action until rollplan resume.
 
 Actions: an in-place update patches the pod's images and its
 controller-revision-hash label (so the controller counts it updated) with
@@ -80,7 +85,8 @@ cordoned; a node rollplan cordoned is finished first by the next run.
 Events: NodeCordoned, NodeDrain, NodeUncordoned.
 
 It records Kubernetes Events on the workload (InPlaceUpdate, Evicted,
-Deleted, RolloutHalted, RolloutComplete; none with --dry-run), serves
+Deleted, RolloutHalted, RolloutComplete, and for a Deployment Hold and
+InPlaceRevision; none with --dry-run), serves
 Prometheus metrics at /metrics with --metrics-bind-address, and on a
 terminal redraws one progress line after each step (waves, pods updated
 and available, budgets in use).
@@ -88,6 +94,7 @@ and available, budgets in use).
 Exit codes: 0 done (or, with --once or --dry-run, the step succeeded),
 1 error or timeout, 2 usage error, 3 halted by policy.`,
 		Example: `  rollplan apply sts/web -n prod
+  rollplan apply deploy/api -n prod --timeout 30m
   rollplan apply statefulset/web -n prod --dry-run=server
   rollplan apply ds/agent --policy policies/examples/one-zone-at-a-time --timeout 30m
   rollplan apply sts/db --once --context staging`,
@@ -109,61 +116,7 @@ Exit codes: 0 done (or, with --once or --dry-run, the step succeeded),
 				return err
 			}
 			defer w.stop()
-			ctx, target, eng, gates := w.ctx, w.target, w.engine, w.gates
-			if timeout > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeoutCause(ctx, timeout, fmt.Errorf("--timeout %s passed", timeout))
-				defer cancel()
-			}
-			stderr := cmd.ErrOrStderr()
-			opts := executor.Options{
-				Target: target, Engine: eng, FeatureGates: gates, DryRun: dryRun == "server",
-				DeleteMethod: deleteMethod,
-				Now:          applyClock, Poll: applyPoll, Log: slog.New(slog.NewTextHandler(stderr, nil)),
-			}
-			var prog *progress
-			if isTerminal(stderr) {
-				// One status line, redrawn after each step; the log
-				// lines scroll above it.
-				prog = &progress{w: stderr}
-				opts.Log = slog.New(slog.NewTextHandler(prog, nil))
-				opts.Progress = prog.step
-			}
-			reg := prometheus.NewRegistry()
-			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-			opts.Metrics = executor.NewMetrics(reg)
-			if metrics != "" {
-				stopMetrics, err := serveMetrics(metrics, reg, opts.Log)
-				if err != nil {
-					return err
-				}
-				defer stopMetrics()
-			}
-			if !opts.DryRun {
-				rec, err := executor.StartEvents(w.client)
-				if err != nil {
-					return err
-				}
-				defer rec.Shutdown(5 * time.Second)
-				opts.Events = rec
-			}
-			if !once && !opts.DryRun {
-				// A run that waits watches instead of polling.
-				opts.Reader, err = executor.NewInformerReader(ctx, w.client, target.Namespace, applyClock)
-				if err != nil {
-					return fmt.Errorf("%s: start informers: %w", target, err)
-				}
-			}
-			x, err := executor.New(w.client, opts)
-			if err != nil {
-				return err
-			}
-			sum, err := x.Run(ctx, once)
-			if prog != nil {
-				prog.done()
-			}
-			report(stderr, target, dryRun == "server", sum, err)
-			return err
+			return drive(cmd, w, driveOptions{dryRun: dryRun == "server", deleteMethod: deleteMethod, once: once, timeout: timeout, metrics: metrics})
 		},
 	}
 	config.register(cmd.Flags())
@@ -179,6 +132,77 @@ Exit codes: 0 done (or, with --once or --dry-run, the step succeeded),
 	fl.DurationVar(&timeout, "timeout", 0, "give up after this long (exit 1); 0: no limit")
 	fl.StringVar(&metrics, "metrics-bind-address", "", `serve Prometheus metrics on this address at /metrics (e.g. ":8080"); "": off`)
 	return cmd
+}
+
+// driveOptions are apply's flags that shape a run.
+type driveOptions struct {
+	dryRun       bool
+	deleteMethod string
+	once         bool
+	timeout      time.Duration
+	metrics      string
+}
+
+// drive runs the executor on the workload until the rollout is done,
+// halted or stopped, and reports it: rollplan apply, and rollplan undo
+// after it rolled the template back.
+func drive(cmd *cobra.Command, w *liveWorkload, o driveOptions) error {
+	ctx, target, eng, gates := w.ctx, w.target, w.engine, w.gates
+	if o.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("--timeout %s passed", o.timeout))
+		defer cancel()
+	}
+	stderr := cmd.ErrOrStderr()
+	opts := executor.Options{
+		Target: target, Engine: eng, FeatureGates: gates, DryRun: o.dryRun,
+		DeleteMethod: o.deleteMethod,
+		Now:          applyClock, Poll: applyPoll, Log: slog.New(slog.NewTextHandler(stderr, nil)),
+	}
+	var prog *progress
+	if isTerminal(stderr) {
+		// One status line, redrawn after each step; the log
+		// lines scroll above it.
+		prog = &progress{w: stderr}
+		opts.Log = slog.New(slog.NewTextHandler(prog, nil))
+		opts.Progress = prog.step
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	opts.Metrics = executor.NewMetrics(reg)
+	if o.metrics != "" {
+		stopMetrics, err := serveMetrics(o.metrics, reg, opts.Log)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
+	if !opts.DryRun {
+		rec, err := executor.StartEvents(w.client)
+		if err != nil {
+			return err
+		}
+		defer rec.Shutdown(5 * time.Second)
+		opts.Events = rec
+	}
+	if !o.once && !opts.DryRun {
+		// A run that waits watches instead of polling.
+		var err error
+		opts.Reader, err = executor.NewInformerReader(ctx, w.client, target.Namespace, applyClock)
+		if err != nil {
+			return fmt.Errorf("%s: start informers: %w", target, err)
+		}
+	}
+	x, err := executor.New(w.client, opts)
+	if err != nil {
+		return err
+	}
+	sum, err := x.Run(ctx, o.once)
+	if prog != nil {
+		prog.done()
+	}
+	report(stderr, target, o.dryRun, sum, err)
+	return err
 }
 
 // serveMetrics serves the registry's metrics at addr/metrics until the
@@ -239,4 +263,7 @@ func report(w io.Writer, t executor.Target, dryRun bool, sum *executor.Summary, 
 	}
 	fmt.Fprintf(w, "%s: %s: %s in %d step(s); %d/%d pods updated, %d available, %d held, %d in flight\n",
 		t, state, strings.Join(acts, ", "), max(sum.Steps, 1), last.Updated, last.Pods-last.Held, last.Available, last.Held, len(last.InFlight))
+	if last.Note != "" && !last.Done {
+		fmt.Fprintf(w, "%s: %s\n", t, last.Note)
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/kubernetes/fake"
+
 	"github.com/rollplan/rollplan/executor"
 )
 
@@ -16,12 +18,13 @@ func scenario(name string) string {
 
 // fakeApply makes rollplan apply work on a fake clientset holding a
 // scenario's objects, at the scenario's time.
-func fakeApply(t *testing.T, now time.Time, name string) {
+func fakeApply(t *testing.T, now time.Time, name string) *fake.Clientset {
 	t.Helper()
-	fakeCluster(t, now, scenario(name))
+	client := fakeCluster(t, now, scenario(name))
 	prev := applyClock
 	t.Cleanup(func() { applyClock = prev })
 	applyClock = func() time.Time { return now }
+	return client
 }
 
 func TestApply(t *testing.T) {
@@ -42,7 +45,7 @@ func TestApply(t *testing.T) {
 			code: exitError,
 		},
 		{
-			name:     "a Deployment is refused: ScaleReplicaSet is not carried out yet",
+			name:     "a Deployment rollplan does not manage is refused",
 			scenario: "deploy-rolling-4-25pct", now: march,
 			args: []string{"apply", "deploy/api"},
 			code: exitError,

@@ -51,7 +51,11 @@ func (p *progress) step(s *executor.StepResult) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.clear()
-	fmt.Fprint(p.w, progressLine(s.Status))
+	line := progressLine(s.Status)
+	if s.Note != "" {
+		line += " — " + s.Note
+	}
+	fmt.Fprint(p.w, line)
 	p.drawn = true
 }
 

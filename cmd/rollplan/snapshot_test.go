@@ -17,7 +17,7 @@ import (
 
 // fakeCluster makes rollplan snapshot read a fake clientset holding the
 // objects of snapshot files, in namespace "default", at a fixed time.
-func fakeCluster(t *testing.T, now time.Time, files ...string) {
+func fakeCluster(t *testing.T, now time.Time, files ...string) *fake.Clientset {
 	t.Helper()
 	s, _, err := snapshot.LoadFiles(files)
 	if err != nil {
@@ -59,6 +59,7 @@ func fakeCluster(t *testing.T, now time.Time, files ...string) {
 		return &cluster{client: client, namespace: ns, source: `context "test"`}, nil
 	}
 	captureClock = func() time.Time { return now }
+	return client
 }
 
 var digestLine = regexp.MustCompile(`(?m)^(\s*"?snapshotDigest"?:).*$`)

@@ -49,7 +49,8 @@ the revisions (current → update); the pods: total, updated, available, held
 (with reasons) and in flight (being updated in place); the plan's next wave
 and its actions; every budget with its use and limit; the policy's halt and
 deny reasons; and a one-line verdict: "rolled out", "in progress: wave 2 of
-5", "halted: ...", or "paused" (a paused Deployment).
+5", "halted: ...", or "paused" (a paused Deployment rollplan does not
+manage, or a rollout paused with rollplan pause).
 
 It only reads, so it works for every workload rollplan plans: Deployments,
 StatefulSets and DaemonSets, rolled by their controller or by rollplan

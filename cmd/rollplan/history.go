@@ -1,0 +1,353 @@
+package main
+
+import (
+	"encoding/json"
+
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/rollplan/rollplan/executor"
+	"github.com/rollplan/rollplan/history"
+	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/plan"
+	"github.com/rollplan/rollplan/planner/render"
+	"github.com/rollplan/rollplan/planner/snapshot/capture"
+)
+
+func oneWorkload(cmd *cobra.Command, args []string) error {
+	if len(args) != 1 {
+		return usageError{fmt.Errorf("%s takes one KIND/NAME, e.g. deploy/web", cmd.CommandPath())}
+	}
+	return nil
+}
+
+func newHistoryCommand() *cobra.Command {
+	var (
+		config   kubeFlags
+		output   string
+		revision int64
+	)
+	cmd := &cobra.Command{
+		Use:   "history KIND/NAME [-n NAMESPACE] [--revision N]",
+		Short: "List the revisions of a workload, including in-place ones, with what each changed",
+		Long: `List the revisions of a Deployment, StatefulSet or DaemonSet, oldest first:
+the kubectl rollout history of rollplan. A Deployment's revisions are its
+ReplicaSets and, for a ReplicaSet rollplan updated in place, the templates
+it replaced (kept in the ReplicaSet's annotation rollplan.dev/revision-history,
+at most revisionHistoryLimit of them); a StatefulSet's and DaemonSet's are
+its ControllerRevisions. CHANGES says what differs from the revision before;
+* marks the revision the workload's template is at.`,
+		Example: `  rollplan history deploy/web -n prod
+  rollplan history deploy/web --revision 2      # that revision's pod template
+  rollplan history sts/db -o json`,
+		Args: oneWorkload,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ref, err := capture.ParseRef(args[0])
+			if err != nil {
+				return usageError{err}
+			}
+			if output != "table" && output != "json" && output != "yaml" {
+				return usageError{fmt.Errorf("-o %q: want table, json or yaml", output)}
+			}
+			cl, err := connectCluster(&config)
+			if err != nil {
+				return err
+			}
+			t := executor.Target{Namespace: cl.namespace, Kind: ref.Kind, Name: ref.Name}
+			revs, err := history.List(cmd.Context(), cl.client, t)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if revision != 0 {
+				rev, err := history.Find(revs, t, revision)
+				if err != nil {
+					return err
+				}
+				raw, err := yaml.Marshal(rev.Template)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "# %s revision %d (%s)\n%s", t, rev.Number, rev.Source, raw)
+				return nil
+			}
+			return printHistory(out, t, revs, output)
+		},
+	}
+	config.register(cmd.Flags())
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
+	cmd.Flags().Int64Var(&revision, "revision", 0, "print the pod template of this revision")
+	return cmd
+}
+
+func printHistory(w io.Writer, t executor.Target, revs []history.Revision, output string) error {
+	switch output {
+	case "json", "yaml":
+		raw, err := json.MarshalIndent(revs, "", "  ")
+		if err != nil {
+			return err
+		}
+		if output == "yaml" {
+			if raw, err = yaml.JSONToYAML(raw); err != nil {
+				return err
+			}
+		}
+		_, err = fmt.Fprintf(w, "%s\n", strings.TrimSuffix(string(raw), "\n"))
+		return err
+	}
+	fmt.Fprintf(w, "%s\n", t)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "REVISION\tSOURCE\tCHANGE-CAUSE\tCHANGES")
+	for _, r := range revs {
+		num := fmt.Sprint(r.Number)
+		if r.Current {
+			num += "*"
+		}
+		src := r.Source
+		if r.InPlace {
+			src += " (replaced in place)"
+		}
+		cause := r.ChangeCause
+		if cause == "" {
+			cause = "<none>"
+		}
+		changes := r.Changes
+		if changes == "" {
+			changes = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", num, src, cause, changes)
+	}
+	return tw.Flush()
+}
+
+func newUndoCommand() *cobra.Command {
+	var (
+		config kubeFlags
+		pf     planFlags
+		to     int64
+		dryRun string
+		output string
+		o      driveOptions
+	)
+	cmd := &cobra.Command{
+		Use:   "undo KIND/NAME [-n NAMESPACE] [--to-revision N] [--dry-run=client]",
+		Short: "Roll a workload back to an earlier revision, in place where the policy allows",
+		Long: `Roll a Deployment, StatefulSet or DaemonSet back to an earlier revision (the
+one before the current, or --to-revision N from rollplan history): set its
+pod template to that revision's, then carry out the rollout like any
+update, as rollplan apply does — in place where the policy allows. For a
+workload rollplan does not manage, its controller rolls it (as after
+kubectl rollout undo).
+
+--dry-run=client changes nothing: it prints the plan of the rollback
+(-o table|json|yaml), computed from the live state with the template
+rolled back.
+
+Exit codes as rollplan apply: 0 done, 1 error or timeout, 2 usage error,
+3 halted by policy.`,
+		Example: `  rollplan undo deploy/web -n prod --dry-run=client   # preview the plan
+  rollplan undo deploy/web -n prod
+  rollplan undo deploy/web --to-revision 3 --timeout 20m`,
+		Args: oneWorkload,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if dryRun != "none" && dryRun != "client" {
+				return usageError{fmt.Errorf("--dry-run %q: want none or client", dryRun)}
+			}
+			r, err := render.Get(output)
+			if err != nil {
+				return usageError{err}
+			}
+			w, err := openWorkload(cmd, args[0], &pf, &config)
+			if err != nil {
+				return err
+			}
+			defer w.stop()
+			revs, err := history.List(w.ctx, w.client, w.target)
+			if err != nil {
+				return err
+			}
+			rev, err := history.Find(revs, w.target, to)
+			if err != nil {
+				return err
+			}
+			stderr := cmd.ErrOrStderr()
+			if dryRun == "client" {
+				p, err := previewRollback(w, rev)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(stderr, "%s: preview of the rollback to revision %d (%s); nothing changed\n", w.target, rev.Number, rev.Source)
+				return r.Render(cmd.OutOrStdout(), p)
+			}
+			changed, err := history.Rollback(w.ctx, w.client, w.target, rev, false)
+			if err != nil {
+				return err
+			}
+			if !changed {
+				fmt.Fprintf(stderr, "%s: the template is revision %d's already\n", w.target, rev.Number)
+			} else {
+				fmt.Fprintf(stderr, "%s: template rolled back to revision %d (%s)\n", w.target, rev.Number, rev.Source)
+			}
+			managed, err := isManaged(w)
+			if err != nil {
+				return err
+			}
+			if !managed {
+				fmt.Fprintf(stderr, "%s is not managed by rollplan (annotation %s): its controller rolls it back; follow it with kubectl rollout status\n", w.target, facts.AnnManaged)
+				return nil
+			}
+			return drive(cmd, w, o)
+		},
+	}
+	config.register(cmd.Flags())
+	fl := cmd.Flags()
+	fl.Int64Var(&to, "to-revision", 0, "the revision to roll back to (rollplan history lists them); 0: the one before the current")
+	fl.StringVar(&dryRun, "dry-run", "none", `"client": print the plan of the rollback and change nothing; "none": roll back`)
+	fl.Lookup("dry-run").NoOptDefVal = "client"
+	fl.StringVarP(&output, "output", "o", "table", "output format of --dry-run=client: table, json or yaml")
+	fl.StringSliceVar(&pf.policies, "policy", nil, "policy files or directories: Rego (entry package rollplan.strategy) or CEL RolloutPolicy YAML; default: the built-in strategy")
+	fl.StringVar(&pf.engine, "engine", "", "policy engine: rego, cel or native; default: cel when --policy names YAML files, else rego")
+	fl.StringVar(&pf.featureGates, "feature-gates", "", "cluster feature gates that change upstream behaviour, e.g. MaxUnavailableStatefulSet=true")
+	fl.DurationVar(&pf.timeout, "policy-timeout", time.Minute, "deadline for evaluating the policy at each step")
+	fl.StringVar(&o.deleteMethod, "delete-method", executor.DeleteEvict, `how a recreation removes a pod: "evict" (PodDisruptionBudgets honoured) or "delete" (see rollplan apply --help)`)
+	fl.BoolVar(&o.once, "once", false, "after rolling the template back, carry out one step and exit")
+	fl.DurationVar(&o.timeout, "timeout", 0, "give up after this long (exit 1); 0: no limit")
+	fl.StringVar(&o.metrics, "metrics-bind-address", "", `serve Prometheus metrics on this address at /metrics; "": off`)
+	return cmd
+}
+
+// isManaged: rollplan apply drives the workload (annotation rollplan.dev/managed).
+func isManaged(w *liveWorkload) (bool, error) {
+	var ann map[string]string
+	t := w.target
+	switch t.Kind {
+	case capture.Deployment:
+		d, err := w.client.AppsV1().Deployments(t.Namespace).Get(w.ctx, t.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, fmt.Errorf("%s: %w", t, err)
+		}
+		ann = d.Annotations
+	case capture.StatefulSet:
+		s, err := w.client.AppsV1().StatefulSets(t.Namespace).Get(w.ctx, t.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, fmt.Errorf("%s: %w", t, err)
+		}
+		ann = s.Annotations
+	default:
+		ds, err := w.client.AppsV1().DaemonSets(t.Namespace).Get(w.ctx, t.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, fmt.Errorf("%s: %w", t, err)
+		}
+		ann = ds.Annotations
+	}
+	return ann[facts.AnnManaged] == "true", nil
+}
+
+// previewRollback plans the rollout the rollback would start: the live
+// state, read as rollplan apply reads it, with the workload's template set
+// to the revision's.
+func previewRollback(w *liveWorkload, rev *history.Revision) (*plan.Plan, error) {
+	now := applyClock()
+	snap, err := executor.CaptureReader{Client: w.client, Now: applyClock}.Read(w.ctx, w.target)
+	if err != nil {
+		return nil, err
+	}
+	set := func(t *corev1.PodTemplateSpec) { *t = *rev.Template.DeepCopy() }
+	found := false
+	for _, d := range snap.Deployments {
+		if w.target.Kind == capture.Deployment && d.Name == w.target.Name {
+			set(&d.Spec.Template)
+			found = true
+		}
+	}
+	for _, s := range snap.StatefulSets {
+		if w.target.Kind == capture.StatefulSet && s.Name == w.target.Name {
+			set(&s.Spec.Template)
+			found = true
+		}
+	}
+	for _, ds := range snap.DaemonSets {
+		if w.target.Kind == capture.DaemonSet && ds.Name == w.target.Name {
+			set(&ds.Spec.Template)
+			found = true
+		}
+	}
+	if !found {
+		return nil, fmt.Errorf("%s not found", w.target)
+	}
+	r, _, err := executor.Observe(snap, w.target, now, w.gates)
+	if err != nil {
+		return nil, err
+	}
+	res, err := plan.Build(w.ctx, []*facts.Rollout{r}, w.engine, plan.Metadata{Now: now.UTC().Format(time.RFC3339), Engine: w.engine.Name(), PolicyDigest: w.engine.Digest()}, plan.DefaultOptions)
+	if err != nil {
+		return nil, err
+	}
+	return res.Plan, nil
+}
+
+func newPauseCommand(pause bool) *cobra.Command {
+	var (
+		config kubeFlags
+		dryRun string
+	)
+	use, short := "resume", "Resume a rollout paused with rollplan pause"
+	long := `Resume a rollout paused with rollplan pause: remove the annotation
+rollplan.dev/paused; every rollplan apply running on the workload (or the
+next one started) carries on from where the cluster is.`
+	if pause {
+		use, short = "pause", "Pause a workload's rollout after the actions in flight; any executor honours it"
+		long = `Pause the rollout of a Deployment, StatefulSet or DaemonSet: annotate it
+rollplan.dev/paused="true". Every rollplan apply running on it (and any
+started later) starts no new action until rollplan resume: pods already
+being updated finish, then the rollout holds. The state lives on the
+workload in the cluster, not in an executor. For a managed Deployment it
+also sets spec.paused, so a rollout handed to the Deployment controller
+stops too.`
+	}
+	cmd := &cobra.Command{
+		Use:     use + " KIND/NAME [-n NAMESPACE]",
+		Short:   short,
+		Long:    long,
+		Example: fmt.Sprintf("  rollplan %s deploy/web -n prod\n  rollplan %s sts/db --context staging", use, use),
+		Args:    oneWorkload,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if dryRun != "none" && dryRun != "server" {
+				return usageError{fmt.Errorf("--dry-run %q: want none or server", dryRun)}
+			}
+			ref, err := capture.ParseRef(args[0])
+			if err != nil {
+				return usageError{err}
+			}
+			cl, err := connectCluster(&config)
+			if err != nil {
+				return err
+			}
+			t := executor.Target{Namespace: cl.namespace, Kind: ref.Kind, Name: ref.Name}
+			if err := executor.SetPaused(cmd.Context(), cl.client, t, pause, dryRun == "server"); err != nil {
+				return err
+			}
+			suffix := ""
+			if dryRun == "server" {
+				suffix = " (server dry run, nothing changed)"
+			}
+			if pause {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s paused%s: no new action starts until `rollplan resume %s/%s`; pods being updated finish\n", t, suffix, strings.ToLower(t.Kind), t.Name)
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s resumed%s: rollplan apply carries on\n", t, suffix)
+			}
+			return nil
+		},
+	}
+	config.register(cmd.Flags())
+	cmd.Flags().StringVar(&dryRun, "dry-run", "none", `"server": send the change with dryRun=All; "none": apply it`)
+	return cmd
+}

@@ -1,0 +1,327 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/plan"
+)
+
+// How rollplan drives a managed Deployment (docs/deployment-in-place.md):
+//
+//   - spec.paused is rollplan's hold on the Deployment controller. While it
+//     is set the controller creates no ReplicaSet and scales nothing beyond
+//     keeping the one active ReplicaSet at spec.replicas; a template change
+//     waits for rollplan.
+//   - In place: the pods of the active ReplicaSet are patched wave by wave
+//     (as StatefulSet pods are) while the ReplicaSet keeps its old
+//     template; a pod runs the update revision once its spec holds every
+//     change (facts.RunsChanges). When every pod does and is available,
+//     one write gives the ReplicaSet the Deployment's template (its
+//     pod-template-hash label kept), the next revision number and the old
+//     template in AnnRevisionHistory; the controller then finds it as the
+//     new ReplicaSet (FindNewReplicaSet ignores pod-template-hash) and
+//     counts every pod updated. No ReplicaSet is created, no pod deleted.
+//   - Fallback: a change the plan cannot make in place (and the policy does
+//     not halt on) is handed to the controller: rollplan unpauses the
+//     Deployment, the controller rolls it exactly as the plan's
+//     ScaleReplicaSet waves show, and rollplan pauses it again once the
+//     controller reports the rollout complete.
+//
+// Every decision is made from what the cluster holds (spec.paused, the
+// ReplicaSets' templates and annotations, the pods' specs), so a killed
+// executor started again carries on where the cluster is.
+
+// AnnRevisionHistory is the ReplicaSet annotation that keeps the templates
+// an in-place update replaced: a JSON list of RevisionRecord, oldest first,
+// at most the Deployment's revisionHistoryLimit entries. Upstream keeps a
+// Deployment's history as old ReplicaSets; a ReplicaSet updated in place
+// has no older ReplicaSet to keep its previous template.
+const AnnRevisionHistory = "rollplan.dev/revision-history"
+
+// Upstream's ReplicaSet annotations.
+const (
+	annRevision    = "deployment.kubernetes.io/revision"
+	annChangeCause = "kubernetes.io/change-cause"
+	labelPodHash   = appsv1.DefaultDeploymentUniqueLabelKey // pod-template-hash
+)
+
+// RevisionRecord is one entry of AnnRevisionHistory.
+type RevisionRecord struct {
+	Revision    int64                  `json:"revision"`
+	ChangeCause string                 `json:"changeCause,omitempty"`
+	Replaced    string                 `json:"replaced"` // RFC 3339: when the in-place update replaced it
+	Template    corev1.PodTemplateSpec `json:"template"`
+}
+
+// RevisionHistory decodes a ReplicaSet's AnnRevisionHistory (nil when it
+// has none).
+func RevisionHistory(rs *appsv1.ReplicaSet) ([]RevisionRecord, error) {
+	raw, ok := rs.Annotations[AnnRevisionHistory]
+	if !ok || raw == "" {
+		return nil, nil
+	}
+	var out []RevisionRecord
+	if err := json.Unmarshal([]byte(raw), &out); err != nil {
+		return nil, fmt.Errorf("ReplicaSet %s/%s: annotation %s: %w", rs.Namespace, rs.Name, AnnRevisionHistory, err)
+	}
+	return out, nil
+}
+
+// Revision is a ReplicaSet's deployment.kubernetes.io/revision (0 when
+// missing or not a number).
+func Revision(rs *appsv1.ReplicaSet) int64 {
+	n, _ := strconv.ParseInt(rs.Annotations[annRevision], 10, 64)
+	return n
+}
+
+// StripHash is a template without the pod-template-hash label: what a
+// Deployment's template is compared with.
+func StripHash(t *corev1.PodTemplateSpec) *corev1.PodTemplateSpec {
+	c := t.DeepCopy()
+	delete(c.Labels, labelPodHash)
+	if len(c.Labels) == 0 {
+		c.Labels = nil
+	}
+	return c
+}
+
+// SameTemplate: the templates are equal but for pod-template-hash (upstream
+// EqualIgnoreHash).
+func SameTemplate(a, b *corev1.PodTemplateSpec) bool {
+	return equality.Semantic.DeepEqual(StripHash(a), StripHash(b))
+}
+
+func (live *liveState) deployment(t Target) *appsv1.Deployment {
+	for _, d := range live.snap.Deployments {
+		if d.Name == t.Name && d.Namespace == t.Namespace {
+			return d
+		}
+	}
+	return nil
+}
+
+// replicaSets owned by the Deployment, oldest first.
+func (live *liveState) replicaSets(d *appsv1.Deployment) []*appsv1.ReplicaSet {
+	var out []*appsv1.ReplicaSet
+	for _, rs := range live.snap.ReplicaSets {
+		if rs.Namespace != d.Namespace {
+			continue
+		}
+		if ref := metav1.GetControllerOf(rs); ref != nil && ref.Kind == "Deployment" && ref.UID == d.UID {
+			out = append(out, rs)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].CreationTimestamp.Equal(&out[j].CreationTimestamp) {
+			return out[i].CreationTimestamp.Before(&out[j].CreationTimestamp)
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+func replicas(n *int32) int32 {
+	if n == nil {
+		return 1
+	}
+	return *n
+}
+
+// deploymentComplete: the controller has seen the current spec and reports
+// every replica updated and available, and none else (kubectl rollout
+// status's rule).
+func deploymentComplete(d *appsv1.Deployment) bool {
+	st, want := d.Status, replicas(d.Spec.Replicas)
+	return st.ObservedGeneration >= d.Generation && st.UpdatedReplicas == want && st.Replicas == want && st.AvailableReplicas == want
+}
+
+// stepDeployment is the part of a step that is a Deployment's own: the
+// hold (spec.paused), the fallback to the controller and the completion.
+// handled: the step is over (no pod action of the plan is to be carried
+// out by the caller).
+func (e *Executor) stepDeployment(ctx context.Context, live *liveState, wp plan.WorkloadPlan, out *StepResult, paused bool) (handled bool, err error) {
+	d := live.deployment(e.opts.Target)
+	if d == nil {
+		return true, fmt.Errorf("%s not found", e.opts.Target)
+	}
+	fallback := len(wp.Waves) > 0 && wp.Waves[0].Actions[0].Type == plan.ActionScaleRS
+	switch {
+	case !d.Spec.Paused && paused:
+		// rollplan pause during a fallback: stop the controller too.
+		return true, e.setPaused(ctx, d, true, "rollplan pause: hold the Deployment controller's rolling update")
+	case !d.Spec.Paused:
+		// The controller rolls (a fallback, or a Deployment that was never
+		// held): wait for it, then hold the Deployment again.
+		out.Note = "the Deployment controller rolls it (spec.paused is false); rollplan pauses it again once it is complete"
+		if !deploymentComplete(d) {
+			return true, nil
+		}
+		if err := e.setPaused(ctx, d, true, "the Deployment controller completed the rollout: hold the Deployment for rollplan"); err != nil {
+			return true, err
+		}
+		out.Done = !e.opts.DryRun
+		return true, nil
+	case paused:
+		return true, nil
+	case fallback:
+		out.Note = "some pods cannot be updated in place: the Deployment controller rolls it"
+		return true, e.setPaused(ctx, d, false, "some pods cannot be updated in place: hand the rollout to the Deployment controller (upstream rolling update)")
+	}
+	return false, nil
+}
+
+// setPaused writes spec.paused with the Deployment's resourceVersion as
+// precondition (a conflict: the next step reads again).
+func (e *Executor) setPaused(ctx context.Context, d *appsv1.Deployment, paused bool, why string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": d.ResourceVersion}, "spec": map[string]any{"paused": paused}})
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	_, err = e.client.AppsV1().Deployments(d.Namespace).Patch(wctx, d.Name, types.MergePatchType, patch, metav1.PatchOptions{DryRun: e.dryRun(), FieldManager: "rollplan"})
+	switch {
+	case apierrors.IsConflict(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("%s: set spec.paused=%t: %w", e.opts.Target, paused, err)
+	}
+	e.opts.Log.Info("paused", "workload", e.opts.Target.String(), "spec.paused", paused, "reason", why, "dryRun", e.opts.DryRun)
+	e.event(nil, nil, corev1.EventTypeNormal, ReasonHold, "Hold", fmt.Sprintf("spec.paused=%t: %s", paused, why))
+	return nil
+}
+
+// completeDeployment: every pod runs the update revision and is
+// available. It gives the active ReplicaSet the Deployment's template (one
+// write: template, next revision, the replaced template in
+// AnnRevisionHistory), deletes any other ReplicaSet with that template (a
+// 0-replica leftover the controller would otherwise take as the new one),
+// and is done once the controller reports the rollout complete.
+func (e *Executor) completeDeployment(ctx context.Context, live *liveState) (bool, error) {
+	d := live.deployment(e.opts.Target)
+	if d == nil {
+		return false, fmt.Errorf("%s not found", e.opts.Target)
+	}
+	rss := live.replicaSets(d)
+	var active []*appsv1.ReplicaSet
+	for _, rs := range rss {
+		if replicas(rs.Spec.Replicas) > 0 || rs.Status.Replicas > 0 {
+			active = append(active, rs)
+		}
+	}
+	if len(active) != 1 {
+		return false, nil // the controller is still scaling
+	}
+	cur := active[0]
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if !SameTemplate(&cur.Spec.Template, &d.Spec.Template) {
+		return false, e.adopt(wctx, d, cur, rss, live.now)
+	}
+	for _, rs := range rss {
+		if rs == cur || !SameTemplate(&rs.Spec.Template, &d.Spec.Template) || replicas(rs.Spec.Replicas) > 0 || rs.Status.Replicas > 0 {
+			continue
+		}
+		uid, rv := rs.UID, rs.ResourceVersion
+		err := e.client.AppsV1().ReplicaSets(rs.Namespace).Delete(wctx, rs.Name, metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}, DryRun: e.dryRun()})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return false, fmt.Errorf("%s: delete ReplicaSet %s, which has the template %s now runs: %w", e.opts.Target, rs.Name, cur.Name, err)
+		}
+		e.opts.Log.Info("delete-replicaset", "workload", e.opts.Target.String(), "replicaSet", rs.Name, "reason", "same template as "+cur.Name, "dryRun", e.opts.DryRun)
+		return false, nil
+	}
+	return deploymentComplete(d), nil
+}
+
+// adopt gives ReplicaSet cur the Deployment's template in one write with
+// cur's resourceVersion as precondition.
+func (e *Executor) adopt(ctx context.Context, d *appsv1.Deployment, cur *appsv1.ReplicaSet, rss []*appsv1.ReplicaSet, now time.Time) error {
+	hist, err := RevisionHistory(cur)
+	if err != nil {
+		return err
+	}
+	next := int64(0)
+	for _, rs := range rss {
+		next = max(next, Revision(rs))
+		h, _ := RevisionHistory(rs)
+		for _, r := range h {
+			next = max(next, r.Revision)
+		}
+	}
+	next++
+	// The new template becomes the current revision: an older record of
+	// the same template goes, as upstream moves a rolled-back ReplicaSet to
+	// the new revision number.
+	kept := hist[:0]
+	for _, r := range hist {
+		if !SameTemplate(&r.Template, &d.Spec.Template) {
+			kept = append(kept, r)
+		}
+	}
+	kept = append(kept, RevisionRecord{Revision: Revision(cur), ChangeCause: cur.Annotations[annChangeCause],
+		Replaced: now.UTC().Truncate(time.Second).Format(time.RFC3339), Template: *StripHash(&cur.Spec.Template)})
+	limit := 10
+	if d.Spec.RevisionHistoryLimit != nil {
+		limit = int(*d.Spec.RevisionHistoryLimit)
+	}
+	if len(kept) > limit {
+		kept = kept[len(kept)-limit:]
+	}
+	rs := cur.DeepCopy()
+	rs.Spec.Template = *d.Spec.Template.DeepCopy()
+	if rs.Spec.Template.Labels == nil {
+		rs.Spec.Template.Labels = map[string]string{}
+	}
+	rs.Spec.Template.Labels[labelPodHash] = cur.Labels[labelPodHash]
+	if rs.Annotations == nil {
+		rs.Annotations = map[string]string{}
+	}
+	rs.Annotations[annRevision] = strconv.FormatInt(next, 10)
+	if len(kept) == 0 {
+		delete(rs.Annotations, AnnRevisionHistory)
+	} else {
+		raw, err := json.Marshal(kept)
+		if err != nil {
+			return err
+		}
+		rs.Annotations[AnnRevisionHistory] = string(raw)
+	}
+	if cause, ok := d.Annotations[annChangeCause]; ok {
+		rs.Annotations[annChangeCause] = cause
+	} else {
+		delete(rs.Annotations, annChangeCause)
+	}
+	_, err = e.client.AppsV1().ReplicaSets(rs.Namespace).Update(ctx, rs, metav1.UpdateOptions{DryRun: e.dryRun(), FieldManager: "rollplan"})
+	switch {
+	case apierrors.IsConflict(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("%s: give ReplicaSet %s the Deployment's template: %w", e.opts.Target, cur.Name, err)
+	}
+	e.opts.Log.Info("adopt", "workload", e.opts.Target.String(), "replicaSet", cur.Name, "revision", next, "dryRun", e.opts.DryRun)
+	e.event(nil, nil, corev1.EventTypeNormal, ReasonInPlaceRevision, "Adopt",
+		fmt.Sprintf("every pod of ReplicaSet %s was updated in place: it now holds the Deployment's template as revision %d (revision %d's template kept in %s)", cur.Name, next, Revision(cur), AnnRevisionHistory))
+	return nil
+}
+
+// managedDeployment is the refusal, if any, for a Deployment.
+func refuseDeployment(t Target, w *facts.Workload) error {
+	if !w.Managed {
+		return &RefusedError{t, fmt.Sprintf("not managed by rollplan: the Deployment controller rolls it (`rollplan plan` previews it); to let rollplan drive it (in place where the policy allows), annotate %s=\"true\" and set spec.paused: true", facts.AnnManaged)}
+	}
+	return nil
+}

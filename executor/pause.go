@@ -1,0 +1,76 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/snapshot/capture"
+)
+
+// SetPaused pauses (annotates facts.AnnPaused="true") or resumes (removes
+// it) the rollout of a workload. The state lives on the workload, so every
+// executor honours it at its next step: a paused rollout starts no new
+// action (pods already being updated finish) until it is resumed. Pausing
+// a managed Deployment also sets spec.paused, so a rollout handed to the
+// Deployment controller stops too; resuming leaves spec.paused to the
+// executor, which clears it again only if the rollout needs the controller.
+func SetPaused(ctx context.Context, c kubernetes.Interface, t Target, paused bool, dryRun bool) error {
+	var ann any // null removes the annotation
+	if paused {
+		ann = "true"
+	}
+	patch := map[string]any{"metadata": map[string]any{"annotations": map[string]any{facts.AnnPaused: ann}}}
+	opts := metav1.PatchOptions{FieldManager: "rollplan"}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	var err error
+	switch t.Kind {
+	case capture.Deployment:
+		if paused {
+			d, err := c.AppsV1().Deployments(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
+			if err != nil {
+				return fmt.Errorf("%s: %w", t, err)
+			}
+			if d.Annotations[facts.AnnManaged] != "true" {
+				return fmt.Errorf("%s is not managed by rollplan (annotation %s): its controller rolls it; pause it with kubectl rollout pause", t, facts.AnnManaged)
+			}
+			patch["spec"] = map[string]any{"paused": true}
+		}
+		err = patchWorkload(ctx, c, t, patch, opts)
+	case capture.StatefulSet, capture.DaemonSet:
+		err = patchWorkload(ctx, c, t, patch, opts)
+	default:
+		return fmt.Errorf("%s: want a Deployment, StatefulSet or DaemonSet", t)
+	}
+	if err != nil {
+		verb := "resume"
+		if paused {
+			verb = "pause"
+		}
+		return fmt.Errorf("%s: %s: %w", t, verb, err)
+	}
+	return nil
+}
+
+func patchWorkload(ctx context.Context, c kubernetes.Interface, t Target, patch map[string]any, opts metav1.PatchOptions) error {
+	raw, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	switch t.Kind {
+	case capture.Deployment:
+		_, err = c.AppsV1().Deployments(t.Namespace).Patch(ctx, t.Name, types.MergePatchType, raw, opts)
+	case capture.StatefulSet:
+		_, err = c.AppsV1().StatefulSets(t.Namespace).Patch(ctx, t.Name, types.MergePatchType, raw, opts)
+	default:
+		_, err = c.AppsV1().DaemonSets(t.Namespace).Patch(ctx, t.Name, types.MergePatchType, raw, opts)
+	}
+	return err
+}

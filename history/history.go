@@ -1,0 +1,260 @@
+// Package history reads a workload's rollout history from the cluster and
+// rolls it back: the revisions `rollplan history` lists and `rollplan
+// undo` returns to.
+//
+// Upstream keeps a Deployment's history as its ReplicaSets
+// (deployment.kubernetes.io/revision) and a StatefulSet's or DaemonSet's
+// as ControllerRevisions. A Deployment updated in place by rollplan keeps
+// one ReplicaSet, whose earlier templates rollplan records in the
+// ReplicaSet's executor.AnnRevisionHistory annotation; List merges both.
+package history
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/rollplan/rollplan/executor"
+	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/snapshot/capture"
+)
+
+// Revision is one revision of a workload.
+type Revision struct {
+	Number int64 `json:"revision"`
+	// Source: the ReplicaSet or ControllerRevision that records it.
+	Source string `json:"source"`
+	// InPlace: recorded by rollplan when an in-place update replaced this
+	// template in Source (a ReplicaSet's AnnRevisionHistory).
+	InPlace bool `json:"inPlace,omitempty"`
+	// Current: the workload's pods are (being) rolled to this revision.
+	Current     bool   `json:"current,omitempty"`
+	ChangeCause string `json:"changeCause,omitempty"`
+	// Changes: what differs from the revision before it ("" for the first).
+	Changes  string                  `json:"changes"`
+	Template *corev1.PodTemplateSpec `json:"-"`
+}
+
+// List reads the revisions of the workload, oldest first.
+func List(ctx context.Context, c kubernetes.Interface, t executor.Target) ([]Revision, error) {
+	var (
+		revs    []Revision
+		current *corev1.PodTemplateSpec
+		err     error
+	)
+	switch t.Kind {
+	case capture.Deployment:
+		revs, current, err = deploymentRevisions(ctx, c, t)
+	case capture.StatefulSet, capture.DaemonSet:
+		revs, current, err = controllerRevisions(ctx, c, t)
+	default:
+		return nil, fmt.Errorf("%s: history of a %s: want Deployment, StatefulSet or DaemonSet", t, t.Kind)
+	}
+	if err != nil {
+		return nil, err
+	}
+	sort.SliceStable(revs, func(i, j int) bool { return revs[i].Number < revs[j].Number })
+	for i := range revs {
+		if i > 0 {
+			revs[i].Changes = summary(facts.Diff(revs[i-1].Template, revs[i].Template))
+		}
+	}
+	// The current revision is the newest whose template is the workload's.
+	for i := len(revs) - 1; i >= 0; i-- {
+		if executor.SameTemplate(revs[i].Template, current) {
+			revs[i].Current = true
+			break
+		}
+	}
+	return revs, nil
+}
+
+func deploymentRevisions(ctx context.Context, c kubernetes.Interface, t executor.Target) ([]Revision, *corev1.PodTemplateSpec, error) {
+	d, err := c.AppsV1().Deployments(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", t, err)
+	}
+	l, err := c.AppsV1().ReplicaSets(t.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: list ReplicaSets: %w", t, err)
+	}
+	var out []Revision
+	for i := range l.Items {
+		rs := &l.Items[i]
+		if ref := metav1.GetControllerOf(rs); ref == nil || ref.UID != d.UID {
+			continue
+		}
+		out = append(out, Revision{Number: executor.Revision(rs), Source: "ReplicaSet/" + rs.Name,
+			ChangeCause: rs.Annotations["kubernetes.io/change-cause"], Template: executor.StripHash(&rs.Spec.Template)})
+		hist, err := executor.RevisionHistory(rs)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, h := range hist {
+			out = append(out, Revision{Number: h.Revision, Source: "ReplicaSet/" + rs.Name, InPlace: true, ChangeCause: h.ChangeCause, Template: h.Template.DeepCopy()})
+		}
+	}
+	return out, &d.Spec.Template, nil
+}
+
+func controllerRevisions(ctx context.Context, c kubernetes.Interface, t executor.Target) ([]Revision, *corev1.PodTemplateSpec, error) {
+	var (
+		uid      string
+		template *corev1.PodTemplateSpec
+	)
+	switch t.Kind {
+	case capture.StatefulSet:
+		s, err := c.AppsV1().StatefulSets(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", t, err)
+		}
+		uid, template = string(s.UID), &s.Spec.Template
+	default:
+		ds, err := c.AppsV1().DaemonSets(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", t, err)
+		}
+		uid, template = string(ds.UID), &ds.Spec.Template
+	}
+	l, err := c.AppsV1().ControllerRevisions(t.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: list ControllerRevisions: %w", t, err)
+	}
+	var out []Revision
+	for i := range l.Items {
+		cr := &l.Items[i]
+		if ref := metav1.GetControllerOf(cr); ref == nil || string(ref.UID) != uid {
+			continue
+		}
+		tmpl, err := facts.RevisionTemplate(cr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("ControllerRevision %s/%s: %w", cr.Namespace, cr.Name, err)
+		}
+		out = append(out, Revision{Number: cr.Revision, Source: "ControllerRevision/" + cr.Name,
+			ChangeCause: cr.Annotations["kubernetes.io/change-cause"], Template: stripRevisionLabels(tmpl)})
+	}
+	return out, template, nil
+}
+
+func stripRevisionLabels(t *corev1.PodTemplateSpec) *corev1.PodTemplateSpec {
+	c := executor.StripHash(t)
+	delete(c.Labels, appsv1.ControllerRevisionHashLabelKey)
+	delete(c.Labels, "pod-template-generation")
+	if len(c.Labels) == 0 {
+		c.Labels = nil
+	}
+	return c
+}
+
+// summary says what changed in a few words: the paths, grouped by class.
+func summary(changes []facts.Change) string {
+	if len(changes) == 0 {
+		return "no change"
+	}
+	var parts []string
+	for _, c := range changes {
+		parts = append(parts, c.Path)
+	}
+	s := strings.Join(parts, ", ")
+	inPlace := true
+	for _, c := range changes {
+		inPlace = inPlace && c.InPlace
+	}
+	if inPlace {
+		s += " (in place)"
+	}
+	return s
+}
+
+// Find is revision n of revs; n = 0 is the revision before the current
+// one, as kubectl rollout undo takes it.
+func Find(revs []Revision, t executor.Target, n int64) (*Revision, error) {
+	if n == 0 {
+		cur := -1
+		for i := range revs {
+			if revs[i].Current {
+				cur = i
+			}
+		}
+		// The newest revision that is not the current template.
+		for i := len(revs) - 1; i >= 0; i-- {
+			if i != cur && (cur < 0 || !executor.SameTemplate(revs[i].Template, revs[cur].Template)) {
+				return &revs[i], nil
+			}
+		}
+		return nil, fmt.Errorf("%s: no previous revision to roll back to (see rollplan history)", t)
+	}
+	for i := range revs {
+		if revs[i].Number == n {
+			return &revs[i], nil
+		}
+	}
+	var have []string
+	for _, r := range revs {
+		have = append(have, fmt.Sprint(r.Number))
+	}
+	return nil, fmt.Errorf("%s: revision %d not found (revisions: %s; see rollplan history)", t, n, strings.Join(have, ", "))
+}
+
+// Rollback sets the workload's pod template to the revision's (the
+// revision labels aside) and returns whether it changed. The rollout then
+// runs like any update: rollplan apply drives it (in place where the
+// policy allows), or the workload's controller for one rollplan does not
+// manage.
+func Rollback(ctx context.Context, c kubernetes.Interface, t executor.Target, rev *Revision, dryRun bool) (bool, error) {
+	changed := false
+	opts := metav1.UpdateOptions{FieldManager: "rollplan"}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	set := func(cur *corev1.PodTemplateSpec) bool {
+		want := rev.Template.DeepCopy()
+		if executor.SameTemplate(stripRevisionLabels(cur), want) {
+			return false
+		}
+		*cur = *want
+		return true
+	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		switch t.Kind {
+		case capture.Deployment:
+			d, err := c.AppsV1().Deployments(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if changed = set(&d.Spec.Template); changed {
+				_, err = c.AppsV1().Deployments(t.Namespace).Update(ctx, d, opts)
+			}
+			return err
+		case capture.StatefulSet:
+			s, err := c.AppsV1().StatefulSets(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if changed = set(&s.Spec.Template); changed {
+				_, err = c.AppsV1().StatefulSets(t.Namespace).Update(ctx, s, opts)
+			}
+			return err
+		default:
+			ds, err := c.AppsV1().DaemonSets(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if changed = set(&ds.Spec.Template); changed {
+				_, err = c.AppsV1().DaemonSets(t.Namespace).Update(ctx, ds, opts)
+			}
+			return err
+		}
+	})
+	if err != nil {
+		return false, fmt.Errorf("%s: roll the template back to revision %d: %w", t, rev.Number, err)
+	}
+	return changed, nil
+}
