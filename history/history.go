@@ -35,7 +35,10 @@ type Revision struct {
 	// template in Source (a ReplicaSet's AnnRevisionHistory).
 	InPlace bool `json:"inPlace,omitempty"`
 	// Current: the workload's pods are (being) rolled to this revision.
-	Current     bool   `json:"current,omitempty"`
+	Current bool `json:"current,omitempty"`
+	// Pending: the workload's template, which no revision records yet
+	// (Number 0): a held Deployment's new template before rollplan apply.
+	Pending     bool   `json:"pending,omitempty"`
 	ChangeCause string `json:"changeCause,omitempty"`
 	// Changes: what differs from the revision before it ("" for the first).
 	Changes  string                  `json:"changes"`
@@ -70,10 +73,16 @@ func List(ctx context.Context, c kubernetes.Interface, t executor.Target) ([]Rev
 	for i := len(revs) - 1; i >= 0; i-- {
 		if executor.SameTemplate(revs[i].Template, current) {
 			revs[i].Current = true
-			break
+			return revs, nil
 		}
 	}
-	return revs, nil
+	// None is: the template changed and no controller (a held Deployment,
+	// a controller that has not synced yet) recorded it.
+	p := Revision{Source: "the workload's template", Pending: true, Current: true, Template: stripRevisionLabels(current)}
+	if len(revs) > 0 {
+		p.Changes = summary(facts.Diff(revs[len(revs)-1].Template, p.Template))
+	}
+	return append(revs, p), nil
 }
 
 func deploymentRevisions(ctx context.Context, c kubernetes.Interface, t executor.Target) ([]Revision, *corev1.PodTemplateSpec, error) {
@@ -192,13 +201,15 @@ func Find(revs []Revision, t executor.Target, n int64) (*Revision, error) {
 		return nil, fmt.Errorf("%s: no previous revision to roll back to (see rollplan history)", t)
 	}
 	for i := range revs {
-		if revs[i].Number == n {
+		if revs[i].Number == n && !revs[i].Pending {
 			return &revs[i], nil
 		}
 	}
 	var have []string
 	for _, r := range revs {
-		have = append(have, fmt.Sprint(r.Number))
+		if !r.Pending {
+			have = append(have, fmt.Sprint(r.Number))
+		}
 	}
 	return nil, fmt.Errorf("%s: revision %d not found (revisions: %s; see rollplan history)", t, n, strings.Join(have, ", "))
 }

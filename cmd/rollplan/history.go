@@ -44,7 +44,9 @@ ReplicaSets and, for a ReplicaSet rollplan updated in place, the templates
 it replaced (kept in the ReplicaSet's annotation rollplan.dev/revision-history,
 at most revisionHistoryLimit of them); a StatefulSet's and DaemonSet's are
 its ControllerRevisions. CHANGES says what differs from the revision before;
-* marks the revision the workload's template is at.`,
+* marks the revision the workload's template is at. A template no revision
+records yet (a held Deployment after kubectl set image, before rollplan
+apply) is listed last as "-*".`,
 		Example: `  rollplan history deploy/web -n prod
   rollplan history deploy/web --revision 2      # that revision's pod template
   rollplan history sts/db -o json`,
@@ -108,12 +110,18 @@ func printHistory(w io.Writer, t executor.Target, revs []history.Revision, outpu
 	fmt.Fprintln(tw, "REVISION\tSOURCE\tCHANGE-CAUSE\tCHANGES")
 	for _, r := range revs {
 		num := fmt.Sprint(r.Number)
+		if r.Pending {
+			num = "-"
+		}
 		if r.Current {
 			num += "*"
 		}
 		src := r.Source
-		if r.InPlace {
+		switch {
+		case r.InPlace:
 			src += " (replaced in place)"
+		case r.Pending:
+			src += " (not rolled out yet)"
 		}
 		cause := r.ChangeCause
 		if cause == "" {

@@ -89,3 +89,24 @@ func TestPauseResumeState(t *testing.T) {
 		t.Fatalf("apply --once on a paused rollout: err %v\n%s", err, stderr)
 	}
 }
+
+// A StatefulSet's history is its ControllerRevisions; undo --dry-run=client
+// previews the way back in place.
+func TestHistoryStatefulSet(t *testing.T) {
+	fakeApply(t, time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), "sts-inplace-image-only")
+	out, _, err := run(t, "history", "sts/web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The snapshot holds only the old revision: the new template is pending.
+	for _, want := range []string{"ControllerRevision/web-6545fdd768", "-*", "the workload's template (not rolled out yet)", "spec.containers[app].image (in place)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("history lacks %q:\n%s", want, out)
+		}
+	}
+	out, stderr, err := run(t, "undo", "sts/web", "--dry-run=client")
+	if err != nil || !strings.Contains(stderr, "preview of the rollback to revision 1") {
+		t.Fatalf("undo --dry-run=client: %v\n%s\n%s", err, stderr, out)
+	}
+	t.Logf("history:\n%s", out)
+}
