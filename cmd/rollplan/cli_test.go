@@ -56,6 +56,7 @@ spec: {containers: [{name: app, image: "app:1"}]}
 		{"no template", "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: web, namespace: default, creationTimestamp: \"2026-01-01T00:00:00Z\"}\nspec: {replicas: 1}\n", []string{"StatefulSet default/web", "spec.template.spec.containers is empty"}},
 		{"two pods with one name", pod + "---\n" + pod, []string{"Pod default/p is defined twice"}},
 		{"bad managed annotation", strings.Replace(sts("updateStrategy: {type: OnDelete}"), "uid: s1,", "uid: s1, annotations: {rollplan.dev/managed: \"yes\"},", 1), []string{"StatefulSet default/web", "rollplan.dev/managed"}},
+		{"bad paused annotation", strings.Replace(sts("updateStrategy: {type: OnDelete}"), "uid: s1,", "uid: s1, annotations: {rollplan.dev/paused: \"yes\"},", 1), []string{"StatefulSet default/web", "rollplan.dev/paused", `"yes"`, "rollplan resume"}},
 		{"bad max-unavailable annotation", strings.Replace(sts("updateStrategy: {type: OnDelete}"), "uid: s1,", "uid: s1, annotations: {rollplan.dev/managed: \"true\", rollplan.dev/max-unavailable: \"lots\"},", 1), []string{"StatefulSet default/web", "rollplan.dev/max-unavailable", `"lots"`}},
 	}
 	dir := t.TempDir()

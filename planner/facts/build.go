@@ -167,6 +167,9 @@ func (b *builder) base(kind string, meta *metav1.ObjectMeta, template *corev1.Po
 			return nil, fmt.Errorf("%s: annotation %s=%q: want \"true\" or \"false\"", id, AnnManaged, v)
 		}
 	}
+	if v, ok := ann[AnnPaused]; ok && v != "true" && v != "false" {
+		return nil, fmt.Errorf("%s: annotation %s=%q: want \"true\" or \"false\" (rollplan pause and rollplan resume set it)", id, AnnPaused, v)
+	}
 	if v, ok := ann[AnnPodUpdatePolicy]; ok {
 		switch v {
 		case "Recreate", "InPlaceIfPossible", "InPlaceOnly":
