@@ -21,6 +21,9 @@ var revisionLabels = map[string]bool{
 }
 
 // Annotations the API refuses to change on a running pod (§5.1).
+// annRestartedAt is the template annotation kubectl rollout restart sets.
+const annRestartedAt = "kubectl.kubernetes.io/restartedAt"
+
 func immutableAnnotation(k string) bool {
 	return k == "kubernetes.io/config.mirror" || strings.HasPrefix(k, "container.apparmor.security.beta.kubernetes.io/")
 }
@@ -33,9 +36,16 @@ func Diff(from, to *corev1.PodTemplateSpec) []Change {
 	out = append(out, diffStringMap("metadata.labels", ClassLabels, from.Labels, to.Labels, func(k string) bool { return revisionLabels[k] })...)
 	out = append(out, diffStringMap("metadata.annotations", ClassAnnotations, from.Annotations, to.Annotations, func(string) bool { return false })...)
 	for i := range out {
-		if out[i].Class == ClassAnnotations && immutableAnnotation(strings.TrimSuffix(strings.TrimPrefix(out[i].Path, "metadata.annotations["), "]")) {
+		key := strings.TrimSuffix(strings.TrimPrefix(out[i].Path, "metadata.annotations["), "]")
+		switch {
+		case out[i].Class != ClassAnnotations:
+		case immutableAnnotation(key):
 			out[i].InPlace = false
 			out[i].Detail = "this annotation is immutable on a running pod"
+		case key == annRestartedAt:
+			// Patching it onto a running pod would restart nothing.
+			out[i].InPlace = false
+			out[i].Detail = "kubectl rollout restart asks for new pods"
 		}
 	}
 	fm, tm := toMap(from.ObjectMeta), toMap(to.ObjectMeta)
