@@ -511,6 +511,44 @@ func TestStateCache(t *testing.T) {
 	}
 }
 
+// clocked hides the engine's ClockFree answer: its budgets may read the clock.
+type clocked struct{ engine.Engine }
+
+// TestStateCacheTimeless: when every pod is available, none is being
+// updated and the budgets read no clock fact, time alone cannot change a
+// workload's state: it is kept however old, with no rebuild, until an
+// object changes. An engine that cannot promise that gets the rebuilds.
+func TestStateCacheTimeless(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		engine func(*testing.T) engine.Engine
+		builds int64
+	}{
+		{"clock-free budgets", defaultEngine, 1},
+		{"budgets that may read the clock", func(t *testing.T) engine.Engine { return clocked{defaultEngine(t)} }, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, Options{Engine: c.engine(t)}, statefulSet(5)...)
+			for last := uint64(1 << 63); last != f.gate.states.gens.of(ns); {
+				last = f.gate.states.gens.of(ns)
+				time.Sleep(100 * time.Millisecond)
+			}
+			clock := now
+			f.gate.opts.Now = func() time.Time { return clock }
+			if resp, _ := f.review(evict("db-0", true)); !resp.Allowed {
+				t.Fatal("an eviction within the budget was denied")
+			}
+			clock = now.Add(time.Hour)
+			if resp, _ := f.review(evict("db-1", true)); !resp.Allowed {
+				t.Fatal("an eviction within the budget was denied an hour later")
+			}
+			if n := f.gate.states.builds.Load(); n != c.builds {
+				t.Errorf("%d builds for two requests an hour apart, want %d", n, c.builds)
+			}
+		})
+	}
+}
+
 // failing is an engine whose policy fails.
 type failing struct{ engine.Engine }
 

@@ -28,6 +28,9 @@ type workloadState struct {
 	budgets                         []plan.Budget
 	captureErr, factsErr, policyErr error
 	managed                         bool
+	// timeless: time alone cannot change this state (clockFree): it is
+	// kept until an object changes, however old.
+	timeless bool
 }
 
 // stateKey: a workload's state is the same for the same cache contents
@@ -136,8 +139,9 @@ const (
 // state returns the workload's state at now (whole seconds). States are
 // cached per workload until an informer event in its namespace (or on a
 // Node) or a new policy: then the next request rebuilds it. Time alone
-// changes a state too (a Ready pod reaches minReadySeconds): a state up
-// to maxAge seconds old is served while a current one is built in the
+// may change a state too (a Ready pod reaches minReadySeconds): unless it
+// cannot (clockFree: the steady state of most workloads), a state up to
+// maxAge seconds old is served while a current one is built in the
 // background (one build at a time, from refreshAfter seconds on), so
 // requests seldom wait for a build. That staleness errs one way: time
 // only ever makes pods available (readiness itself changes by events), so
@@ -157,6 +161,8 @@ func (g *Gate) state(ctx context.Context, t executor.Target, now time.Time) *wor
 	sc.mu.Unlock()
 	build := func(ctx context.Context) *workloadState { return g.buildState(ctx, t, now, *eng) }
 	switch age := sec - e.second; {
+	case ok && age >= 0 && e.state.timeless:
+		return e.state
 	case ok && age >= 0 && age < refreshAfter:
 		return e.state
 	case ok && age >= 0 && age <= maxAge:
@@ -207,7 +213,8 @@ func (g *Gate) buildState(ctx context.Context, t executor.Target, now time.Time,
 		s.pods[p.Name] = p
 	}
 	s.managed = isManaged(snap, t)
-	if s.rollout, _, s.factsErr = executor.Observe(snap, t, now, g.opts.FeatureGates); s.factsErr != nil {
+	var inFlight map[string]string
+	if s.rollout, inFlight, s.factsErr = executor.Observe(snap, t, now, g.opts.FeatureGates); s.factsErr != nil {
 		return s
 	}
 	// Only the budgets decision point: the per-pod rules are most of the
@@ -218,5 +225,25 @@ func (g *Gate) buildState(ctx context.Context, t executor.Target, now time.Time,
 		return s
 	}
 	s.budgets = plan.ResolveBudgets(s.rollout, &engine.Decisions{Budgets: eb})
+	s.timeless = clockFree(eng, s.rollout, inFlight)
 	return s
+}
+
+// clockFree: the state cannot change as time passes with no object
+// changing. Time changes facts in three ways: the clock facts
+// (engine.ClockFacts; budgets that read none ignore them), a Ready pod
+// reaching minReadySeconds (none when every pod is available already),
+// and an in-place update completing (none in flight). Everything else
+// (readiness, pods created or deleted, specs, PDB status) comes with an
+// informer event, which moves the generation the state is cached under.
+func clockFree(eng engine.Engine, r *facts.Rollout, inFlight map[string]string) bool {
+	if !engine.BudgetsIgnoreClock(eng) || len(inFlight) > 0 {
+		return false
+	}
+	for i := range r.Pods {
+		if !r.Pods[i].Available {
+			return false
+		}
+	}
+	return true
 }

@@ -46,6 +46,28 @@ func Budgets(ctx context.Context, e Engine, r *facts.Rollout) ([]Budget, error) 
 	return d.Budgets, nil
 }
 
+// ClockFacts are the facts that change as time passes with nothing else
+// changing: the counters of seconds and their buckets, and the snapshot
+// time. (Pod availability also changes with time, at minReadySeconds.)
+var ClockFacts = map[string]bool{
+	"readySeconds": true, "unavailableSeconds": true, "readyBucket": true, "createdBucket": true, "now": true,
+}
+
+// ClockFree is an Engine that can tell whether its budgets read any of the
+// ClockFacts. If not, the budgets of a workload whose pods are all
+// available and none being updated in place cannot change until an
+// object changes: the admission gate then keeps them without rebuilding
+// them as time passes.
+type ClockFree interface {
+	BudgetsIgnoreClock() bool
+}
+
+// BudgetsIgnoreClock: e is a ClockFree engine whose budgets read no clock fact.
+func BudgetsIgnoreClock(e Engine) bool {
+	c, ok := e.(ClockFree)
+	return ok && c.BudgetsIgnoreClock()
+}
+
 // Actions an eligibility decision may return.
 const (
 	InPlace  = "InPlace"

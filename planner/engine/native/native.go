@@ -58,6 +58,11 @@ func (*Engine) Name() string { return "native" }
 // which revision of the native default strategy answered it.
 func (*Engine) Digest() string { return digest }
 
+// BudgetsIgnoreClock implements engine.ClockFree: the default strategy's
+// budgets count pods and read the workload's spec and PDBs, never a clock
+// fact.
+func (*Engine) BudgetsIgnoreClock() bool { return true }
+
 // Kinds of the contract (rule known_kinds).
 const (
 	kindDeployment  = "Deployment"

@@ -23,11 +23,14 @@ type Engine struct {
 	query   rego.PreparedEvalQuery
 	budgets rego.PreparedEvalQuery // the budgets rule alone (DecideBudgets)
 	timeout time.Duration
+	// noClock: the budgets rule reaches no clock fact (budgetsIgnoreClock).
+	noClock bool
 }
 
 var (
 	_ engine.Engine        = (*Engine)(nil)
 	_ engine.BudgetDecider = (*Engine)(nil)
+	_ engine.ClockFree     = (*Engine)(nil)
 )
 
 // New compiles the bundle once.
@@ -59,8 +62,15 @@ func New(ctx context.Context, b *Bundle, timeout time.Duration) (*Engine, error)
 	if timeout <= 0 {
 		timeout = time.Minute
 	}
-	return &Engine{bundle: b, query: pq, budgets: bq, timeout: timeout}, nil
+	noClock, err := budgetsIgnoreClock(b)
+	if err != nil {
+		return nil, fmt.Errorf("policy %s: %w", strings.Join(b.Sources, ", "), err)
+	}
+	return &Engine{bundle: b, query: pq, budgets: bq, timeout: timeout, noClock: noClock}, nil
 }
+
+// BudgetsIgnoreClock implements engine.ClockFree.
+func (e *Engine) BudgetsIgnoreClock() bool { return e.noClock }
 
 // DecideBudgets implements engine.BudgetDecider: the budgets rule alone,
 // without the per-pod rules.
