@@ -29,9 +29,14 @@ type Engine struct {
 	defaults *compiled
 	policies []*compiled
 	digest   string
+	// noClock: no budget reads a clock fact (budgetsIgnoreClock).
+	noClock bool
 }
 
-var _ engine.Engine = (*Engine)(nil)
+var (
+	_ engine.Engine    = (*Engine)(nil)
+	_ engine.ClockFree = (*Engine)(nil)
+)
 
 // Options tune the engine.
 type Options struct {
@@ -67,6 +72,7 @@ func New(ps []*RolloutPolicy, o Options) (*Engine, error) {
 		fmt.Fprintf(h, "%s\x00%s\x00", p.Metadata.Name, canonical(p))
 	}
 	e.digest = "sha256:" + hex.EncodeToString(h.Sum(nil))
+	e.noClock = e.budgetsIgnoreClock()
 	return e, nil
 }
 
