@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"sort"
 	"strconv"
@@ -532,44 +531,7 @@ func TestKilledAtRandomMoments(t *testing.T) {
 	// 5-300 ms runs to land inside the rollout.
 	e.kubelet.SetImage("example.com/app:v3", kubelet.Behavior{ReadyDelay: time.Second})
 	e.setTemplate(name, func(s *corev1.PodSpec) { s.Containers[0].Image = "example.com/app:v3" })
-
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
-	var log bytes.Buffer
-	restarts, killed, done := 0, 0, false
-	for deadline := time.Now().Add(2 * time.Minute); !done && time.Now().Before(deadline); restarts++ {
-		// The first runs are killed at a random moment; once 20 kills
-		// have landed, one run goes to the end.
-		timeout := time.Duration(5+rng.IntN(300)) * time.Millisecond
-		if killed >= kills {
-			timeout = time.Minute
-		}
-		// A start is its informers too: a killed executor's caches die with it.
-		ctx, cancel := context.WithTimeout(e.ctx, timeout)
-		x, err := e.executorIn(ctx, "StatefulSet", name, nil, &log, false)
-		var sum *executor.Summary
-		if err == nil {
-			sum, err = x.Run(ctx, false)
-		}
-		cancel()
-		switch {
-		case err == nil:
-			done = sum.Last != nil && sum.Last.Done
-		case !errors.Is(err, context.DeadlineExceeded) && !errors.Is(ctx.Err(), context.DeadlineExceeded) &&
-			// client-go's rate limiter refuses a request that would
-			// outlive the deadline before the deadline: a kill too.
-			!strings.Contains(err.Error(), "would exceed context deadline"):
-			t.Fatalf("run %d: %v\n%s", restarts, err, log.String())
-		default:
-			killed++
-		}
-	}
-	if killed < kills {
-		t.Fatalf("the rollout ended after %d kills, want %d inside it: make it longer", killed, kills)
-	}
-	t.Logf("converged after %d starts, %d of them killed", restarts, killed)
-	if !done {
-		t.Fatalf("did not converge after %d starts\n%s", restarts, log.String())
-	}
+	e.runKilled("StatefulSet", name, kills, 300*time.Millisecond)
 	set := e.waitSettled(name, replicas)
 	for _, p := range e.pods("app=" + name) {
 		if before[p.Name] != p.UID || p.Status.ContainerStatuses[0].Image != "example.com/app:v3" {
