@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -70,12 +69,7 @@ func deployCluster(paused bool, image, env, podImage string, complete bool) []ru
 
 func deployExec(t *testing.T, cs *fake.Clientset, log *bytes.Buffer) *Executor {
 	t.Helper()
-	x, err := New(cs, Options{Target: Target{Namespace: ns, Kind: "Deployment", Name: "api"}, Engine: native.New(),
-		Now: func() time.Time { return now }, Log: slog.New(slog.NewTextHandler(log, nil)), Poll: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return x
+	return testExec(t, cs, "Deployment", "api", native.New(), false, log)
 }
 
 func TestDeploymentStep(t *testing.T) {

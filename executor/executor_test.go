@@ -22,6 +22,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/engine/native"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/snapshot"
@@ -178,17 +179,24 @@ func (c *cluster) client(rec *recorder, evictErr func(name string) error) *fake.
 	return cs
 }
 
-func newExec(t *testing.T, cs *fake.Clientset, dryRun bool, log *bytes.Buffer) *Executor {
+// testExec is an executor for one workload of the namespace, on the fixed
+// clock, logging to log.
+func testExec(t *testing.T, cs *fake.Clientset, kind, name string, eng engine.Engine, dryRun bool, log *bytes.Buffer) *Executor {
 	t.Helper()
 	x, err := New(cs, Options{
-		Target: Target{Namespace: ns, Kind: "StatefulSet", Name: "web"},
-		Engine: native.New(), DryRun: dryRun, Now: func() time.Time { return now },
+		Target: Target{Namespace: ns, Kind: kind, Name: name},
+		Engine: eng, DryRun: dryRun, Now: func() time.Time { return now },
 		Log: slog.New(slog.NewTextHandler(log, nil)), Poll: time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return x
+}
+
+func newExec(t *testing.T, cs *fake.Clientset, dryRun bool, log *bytes.Buffer) *Executor {
+	t.Helper()
+	return testExec(t, cs, "StatefulSet", "web", native.New(), dryRun, log)
 }
 
 func outcomes(s *StepResult) []string {

@@ -235,15 +235,7 @@ func (c *dsCluster) client(t *testing.T, w *nodeWrites, evict func(name string) 
 
 func newDSExec(t *testing.T, cs *fake.Clientset, prep string, dryRun bool, log *bytes.Buffer) *Executor {
 	t.Helper()
-	x, err := New(cs, Options{
-		Target: Target{Namespace: ns, Kind: "DaemonSet", Name: "agent"},
-		Engine: prepEngine{native.New(), prep}, DryRun: dryRun, Now: func() time.Time { return now },
-		Log: slog.New(slog.NewTextHandler(log, nil)), Poll: time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return x
+	return testExec(t, cs, "DaemonSet", "agent", prepEngine{native.New(), prep}, dryRun, log)
 }
 
 // nodeOutcomes prints a step's actions as type:pod-or-node:outcome.
