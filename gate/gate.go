@@ -296,7 +296,7 @@ func restarts(old, cur *corev1.Pod) string {
 // owner resolves the workload that controls a pod: its StatefulSet,
 // DaemonSet, or the Deployment of its ReplicaSet.
 func (g *Gate) owner(pod *corev1.Pod) (capture.Ref, bool, error) {
-	ref := metav1.GetControllerOf(pod)
+	ref := snapshot.ControllerOf(pod)
 	if ref == nil {
 		return capture.Ref{}, false, nil
 	}
@@ -311,7 +311,7 @@ func (g *Gate) owner(pod *corev1.Pod) (capture.Ref, bool, error) {
 		if err != nil {
 			return capture.Ref{}, false, fmt.Errorf("read replicaset %s/%s from the cache: %w", pod.Namespace, ref.Name, err)
 		}
-		if d := metav1.GetControllerOf(rs); d != nil && d.Kind == capture.Deployment {
+		if d := snapshot.ControllerOf(rs); d != nil && d.Kind == capture.Deployment {
 			return capture.Ref{Kind: capture.Deployment, Name: d.Name}, true, nil
 		}
 	}

@@ -95,7 +95,7 @@ type builder struct {
 func (b *builder) index() {
 	b.podsByOwner = map[string][]*corev1.Pod{}
 	for _, p := range b.snap.Pods {
-		ref := metav1.GetControllerOf(p)
+		ref := snapshot.ControllerOf(p)
 		if ref == nil {
 			continue
 		}
@@ -123,7 +123,7 @@ func (b *builder) ownedPods(kind, ns, name string, uid types.UID) []*corev1.Pod 
 	}
 	var out []*corev1.Pod
 	for _, p := range b.podsByOwner[kind+"/"+ns+"/"+name] {
-		if ref := metav1.GetControllerOf(p); ref != nil && (ref.UID == "" || uid == "" || ref.UID == uid) {
+		if ref := snapshot.ControllerOf(p); ref != nil && (ref.UID == "" || uid == "" || ref.UID == uid) {
 			out = append(out, p)
 		}
 	}
@@ -131,7 +131,7 @@ func (b *builder) ownedPods(kind, ns, name string, uid types.UID) []*corev1.Pod 
 }
 
 func ownedBy(obj metav1.Object, kind, name string, uid types.UID) bool {
-	ref := metav1.GetControllerOf(obj)
+	ref := snapshot.ControllerOf(obj)
 	if ref == nil || ref.Kind != kind || ref.Name != name {
 		return false
 	}

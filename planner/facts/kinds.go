@@ -150,13 +150,20 @@ func (b *builder) deployment(d *appsv1.Deployment) (*Rollout, error) {
 	// ReplicaSet (docs/deployment-in-place.md): such a pod runs the update
 	// revision once its spec holds every change (RunsChanges).
 	inPlace := w.Managed && w.PodUpdatePolicy != "Recreate"
-	for _, rs := range rss {
+	owned := make([][]*corev1.Pod, len(rss))
+	n := 0
+	for i, rs := range rss {
+		owned[i] = sortPods(b.ownedPods("ReplicaSet", rs.Namespace, rs.Name, rs.UID))
+		n += len(owned[i])
+	}
+	r.Pods = make([]Pod, 0, n)
+	for i, rs := range rss {
 		updated := rs.Name == w.UpdateRevision
 		var changes []Change // one diff per ReplicaSet, shared by its pods
 		if !updated {
 			changes = Diff(templates[rs.Name], &d.Spec.Template)
 		}
-		for _, p := range sortPods(b.ownedPods("ReplicaSet", rs.Namespace, rs.Name, rs.UID)) {
+		for _, p := range owned[i] {
 			pc := podCtx{minReady: minReady[rs.Name], revision: rs.Name, updated: updated, owner: rs.Name, changes: changes}
 			if inPlace && !updated && len(changes) > 0 && RunsChanges(p, &d.Spec.Template, changes) {
 				pc.revision, pc.updated, pc.changes = w.UpdateRevision, true, nil
@@ -281,7 +288,9 @@ func (b *builder) statefulSet(set *appsv1.StatefulSet) (*Rollout, error) {
 		byName[rv.name] = rv.template
 	}
 	diffs := map[string][]Change{} // one diff per revision, shared by its pods
-	for _, p := range sortPods(b.ownedPods("StatefulSet", set.Namespace, set.Name, set.UID)) {
+	pods := sortPods(b.ownedPods("StatefulSet", set.Namespace, set.Name, set.UID))
+	r.Pods = make([]Pod, 0, len(pods))
+	for _, p := range pods {
 		rev := p.Labels[appsv1.ControllerRevisionHashLabelKey]
 		updated := rev == w.UpdateRevision
 		var changes []Change
@@ -376,6 +385,7 @@ func (b *builder) daemonSet(ds *appsv1.DaemonSet) (*Rollout, error) {
 	generation := ds.Annotations["deprecated.daemonset.template.generation"]
 
 	pods := sortPods(b.ownedPods("DaemonSet", ds.Namespace, ds.Name, ds.UID))
+	r.Pods = make([]Pod, 0, len(pods))
 	currentBest := int64(-1)
 	diffs := map[string][]Change{} // one diff per revision, shared by its pods
 	for _, p := range pods {

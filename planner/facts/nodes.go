@@ -4,7 +4,8 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/rollplan/rollplan/planner/snapshot"
 )
 
 // AnnCordonedBy is the Node annotation rollplan apply writes, in the same
@@ -28,7 +29,7 @@ func Drainable(p *corev1.Pod) bool {
 	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
 		return false
 	}
-	if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "DaemonSet" {
+	if ref := snapshot.ControllerOf(p); ref != nil && ref.Kind == "DaemonSet" {
 		return false
 	}
 	return true

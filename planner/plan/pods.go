@@ -276,6 +276,7 @@ func (s *podSim) duration(action string) float64 {
 // and the StatefulSet's missing replicas.
 func (s *podSim) setup(sim *simulation) {
 	r := s.r
+	s.items = make([]item, 0, len(r.Pods))
 	for i := range r.Pods {
 		p := &r.Pods[i]
 		ii := s.addItem(s.newItem(i, p, p.Name))
@@ -808,11 +809,13 @@ func (s *podSim) run(sim *simulation) {
 	// Every step sees the state at its time: what is due by then (here:
 	// pods available again at 0s) is complete before the step starts.
 	s.completeDue(t)
+	// The waves' actions share one array, sized for one action per pod.
+	arena := make([]Action, 0, len(pending)+len(noExecute)+len(queue))
 	for step := 0; (step == 0 && len(noExecute) > 0) || len(pending) > 0 || len(replacing) > 0 || actionable(); step++ {
 		for bi := range s.extra {
 			s.extra[bi] = 0
 		}
-		var actions []Action
+		actions := arena[len(arena):len(arena):cap(arena)]
 		waveEnd := t
 		if step == 0 {
 			for _, pi := range noExecute {
@@ -866,7 +869,9 @@ func (s *podSim) run(sim *simulation) {
 		if hold == "" && s.monotonic && !r.Workload.Managed && s.replicasDown > 0 {
 			hold = "replicas"
 		}
-		var rest []int
+		// Filtered in place: each kept pod is written at or before the
+		// position the loop reads.
+		rest := pending[:0]
 		// Surge DaemonSet: replacements of unavailable old pods count as
 		// surge pods from the next sync on (upstream's allowed nodes do not
 		// count in the sync that creates their pod, §3.7).
@@ -973,8 +978,11 @@ func (s *podSim) run(sim *simulation) {
 			s.addSurge(pi)
 		}
 		pending = rest
+		if len(actions) <= cap(arena)-len(arena) {
+			arena = arena[:len(arena)+len(actions)]
+		}
 		if len(actions) > 0 {
-			sim.waves = append(sim.waves, Wave{Index: len(sim.waves) + 1, Start: formatDuration(t), Actions: actions})
+			sim.waves = append(sim.waves, Wave{Index: len(sim.waves) + 1, Start: formatDuration(t), Actions: slices.Clip(actions)})
 		}
 		if len(pending) == 0 && len(replacing) == 0 && !actionable() {
 			break

@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // AnnCapturedAt, on a snapshot file's kind: List (metadata.annotations),
@@ -106,4 +107,18 @@ func (s *Snapshot) Latest() time.Time {
 		see(o.CreationTimestamp.Time)
 	}
 	return t
+}
+
+// ControllerOf returns the object's controller reference, as
+// metav1.GetControllerOf does, but points into the object instead of
+// returning a copy: it runs for every pod of every capture and plan. The
+// caller must not modify the reference.
+func ControllerOf(obj metav1.Object) *metav1.OwnerReference {
+	refs := obj.GetOwnerReferences()
+	for i := range refs {
+		if c := refs[i].Controller; c != nil && *c {
+			return &refs[i]
+		}
+	}
+	return nil
 }

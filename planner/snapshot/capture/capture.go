@@ -325,7 +325,7 @@ func (c *capturer) workloadPodsOf(ctx context.Context, ns string, sel labels.Sel
 		return err
 	}
 	for _, p := range pods {
-		ref := metav1.GetControllerOf(p)
+		ref := snapshot.ControllerOf(p)
 		mine := ref == nil && sel.Matches(labels.Set(p.Labels)) && !sel.Empty()
 		for _, o := range owners {
 			mine = mine || controlledBy(p, o.kind, o.name, o.uid)
@@ -443,7 +443,7 @@ func (c *capturer) nodes(ctx context.Context) error {
 // controlledBy is the planner's ownership test: the controller reference
 // names the object, by UID when both sides have one.
 func controlledBy(obj metav1.Object, kind, name string, uid types.UID) bool {
-	ref := metav1.GetControllerOf(obj)
+	ref := snapshot.ControllerOf(obj)
 	if ref == nil || ref.Kind != kind || ref.Name != name {
 		return false
 	}
