@@ -43,6 +43,10 @@ FUZZTIME ?= 30s
 fuzz:
 	$(GO) test ./planner/snapshot -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME) -fuzzminimizetime 200x
 	$(GO) test ./planner/facts -run '^$$' -fuzz FuzzParseIntOrPercentString -fuzztime $(FUZZTIME)
+	$(GO) test ./planner/plan -run '^$$' -fuzz FuzzPlan -fuzztime $(FUZZTIME) -fuzzminimizetime 0
+	$(GO) test ./planner/engine/rego -run '^$$' -fuzz FuzzPolicy -fuzztime $(FUZZTIME) -fuzzminimizetime 0
+	$(GO) test ./planner/engine/cel -run '^$$' -fuzz FuzzPolicy -fuzztime $(FUZZTIME) -fuzzminimizetime 0
+	$(GO) test ./gate -run '^$$' -fuzz FuzzServeHTTP -fuzztime $(FUZZTIME) -fuzzminimizetime 0
 
 ## bench: the planning benchmarks recorded in BENCHMARKS.md
 bench:

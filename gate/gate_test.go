@@ -81,7 +81,7 @@ func statefulSet(n int, unready ...string) []runtime.Object {
 
 // fixture is a gate over a fake API server's informer cache.
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	client *fake.Clientset
 	gate   *Gate
 	store  *MemoryStore
@@ -94,7 +94,7 @@ var (
 )
 
 // defaultEngine: the built-in strategy in Rego, compiled once for the tests.
-func defaultEngine(t *testing.T) engine.Engine {
+func defaultEngine(t testing.TB) engine.Engine {
 	engineOnce.Do(func() {
 		b, err := rego.LoadBundle(nil)
 		if err != nil {
@@ -109,7 +109,7 @@ func defaultEngine(t *testing.T) engine.Engine {
 	return defaultEng
 }
 
-func newFixture(t *testing.T, o Options, objs ...runtime.Object) *fixture {
+func newFixture(t testing.TB, o Options, objs ...runtime.Object) *fixture {
 	t.Helper()
 	client := fake.NewClientset(objs...)
 	f := informers.NewSharedInformerFactory(client, 0)
@@ -521,11 +521,11 @@ type clocked struct{ engine.Engine }
 func TestStateCacheTimeless(t *testing.T) {
 	for _, c := range []struct {
 		name   string
-		engine func(*testing.T) engine.Engine
+		engine func(testing.TB) engine.Engine
 		builds int64
 	}{
 		{"clock-free budgets", defaultEngine, 1},
-		{"budgets that may read the clock", func(t *testing.T) engine.Engine { return clocked{defaultEngine(t)} }, 2},
+		{"budgets that may read the clock", func(t testing.TB) engine.Engine { return clocked{defaultEngine(t)} }, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFixture(t, Options{Engine: c.engine(t)}, statefulSet(5)...)
