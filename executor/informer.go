@@ -6,7 +6,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -47,8 +46,7 @@ func NewInformerReader(ctx context.Context, client kubernetes.Interface, namespa
 	if now == nil {
 		now = time.Now
 	}
-	// Managed fields are most of a pod's bytes and nothing the planner reads.
-	strip := informers.WithTransform(stripManagedFields)
+	strip := informers.WithTransform(capture.StripManagedFields)
 	objects := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(namespace), strip)
 	var nodes informers.SharedInformerFactory
 	if _, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1}); err == nil {
@@ -95,12 +93,4 @@ func (r *InformerReader) Read(ctx context.Context, t Target) (*snapshot.Snapshot
 		Now:       r.now,
 	})
 	return snap, err
-}
-
-// stripManagedFields drops metadata.managedFields from a cached object.
-func stripManagedFields(obj any) (any, error) {
-	if m, err := meta.Accessor(obj); err == nil {
-		m.SetManagedFields(nil)
-	}
-	return obj, nil
 }

@@ -253,7 +253,7 @@ func buildBenchCluster() (*benchCluster, error) {
 		}
 		return false, nil, nil // the other kinds: empty
 	})
-	factory := informers.NewSharedInformerFactory(cs, 0)
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(capture.StripManagedFields)) // as rollplan gate caches
 	c := &benchCluster{src: capture.NewListerSource(factory, factory)}
 	stop := make(chan struct{}) // the informers live as long as the test binary
 	factory.Start(stop)

@@ -123,7 +123,9 @@ kustomize base in deploy/.`,
 			if env := os.Getenv("POD_NAMESPACE"); env != "" && config.overrides.Context.Namespace == "" {
 				ns = env
 			}
-			factory := informers.NewSharedInformerFactory(cl.client, 0)
+			// The gate caches every pod of the cluster: without their
+			// managed fields.
+			factory := informers.NewSharedInformerFactoryWithOptions(cl.client, 0, informers.WithTransform(capture.StripManagedFields))
 			src := capture.NewListerSource(factory, factory)
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

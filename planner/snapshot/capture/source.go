@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -133,6 +134,17 @@ type ListerSource struct {
 }
 
 var _ Source = (*ListerSource)(nil)
+
+// StripManagedFields is an informer transform (informers.WithTransform)
+// that drops metadata.managedFields from every cached object: they are most
+// of a pod's bytes in a real cluster and nothing a capture reads. The
+// executor and the gate cache with it.
+func StripManagedFields(obj any) (any, error) {
+	if m, err := apimeta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
+}
 
 // NewListerSource registers the informers a capture reads on the factories
 // (they may be the same factory).

@@ -102,3 +102,27 @@ func podKeys(pods []*corev1.Pod) []string {
 	slices.Sort(out)
 	return out
 }
+
+// A source on factories with the StripManagedFields transform serves pods
+// without managed fields and with everything a capture reads.
+func TestStripManagedFields(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "p", Labels: map[string]string{"app": "x"},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status"}}},
+		Spec: corev1.PodSpec{NodeName: "n1"}}
+	f := informers.NewSharedInformerFactoryWithOptions(fake.NewClientset(pod), 0, informers.WithTransform(StripManagedFields))
+	src := NewListerSource(f, f)
+	f.Start(t.Context().Done())
+	f.WaitForCacheSync(t.Context().Done())
+	got, err := src.Pods(context.Background(), "a", labels.Everything())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].ManagedFields != nil || got[0].Labels["app"] != "x" || got[0].Spec.NodeName != "n1" {
+		t.Fatalf("cached pods %+v, want p without managed fields, labels and spec kept", got)
+	}
+	// Not an object (a tombstone): passed on as it is.
+	tomb := "not an object"
+	if out, err := StripManagedFields(tomb); err != nil || out != tomb {
+		t.Errorf("StripManagedFields(%q) = %v, %v", tomb, out, err)
+	}
+}
