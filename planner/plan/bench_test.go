@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/metrics"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -112,10 +113,13 @@ func processCPU() time.Duration {
 }
 
 // TestPlanScalesLinearly guards against quadratic policies or packing:
-// doubling the pods must not much more than double the work. Allocations
-// are counted exactly and are the sharp check; time, which other test
-// packages running at once disturb, only has to stay clear of the 4× a
-// quadratic step would show.
+// doubling the pods must not much more than double the work. Time must stay
+// under the bound, t(8k)/t(4k) < 2.5; allocations are counted
+// exactly and are the sharp check (a quadratic step shows 4×). Other test
+// packages running at once disturb the clock, never the allocations: a time
+// ratio over the bound is measured again, up to three times, and fails only
+// if every measurement is over it. A real non-linearity is over it every
+// time.
 func TestPlanScalesLinearly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("timing comparison")
@@ -131,21 +135,27 @@ func TestPlanScalesLinearly(t *testing.T) {
 		})
 		return time.Duration(r.NsPerOp()), r.AllocsPerOp()
 	}
-	// Best of five, the sizes interleaved, so that load from other test
-	// packages running at the same time hits both sizes alike.
-	t4, t8 := time.Duration(1<<63-1), time.Duration(1<<63-1)
-	var a4, a8 int64
-	for i := 0; i < 5; i++ {
-		d4, n4 := once(snap4)
-		d8, n8 := once(snap8)
-		t4, t8, a4, a8 = min(t4, d4), min(t8, d8), n4, n8
+	const maxRatio, maxAllocRatio = 2.5, 2.3
+	var ratios []string
+	for attempt := 1; attempt <= 3; attempt++ {
+		// Best of five, the sizes interleaved, so that load from other test
+		// packages running at the same time hits both sizes alike.
+		t4, t8 := time.Duration(1<<63-1), time.Duration(1<<63-1)
+		var a4, a8 int64
+		for i := 0; i < 5; i++ {
+			d4, n4 := once(snap4)
+			d8, n8 := once(snap8)
+			t4, t8, a4, a8 = min(t4, d4), min(t8, d8), n4, n8
+		}
+		ratio, allocRatio := float64(t8)/float64(t4), float64(a8)/float64(a4)
+		t.Logf("attempt %d: t(4k)=%v t(8k)=%v ratio %.2f; allocs %d → %d, ratio %.2f", attempt, t4, t8, ratio, a4, a8, allocRatio)
+		if allocRatio >= maxAllocRatio {
+			t.Fatalf("planning is not linear: allocations(8k)/allocations(4k) = %.2f, want < %.1f", allocRatio, maxAllocRatio)
+		}
+		if ratio < maxRatio {
+			return
+		}
+		ratios = append(ratios, fmt.Sprintf("%.2f", ratio))
 	}
-	ratio, allocRatio := float64(t8)/float64(t4), float64(a8)/float64(a4)
-	t.Logf("t(4k)=%v t(8k)=%v ratio %.2f; allocs %d → %d, ratio %.2f", t4, t8, ratio, a4, a8, allocRatio)
-	if allocRatio >= 2.3 {
-		t.Errorf("planning is not linear: allocations(8k)/allocations(4k) = %.2f, want < 2.3", allocRatio)
-	}
-	if ratio >= 3.2 {
-		t.Errorf("planning is not linear: t(8k)/t(4k) = %.2f, want < 3.2", ratio)
-	}
+	t.Errorf("planning is not linear: t(8k)/t(4k) = %s in three measurements, want < %.1f", strings.Join(ratios, ", "), maxRatio)
 }
