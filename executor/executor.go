@@ -266,6 +266,9 @@ func (e *Executor) Step(ctx context.Context) (*StepResult, error) {
 	defer func() { e.metrics.StepDuration.Observe(time.Since(start).Seconds()) }()
 	live, err := e.read(ctx)
 	if err != nil {
+		if errors.Is(err, capture.ErrNotFound) && e.opts.Target.Kind == capture.DaemonSet {
+			return nil, e.releaseCordons(ctx, err)
+		}
 		return nil, err
 	}
 	if err := refuse(e.opts.Target, live.snap, live.rollout); err != nil {

@@ -287,7 +287,7 @@ func Observe(snap *snapshot.Snapshot, t Target, now time.Time, gates map[string]
 			return r, inFlight, nil
 		}
 	}
-	return nil, nil, fmt.Errorf("%s not found", t)
+	return nil, nil, fmt.Errorf("%s %w", t, capture.ErrNotFound)
 }
 
 // budgetUse counts what a budget would hold if the pods in extra were

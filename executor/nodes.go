@@ -369,3 +369,52 @@ func (e *Executor) nodeEvent(live *liveState, node *corev1.Node, reason, action,
 	}
 	e.opts.Events.Eventf(e.workloadObject(live), node, corev1.EventTypeNormal, reason, action, "%s", note)
 }
+
+// releaseCordons uncordons the nodes rollplan cordoned for a DaemonSet that
+// no longer exists (deleted mid-rollout, before their pods were updated):
+// nothing else would, and they would stay out of scheduling. gone is the
+// not-found error; it is returned with what was done, so apply still
+// exits with it.
+func (e *Executor) releaseCordons(ctx context.Context, gone error) error {
+	by := e.cordonedBy()
+	nodes, err := e.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("%w (nodes rollplan cordoned for it, annotation %s=%s, were not looked for: list nodes: %v)", gone, facts.AnnCordonedBy, by, err)
+	}
+	var released, failed []string
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if n.Annotations[facts.AnnCordonedBy] != by {
+			continue
+		}
+		err := e.patchNode(ctx, n, map[string]any{
+			"metadata": map[string]any{"resourceVersion": n.ResourceVersion, "annotations": map[string]any{facts.AnnCordonedBy: nil}},
+			"spec":     map[string]any{"unschedulable": false},
+		})
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("%s (%v)", n.Name, err))
+			continue
+		}
+		released = append(released, n.Name)
+		e.opts.Log.Info(plan.ActionUncordonNode, "workload", e.opts.Target.String(), "node", n.Name, "outcome", e.doneMetric(), "reason", "the DaemonSet no longer exists")
+	}
+	verb := "uncordoned"
+	if e.opts.DryRun {
+		verb = "would uncordon (dry run)"
+	}
+	switch {
+	case len(failed) > 0:
+		return fmt.Errorf("%w; %s nodes %s that rollplan had cordoned for it; could not uncordon %s: run rollplan apply again, or kubectl uncordon them and remove their annotation %s",
+			gone, verb, orNone(released), strings.Join(failed, ", "), facts.AnnCordonedBy)
+	case len(released) > 0:
+		return fmt.Errorf("%w; %s nodes %s that rollplan had cordoned for it", gone, verb, strings.Join(released, ", "))
+	}
+	return gone
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}

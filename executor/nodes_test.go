@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -30,6 +31,7 @@ import (
 	"github.com/rollplan/rollplan/planner/engine/native"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/plan"
+	"github.com/rollplan/rollplan/planner/snapshot/capture"
 )
 
 // prepEngine is the default strategy answering node_preparation prep.
@@ -618,5 +620,76 @@ func TestNodePreparationConverges(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(x.Metrics().Actions.WithLabelValues("DaemonSet", plan.ActionUncordonNode, OutcomeDone)); n < 1 {
 		t.Errorf("no UncordonNode counted done by the last executor")
+	}
+}
+
+// A DaemonSet deleted mid-rollout leaves the nodes rollplan cordoned for
+// it: apply uncordons them (only them) and still fails with not found.
+func TestReleaseCordonsOfDeletedDaemonSet(t *testing.T) {
+	conflict := func(string) error {
+		return apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, "node-0", fmt.Errorf("changed"))
+	}
+	tests := []struct {
+		name      string
+		cordons   map[int]string // node index → AnnCordonedBy ("" cordoned by someone else)
+		dryRun    bool
+		patchNode func(string) error
+		wantErr   string
+		exact     bool     // the error is wantErr, nothing added
+		want      []string // state of node-0..2 afterwards
+	}{
+		{
+			name:    "ours are uncordoned, the others left",
+			cordons: map[int]string{0: ns + "/agent", 1: "", 2: ns + "/other"},
+			wantErr: "daemonset \"agent\" not found in namespace \"default\"; uncordoned nodes node-0 that rollplan had cordoned for it",
+			want:    []string{"schedulable", "cordoned", "cordoned by default/other"},
+		},
+		{
+			name:    "dry run",
+			cordons: map[int]string{0: ns + "/agent", 2: ns + "/agent"},
+			dryRun:  true,
+			wantErr: "would uncordon (dry run) nodes node-0, node-2 that rollplan had cordoned for it",
+			want:    []string{"cordoned by default/agent", "schedulable", "cordoned by default/agent"},
+		},
+		{
+			name:    "nothing cordoned: the not-found error alone",
+			cordons: map[int]string{1: ""},
+			wantErr: "daemonset \"agent\" not found in namespace \"default\"",
+			exact:   true,
+			want:    []string{"schedulable", "cordoned", "schedulable"},
+		},
+		{
+			name:      "a node changed meanwhile",
+			cordons:   map[int]string{0: ns + "/agent"},
+			patchNode: conflict,
+			wantErr:   "uncordoned nodes none that rollplan had cordoned for it; could not uncordon node-0",
+			want:      []string{"cordoned by default/agent", "schedulable", "schedulable"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newDSCluster(3, "1")
+			for i, by := range tt.cordons {
+				c.cordon(i, by)
+			}
+			w := &nodeWrites{}
+			cs := c.client(t, w, nil, tt.patchNode)
+			if err := cs.AppsV1().DaemonSets(ns).Delete(context.Background(), "agent", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			var log bytes.Buffer
+			_, err := newDSExec(t, cs, "cordon", tt.dryRun, &log).Step(context.Background())
+			if err == nil || !errors.Is(err, capture.ErrNotFound) {
+				t.Fatalf("Step error %v, want one wrapping capture.ErrNotFound", err)
+			}
+			if got := err.Error(); !strings.Contains(got, tt.wantErr) || (tt.exact && got != tt.wantErr) {
+				t.Errorf("error %q, want %q (exact: %v)", got, tt.wantErr, tt.exact)
+			}
+			for i, want := range tt.want {
+				if got := nodeState(t, cs, fmt.Sprintf("node-%d", i)); got != want {
+					t.Errorf("node-%d: %s, want %s", i, got, want)
+				}
+			}
+		})
 	}
 }

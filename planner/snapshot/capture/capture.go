@@ -15,6 +15,7 @@ package capture
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -212,7 +213,7 @@ func (c *capturer) workloads(ctx context.Context) error {
 				return fmt.Errorf("%s: kind must be %s, %s or %s", ref, Deployment, StatefulSet, DaemonSet)
 			}
 			if apierrors.IsNotFound(err) {
-				return fmt.Errorf("%s %q not found %s", strings.ToLower(ref.Kind), ref.Name, where(ns))
+				return fmt.Errorf("%s %q %w %s", strings.ToLower(ref.Kind), ref.Name, ErrNotFound, where(ns))
 			}
 			if err != nil {
 				return fmt.Errorf("get %s %q %s: %w", strings.ToLower(ref.Kind), ref.Name, where(ns), err)
@@ -470,6 +471,10 @@ func (l *lazy[T]) get(load func() ([]*T, error)) ([]*T, error) {
 
 // pageSize is the number of objects per list request, as kubectl reads.
 const pageSize = 500
+
+// ErrNotFound is wrapped by the error for a named workload that does not
+// exist, so that callers can tell it from a failed read.
+var ErrNotFound = errors.New("not found")
 
 // listAll reads every page of a list.
 func listAll[L interface{ GetContinue() string }, T any](ctx context.Context, what string, list func(context.Context, metav1.ListOptions) (L, error), opts metav1.ListOptions, items func(L) []T) ([]*T, error) {
