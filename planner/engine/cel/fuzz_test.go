@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/rollplan/rollplan/planner/facts"
-	"github.com/rollplan/rollplan/planner/snapshot"
+	"github.com/rollplan/rollplan/planner/scenario"
 	"github.com/rollplan/rollplan/policies"
 )
 
@@ -33,16 +33,12 @@ func FuzzPolicy(f *testing.F) {
 		f.Fatal("no example policies under ../../../policies/examples")
 	}
 	var rollouts []*facts.Rollout
-	for _, sc := range []string{"sts-inplace-image-only", "ds-maxsurge", "deploy-rolling-10-25pct", "example-one-zone-at-a-time"} {
-		s, _, err := snapshot.LoadFiles([]string{filepath.Join("../../../testdata/scenarios", sc, "snapshot.yaml")})
+	for _, name := range []string{"sts-inplace-image-only", "ds-maxsurge", "deploy-rolling-10-25pct", "example-one-zone-at-a-time"} {
+		sc, err := scenario.Load(filepath.Join("../../../testdata/scenarios", name))
 		if err != nil {
 			f.Fatal(err)
 		}
-		rs, err := facts.Build(s, facts.Options{Now: s.Latest()})
-		if err != nil {
-			f.Fatal(err)
-		}
-		rollouts = append(rollouts, rs...)
+		rollouts = append(rollouts, sc.Rollouts...)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ps, err := Parse("fuzz.yaml", data)

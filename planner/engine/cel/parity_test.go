@@ -3,8 +3,6 @@ package cel
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -13,6 +11,7 @@ import (
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/engine/rego"
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/scenario"
 	"github.com/rollplan/rollplan/planner/snapshot"
 	"github.com/rollplan/rollplan/planner/synth"
 )
@@ -21,44 +20,15 @@ import (
 // default strategy (the ones with --policy run a Rego example).
 func scenarioRollouts(t *testing.T) map[string][]*facts.Rollout {
 	t.Helper()
-	dirs, err := filepath.Glob("../../../testdata/scenarios/*")
-	if err != nil || len(dirs) == 0 {
-		t.Fatalf("no scenarios: %v", err)
+	scenarios, err := scenario.All("../../../testdata/scenarios")
+	if err != nil {
+		t.Fatal(err)
 	}
 	out := map[string][]*facts.Rollout{}
-	for _, dir := range dirs {
-		args, err := os.ReadFile(filepath.Join(dir, "args"))
-		if err != nil {
-			t.Fatal(err)
+	for _, sc := range scenarios {
+		if len(sc.Policies) == 0 {
+			out[sc.Name] = sc.Rollouts
 		}
-		o := facts.Options{FeatureGates: map[string]bool{}}
-		f := strings.Fields(string(args))
-		skip := false
-		for i := 0; i+1 < len(f); i++ {
-			switch f[i] {
-			case "--now":
-				if o.Now, err = time.Parse(time.RFC3339, f[i+1]); err != nil {
-					t.Fatal(err)
-				}
-			case "--feature-gates":
-				k, v, _ := strings.Cut(f[i+1], "=")
-				o.FeatureGates[k] = v == "true"
-			case "--policy":
-				skip = true
-			}
-		}
-		if skip {
-			continue
-		}
-		snap, _, err := snapshot.LoadFiles([]string{filepath.Join(dir, "snapshot.yaml")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rs, err := facts.Build(snap, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[filepath.Base(dir)] = rs
 	}
 	return out
 }

@@ -3,82 +3,12 @@ package native
 import (
 	"fmt"
 	"math/rand"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/rollplan/rollplan/planner/facts"
-	"github.com/rollplan/rollplan/planner/snapshot"
+	"github.com/rollplan/rollplan/planner/scenario"
 	"github.com/rollplan/rollplan/planner/synth"
 )
-
-// scenarioRollouts builds the facts of one testdata/scenarios directory as
-// cmd/rollplan does: --now (else the snapshot's latest time),
-// --feature-gates and --workload from its args file. --policy is ignored:
-// parity is with the default strategy.
-func scenarioRollouts(t *testing.T, dir string) []*facts.Rollout {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "args"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var now time.Time
-	gates := map[string]bool{}
-	workload := ""
-	args := strings.Fields(string(b))
-	for i := 0; i < len(args); i++ {
-		flag, val, hasVal := strings.Cut(args[i], "=")
-		if !hasVal && i+1 < len(args) {
-			val = args[i+1]
-		}
-		switch flag {
-		case "--now", "--feature-gates", "--workload", "--policy", "-n", "--namespace":
-			if !hasVal {
-				i++
-			}
-		}
-		switch flag {
-		case "--now":
-			if now, err = time.Parse(time.RFC3339, val); err != nil {
-				t.Fatalf("%s: --now %q: %v", dir, val, err)
-			}
-		case "--feature-gates":
-			for _, kv := range strings.Split(val, ",") {
-				k, v, _ := strings.Cut(strings.TrimSpace(kv), "=")
-				if gates[k], err = strconv.ParseBool(v); err != nil {
-					t.Fatalf("%s: --feature-gates %q: %v", dir, kv, err)
-				}
-			}
-		case "--workload":
-			workload = val
-		}
-	}
-	snap, _, err := snapshot.LoadFiles([]string{filepath.Join(dir, "snapshot.yaml")})
-	if err != nil {
-		t.Fatalf("%s: %v", dir, err)
-	}
-	if now.IsZero() {
-		now = snap.Latest()
-	}
-	rs, err := facts.Build(snap, facts.Options{Now: now, FeatureGates: gates})
-	if err != nil {
-		t.Fatalf("%s: build facts: %v", dir, err)
-	}
-	if workload == "" {
-		return rs
-	}
-	var out []*facts.Rollout
-	for _, r := range rs {
-		if id := r.Workload.Kind + "/" + r.Workload.Name; strings.EqualFold(id, workload) ||
-			strings.EqualFold(r.Workload.Kind+"/"+r.Workload.Namespace+"/"+r.Workload.Name, workload) {
-			out = append(out, r)
-		}
-	}
-	return out
-}
 
 // variants returns r and copies of it with the workload switches the
 // default strategy branches on flipped (managed, pod update policy, the
@@ -103,18 +33,17 @@ func variants(r *facts.Rollout) []*facts.Rollout {
 
 // TestParityScenarios: every rollout of every scenario, and its variants.
 func TestParityScenarios(t *testing.T) {
-	dirs, err := filepath.Glob("../../../testdata/scenarios/*")
-	if err != nil || len(dirs) == 0 {
-		t.Fatalf("no scenarios found: %v", err)
+	scenarios, err := scenario.All("../../../testdata/scenarios")
+	if err != nil {
+		t.Fatal(err)
 	}
 	rollouts, pods := 0, 0
-	for _, dir := range dirs {
-		t.Run(filepath.Base(dir), func(t *testing.T) {
-			rs := scenarioRollouts(t, dir)
-			if len(rs) == 0 {
+	for _, sc := range scenarios {
+		t.Run(sc.Name, func(t *testing.T) {
+			if len(sc.Rollouts) == 0 {
 				t.Fatal("no rollouts")
 			}
-			for _, r := range rs {
+			for _, r := range sc.Rollouts {
 				for i, v := range variants(r) {
 					t.Run(fmt.Sprintf("%s/%s/v%d", r.Workload.Kind, r.Workload.Name, i), func(t *testing.T) {
 						requireParity(t, v)
@@ -125,7 +54,7 @@ func TestParityScenarios(t *testing.T) {
 			}
 		})
 	}
-	t.Logf("%d scenarios, %d rollouts (with variants), %d pods compared", len(dirs), rollouts, pods)
+	t.Logf("%d scenarios, %d rollouts (with variants), %d pods compared", len(scenarios), rollouts, pods)
 }
 
 // TestParitySynth: the benchmark snapshots, every rollout.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/rollplan/rollplan/planner/facts"
-	"github.com/rollplan/rollplan/planner/snapshot"
+	"github.com/rollplan/rollplan/planner/scenario"
 )
 
 // FuzzPolicy loads, compiles and evaluates mutated entry policies (package
@@ -34,16 +34,12 @@ func FuzzPolicy(f *testing.F) {
 	f.Add("package rollplan.strategy\n\nbudgets := [{\"name\": \"x\", \"maxUnavailable\": -1}]\n")
 	f.Add("package rollplan.strategy\n\nscope(pod) := {\"in\": \"yes\"}\n")
 	var rollouts []*facts.Rollout
-	for _, sc := range []string{"sts-inplace-image-only", "ds-maxsurge", "deploy-rolling-10-25pct", "example-leader-last"} {
-		s, _, err := snapshot.LoadFiles([]string{filepath.Join("../../../testdata/scenarios", sc, "snapshot.yaml")})
+	for _, name := range []string{"sts-inplace-image-only", "ds-maxsurge", "deploy-rolling-10-25pct", "example-leader-last"} {
+		sc, err := scenario.Load(filepath.Join("../../../testdata/scenarios", name))
 		if err != nil {
 			f.Fatal(err)
 		}
-		rs, err := facts.Build(s, facts.Options{Now: s.Latest()})
-		if err != nil {
-			f.Fatal(err)
-		}
-		rollouts = append(rollouts, rs...)
+		rollouts = append(rollouts, sc.Rollouts...)
 	}
 	f.Fuzz(func(t *testing.T, src string) {
 		b, err := parseBundle(map[string]string{"fuzz.rego": src}, []string{"fuzz.rego"})

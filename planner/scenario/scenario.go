@@ -1,0 +1,110 @@
+// Package scenario reads the golden scenarios of testdata/scenarios the
+// way cmd/rollplan plans them, for the tests of the engines and the
+// planner: the snapshot, and the flags of its args file (--now, else the
+// snapshot's latest time; --feature-gates; --workload; --policy).
+package scenario
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/snapshot"
+)
+
+// Scenario is one directory of testdata/scenarios.
+type Scenario struct {
+	Name string
+	Dir  string
+	// Policies are the --policy paths of its args, relative to the
+	// repository root; none means the default strategy.
+	Policies []string
+	// Rollouts are the facts of its workloads (only --workload's, when
+	// the args name one).
+	Rollouts []*facts.Rollout
+}
+
+// Load reads the scenario in dir.
+func Load(dir string) (*Scenario, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "args"))
+	if err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", dir, err)
+	}
+	s := &Scenario{Name: filepath.Base(dir), Dir: dir}
+	var now time.Time
+	gates := map[string]bool{}
+	workload := ""
+	args := strings.Fields(string(b))
+	for i := 0; i < len(args); i++ {
+		flag, val, hasVal := strings.Cut(args[i], "=")
+		switch flag {
+		case "--now", "--feature-gates", "--workload", "--policy", "-n", "--namespace":
+			if !hasVal {
+				if i+1 == len(args) {
+					return nil, fmt.Errorf("scenario %s: args: %s without a value", dir, flag)
+				}
+				i++
+				val = args[i]
+			}
+		}
+		switch flag {
+		case "--now":
+			if now, err = time.Parse(time.RFC3339, val); err != nil {
+				return nil, fmt.Errorf("scenario %s: args: --now %q: %w", dir, val, err)
+			}
+		case "--feature-gates":
+			for _, kv := range strings.Split(val, ",") {
+				k, v, _ := strings.Cut(strings.TrimSpace(kv), "=")
+				if gates[k], err = strconv.ParseBool(v); err != nil {
+					return nil, fmt.Errorf("scenario %s: args: --feature-gates %q: %w", dir, kv, err)
+				}
+			}
+		case "--workload":
+			workload = val
+		case "--policy":
+			s.Policies = append(s.Policies, val)
+		}
+	}
+	snap, _, err := snapshot.LoadFiles([]string{filepath.Join(dir, "snapshot.yaml")})
+	if err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", dir, err)
+	}
+	if now.IsZero() {
+		now = snap.Latest()
+	}
+	rs, err := facts.Build(snap, facts.Options{Now: now, FeatureGates: gates})
+	if err != nil {
+		return nil, fmt.Errorf("scenario %s: build facts: %w", dir, err)
+	}
+	for _, r := range rs {
+		w := r.Workload
+		if workload == "" || strings.EqualFold(w.Kind+"/"+w.Name, workload) || strings.EqualFold(w.Kind+"/"+w.Namespace+"/"+w.Name, workload) {
+			s.Rollouts = append(s.Rollouts, r)
+		}
+	}
+	return s, nil
+}
+
+// All reads every scenario under root (testdata/scenarios), by name.
+func All(root string) ([]*Scenario, error) {
+	dirs, err := filepath.Glob(filepath.Join(root, "*", "args"))
+	if err != nil {
+		return nil, err
+	}
+	if len(dirs) == 0 {
+		return nil, fmt.Errorf("no scenarios under %s", root)
+	}
+	out := make([]*Scenario, 0, len(dirs))
+	for _, d := range dirs {
+		s, err := Load(filepath.Dir(d))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}

@@ -1,0 +1,59 @@
+package scenario
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestLoad(t *testing.T) {
+	sc, err := Load("../../testdata/scenarios/example-leader-last")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sc.Policies) != 1 || sc.Policies[0] != "policies/examples/leader-last" {
+		t.Errorf("policies %q, want the leader-last example", sc.Policies)
+	}
+	if len(sc.Rollouts) == 0 {
+		t.Fatal("no rollouts")
+	}
+	r := sc.Rollouts[0]
+	if r.Now != "2026-03-01T12:00:00Z" || !r.FeatureGates["MaxUnavailableStatefulSet"] {
+		t.Errorf("now %s, gates %v: want the args' --now and --feature-gates", r.Now, r.FeatureGates)
+	}
+
+	all, err := All("../../testdata/scenarios")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs, _ := filepath.Glob("../../testdata/scenarios/*/snapshot.yaml")
+	if len(all) != len(dirs) {
+		t.Errorf("All read %d scenarios, the tree has %d", len(all), len(dirs))
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	for _, tc := range []struct{ args, want string }{
+		{"--now yesterday", `--now "yesterday"`},
+		{"--feature-gates MaxUnavailableStatefulSet=maybe", `--feature-gates "MaxUnavailableStatefulSet=maybe"`},
+		{"--workload", "--workload without a value"},
+	} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "args"), []byte(tc.args), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Load(dir)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), dir) {
+			t.Errorf("args %q: error %v, want one naming %s and %s", tc.args, err, dir, tc.want)
+		}
+	}
+	// No snapshot: the default --now is the snapshot's time, so it is needed.
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "args"), []byte("--now 2026-03-01T12:00:00Z"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(dir); err == nil {
+		t.Error("Load without snapshot.yaml succeeded")
+	}
+}
