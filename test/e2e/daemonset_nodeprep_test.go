@@ -258,3 +258,66 @@ func TestDaemonSetNodePreparation(t *testing.T) {
 		}
 	}
 }
+
+// TestDaemonSetDeletedMidRollout: the DaemonSet is deleted while apply
+// holds a node cordoned for it (the updated pod never becomes Ready). The
+// running apply finds it gone, uncordons that node, and fails saying so.
+func TestDaemonSetDeletedMidRollout(t *testing.T) {
+	e := newEnv(t, 3)
+	const name, nodes = "agent", 3
+	if _, err := e.client.AppsV1().DaemonSets(e.ns).Create(e.ctx, daemonSet(e.ns, name, "example.com/agent:v1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitDaemonSet(name, nodes, false)
+	e.kubelet.SetImage("example.com/agent:v2", kubelet.Behavior{StartDelay: 100 * time.Millisecond, NeverReady: true})
+	e.setDaemonSetTemplate(name, func(s *corev1.PodSpec) {
+		s.Containers[0].Env[0].Value = "b" // not in place: the pod is recreated on a cordoned node
+		s.Containers[0].Image = "example.com/agent:v2"
+	})
+	var log bytes.Buffer
+	x := e.executorFor("DaemonSet", name, []string{cordonNodesPolicy}, &log, false)
+	done := make(chan error, 1)
+	go func() {
+		_, err := x.Run(e.ctx, false)
+		done <- err
+	}()
+	by := e.ns + "/" + name
+	cordoned := func() []string {
+		list, err := e.client.CoreV1().Nodes().List(e.ctx, metav1.ListOptions{LabelSelector: envLabel + "=" + e.ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, n := range list.Items {
+			if n.Spec.Unschedulable || n.Annotations[facts.AnnCordonedBy] != "" {
+				out = append(out, fmt.Sprintf("%s unschedulable=%v by=%q", n.Name, n.Spec.Unschedulable, n.Annotations[facts.AnnCordonedBy]))
+			}
+		}
+		return out
+	}
+	var held []string
+	for deadline := time.Now().Add(time.Minute); len(held) == 0; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no node cordoned for %s within a minute\n%s", by, log.String())
+		}
+		held = cordoned()
+	}
+	if len(held) != 1 || !strings.Contains(held[0], "unschedulable=true by=\""+by+"\"") {
+		t.Fatalf("cordoned nodes %q, want one cordoned by rollplan for %s", held, by)
+	}
+	node := strings.Fields(held[0])[0]
+	if err := e.client.AppsV1().DaemonSets(e.ns).Delete(e.ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not found") || !strings.Contains(err.Error(), "uncordoned nodes "+node+" that rollplan had cordoned for it") {
+			t.Fatalf("apply ended with %v, want not found and node %s uncordoned\n%s", err, node, log.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("apply still running a minute after the DaemonSet was deleted\n%s", log.String())
+	}
+	if left := cordoned(); len(left) != 0 {
+		t.Errorf("nodes still cordoned or annotated: %q", left)
+	}
+}
