@@ -23,13 +23,18 @@ type shortfall struct {
 	// Missing: pods the workload should have that do not exist (deleted,
 	// not replaced yet).
 	Missing int
+	// Preparing: daemon pods being updated (preparing), by node.
+	Preparing map[string]string
 }
 
 func (s *shortfall) String() string {
 	var parts []string
 	for _, p := range s.Down {
-		if s.Reserved[p] {
+		switch {
+		case s.Reserved[p]:
 			p += " (disruption admitted, not yet seen)"
+		case s.Preparing[p] != "":
+			p += fmt.Sprintf(" (being updated: node %s cordoned by rollplan for it)", s.Preparing[p])
 		}
 		parts = append(parts, p)
 	}
@@ -62,7 +67,8 @@ func (s *shortfall) String() string {
 // means upstream controllers do not pace by it, and the gate speaks for
 // the PDB on deletes the Eviction API never sees.
 func fits(r *facts.Rollout, budgets []plan.Budget, pod string, extra map[string]bool) *shortfall {
-	down := func(p *facts.Pod) bool { return !p.Available || p.Name == pod || extra[p.Name] }
+	prep := preparing(r)
+	down := func(p *facts.Pod) bool { return !p.Available || p.Name == pod || extra[p.Name] || prep[p.Name] != "" }
 	available, active := 0, 0
 	for i := range r.Pods {
 		p := &r.Pods[i]
@@ -84,10 +90,39 @@ func fits(r *facts.Rollout, budgets []plan.Budget, pod string, extra map[string]
 		}
 		use, names := budgetUse(r, b, down, missing)
 		if use > b.Limit {
-			return &shortfall{Budget: b, Use: use, Down: without(names, pod), Reserved: extra, Missing: missing}
+			return &shortfall{Budget: b, Use: use, Down: without(names, pod), Reserved: extra, Missing: missing, Preparing: prep}
 		}
 	}
 	return nil
+}
+
+// preparing returns the daemon pods whose node rollplan apply cordoned for
+// their DaemonSet and that do not run the update revision yet, by node.
+// apply counts such a pod in flight from the cordon on (its update is
+// under way, whatever the budget says by then), so the gate counts it too:
+// otherwise it could admit another disruption into the room apply has
+// spent, and then deny apply's own restart of the pod.
+func preparing(r *facts.Rollout) map[string]string {
+	if r.Workload.Kind != "DaemonSet" {
+		return nil
+	}
+	by := r.Workload.Namespace + "/" + r.Workload.Name
+	cordoned := map[string]bool{}
+	for _, n := range r.Nodes {
+		if n.CordonedBy == by {
+			cordoned[n.Name] = true
+		}
+	}
+	if len(cordoned) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	for _, p := range r.Pods {
+		if cordoned[p.Node] && !p.Updated && !p.Terminating && !p.Terminal {
+			out[p.Name] = p.Node
+		}
+	}
+	return out
 }
 
 // budgetUse: what budget b holds when the pods down() says are unavailable,

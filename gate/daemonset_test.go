@@ -1,0 +1,110 @@
+package gate
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/rollplan/rollplan/planner/facts"
+)
+
+// daemonSet is a managed OnDelete DaemonSet "agent" (max-unavailable 1) on
+// n nodes whose template moved from v1 to v2: every pod, Ready for an
+// hour, still runs v1. Nodes listed in cordonedBy are cordoned, with the
+// rollplan.dev/cordoned-by annotation when the value is not "".
+func daemonSet(n int, cordonedBy map[int]string) []runtime.Object {
+	template := func(image string) corev1.PodTemplateSpec {
+		return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "agent"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image}}}}
+	}
+	owner := []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "agent-uid", Controller: ptr.To(true)}}
+	objs := []runtime.Object{&appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent", UID: "agent-uid", Generation: 2,
+			Annotations: map[string]string{facts.AnnManaged: "true", facts.AnnMaxUnavailable: "1"}},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}},
+			Template: template("example.com/agent:v2"), UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}},
+		Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: int32(n), ObservedGeneration: 2},
+	}}
+	for i, image := range []string{"example.com/agent:v1", "example.com/agent:v2"} {
+		t := template(image)
+		raw, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{"$patch": "replace", "metadata": t.ObjectMeta, "spec": t.Spec}}})
+		hash := []string{"old", "new"}[i]
+		objs = append(objs, &appsv1.ControllerRevision{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent-" + hash, OwnerReferences: owner,
+				Labels: map[string]string{"app": "agent", appsv1.ControllerRevisionHashLabelKey: hash}},
+			Data: runtime.RawExtension{Raw: raw}, Revision: int64(i + 1)})
+	}
+	started := metav1.NewTime(now.Add(-time.Hour))
+	for i := range n {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%d", i), ResourceVersion: "5"},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+		if by, ok := cordonedBy[i]; ok {
+			node.Spec.Unschedulable = true
+			if by != "" {
+				node.Annotations = map[string]string{facts.AnnCordonedBy: by}
+			}
+		}
+		name := fmt.Sprintf("agent-%d", i)
+		objs = append(objs, node, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(name + "-uid"), ResourceVersion: "10", CreationTimestamp: started,
+				Labels: map[string]string{"app": "agent", appsv1.ControllerRevisionHashLabelKey: "old", "pod-template-generation": "1"}, OwnerReferences: owner},
+			Spec: corev1.PodSpec{NodeName: node.Name, Containers: []corev1.Container{{Name: "app", Image: "example.com/agent:v1"}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning,
+				Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: started}},
+				ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Image: "example.com/agent:v1", ImageID: "id-v1", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}}},
+		})
+	}
+	return objs
+}
+
+// A node rollplan apply cordoned for the DaemonSet holds a pod whose update
+// is under way: the gate counts it against the budget, as apply does, so
+// another daemon pod's eviction waits while apply's own delete of that pod
+// goes through. A cordon by someone else, or for another DaemonSet, is no
+// update of this one.
+func TestPreparingDaemonPodsCountAgainstTheBudget(t *testing.T) {
+	deleteReq := func(f *fixture, name string) *admissionv1.AdmissionRequest {
+		return &admissionv1.AdmissionRequest{UID: types.UID("del-" + name), Namespace: ns, Name: name, Resource: podResource(),
+			Operation: admissionv1.Delete, OldObject: runtime.RawExtension{Raw: f.podJSON(name, nil)}}
+	}
+	for _, tc := range []struct {
+		name     string
+		cordoned map[int]string
+		evict    bool // want the eviction of agent-1 admitted
+	}{
+		{"node cordoned by rollplan for the DaemonSet", map[int]string{0: ns + "/agent"}, false},
+		{"node cordoned by someone else", map[int]string{0: ""}, true},
+		{"node cordoned by rollplan for another DaemonSet", map[int]string{0: ns + "/other"}, true},
+		{"no cordon", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, Options{}, daemonSet(3, tc.cordoned)...)
+			resp, _ := f.review(evict("agent-1", true))
+			if resp.Allowed != tc.evict {
+				t.Fatalf("eviction of agent-1: allowed %v, want %v (%v)", resp.Allowed, tc.evict, resp.Result)
+			}
+			if !tc.evict {
+				msg := resp.Result.Message
+				for _, want := range []string{"DaemonSet shop/agent", "budget maxUnavailable allows 1", "agent-0 (being updated: node node-0 cordoned by rollplan for it)"} {
+					if !strings.Contains(msg, want) {
+						t.Errorf("denial %q does not say %q", msg, want)
+					}
+				}
+			}
+			// apply's own restart of the pod on the node it cordoned fits.
+			if resp, _ := f.review(deleteReq(f, "agent-0")); !resp.Allowed {
+				t.Errorf("delete of agent-0 denied: %v", resp.Result)
+			}
+		})
+	}
+}
