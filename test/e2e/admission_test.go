@@ -22,6 +22,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/util/retry"
@@ -398,5 +399,81 @@ func TestGateManifestsApply(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("kubectl apply did not report %s:\n%s", want, out)
 		}
+	}
+}
+
+// TestGateDaemonSetCordonedNode: apply was stopped right after cordoning a
+// node for its DaemonSet. A drain's eviction of another daemon pod is
+// refused: the gate counts the cordoned node's pod as being updated, as
+// apply does. apply then resumes, updates that pod first and finishes with
+// the gate judging each of its evictions, without meeting a denial.
+func TestGateDaemonSetCordonedNode(t *testing.T) {
+	e := newEnv(t, 3)
+	a := e.startGate(nil)
+	const name, nodes = "agent", 3
+	ds := daemonSet(e.ns, name, "example.com/agent:v1")
+	ds.Annotations[facts.AnnMaxUnavailable] = "1"
+	if _, err := e.client.AppsV1().DaemonSets(e.ns).Create(e.ctx, ds, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitDaemonSet(name, nodes, false)
+	e.kubelet.SetImage("example.com/agent:v2", kubelet.Behavior{StartDelay: 100 * time.Millisecond, ReadyDelay: 300 * time.Millisecond})
+	e.setDaemonSetTemplate(name, func(s *corev1.PodSpec) {
+		s.Containers[0].Env[0].Value = "b" // recreated: the gate judges each delete
+		s.Containers[0].Image = "example.com/agent:v2"
+	})
+	cordoned := fmt.Sprintf("%s-node-0", e.ns)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}},"spec":{"unschedulable":true}}`, facts.AnnCordonedBy, e.ns+"/"+name)
+	if _, err := e.client.CoreV1().Nodes().Patch(e.ctx, cordoned, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var onCordoned, other string
+	for _, p := range e.pods("app=" + name) {
+		if p.Spec.NodeName == cordoned {
+			onCordoned = p.Name
+		} else if other == "" {
+			other = p.Name
+		}
+	}
+	// The gate sees the cordon through its Node informer: retry until it
+	// answers from it (a refusal), within a few seconds.
+	var refusal error
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		refusal = e.client.PolicyV1().Evictions(e.ns).Evict(e.ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: other},
+			DeleteOptions: &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}})
+		if refusal != nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !apierrors.IsTooManyRequests(refusal) || !strings.Contains(refusal.Error(), onCordoned+" (being updated: node "+cordoned+" cordoned by rollplan for it)") {
+		t.Fatalf("eviction of %s with %s's node cordoned by rollplan: %v, want a refusal naming %s as being updated", other, onCordoned, refusal, onCordoned)
+	}
+	// apply replaces daemon pods through the Eviction API.
+	const evictions = "pods/eviction CREATE"
+	count := func(decision string) int {
+		n := 0
+		for _, c := range a.decisions(decision, evictions) {
+			n += c
+		}
+		return n
+	}
+	allowed0, denied0 := count("allow"), count("deny")
+	var log bytes.Buffer
+	sum := run(t, e.executorFor("DaemonSet", name, []string{cordonNodesPolicy}, &log, false), e.ctx, &log)
+	if sum.Actions["Recreate"] != nodes {
+		t.Errorf("actions %v, want %d Recreate", sum.Actions, nodes)
+	}
+	if d := count("deny") - denied0; d > 0 {
+		t.Errorf("the gate denied %d of apply's evictions\n%s", d, a.log.String())
+	}
+	if strings.Contains(log.String(), "denied by the rollplan gate") {
+		t.Errorf("apply met a gate denial:\n%s", log.String())
+	}
+	if n := count("allow") - allowed0; n < nodes {
+		t.Errorf("the gate admitted %d of apply's %d evictions: it did not judge them", n, nodes)
+	}
+	e.waitDaemonSet(name, nodes, true)
+	if n, err := e.client.CoreV1().Nodes().Get(e.ctx, cordoned, metav1.GetOptions{}); err != nil || n.Spec.Unschedulable || n.Annotations[facts.AnnCordonedBy] != "" {
+		t.Errorf("node %s after the rollout: %v, want uncordoned without the annotation (%v)", cordoned, n, err)
 	}
 }
