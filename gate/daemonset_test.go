@@ -108,3 +108,69 @@ func TestPreparingDaemonPodsCountAgainstTheBudget(t *testing.T) {
 		})
 	}
 }
+
+func TestNodeFactsChanged(t *testing.T) {
+	base := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", ResourceVersion: "1", Labels: map[string]string{corev1.LabelTopologyZone: "a"},
+		Annotations: map[string]string{"other": "x"}},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	for _, tc := range []struct {
+		name   string
+		change func(*corev1.Node)
+		want   bool
+	}{
+		{"status heartbeat", func(n *corev1.Node) {
+			n.ResourceVersion = "2"
+			n.Status.Conditions[0].LastHeartbeatTime = metav1.NewTime(now)
+		}, false},
+		{"another annotation", func(n *corev1.Node) { n.Annotations["other"] = "y" }, false},
+		{"zone label", func(n *corev1.Node) { n.Labels[corev1.LabelTopologyZone] = "b" }, true},
+		{"new label", func(n *corev1.Node) { n.Labels["pool"] = "gpu" }, true},
+		{"cordon", func(n *corev1.Node) { n.Spec.Unschedulable = true }, true},
+		{"taint", func(n *corev1.Node) {
+			n.Spec.Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}
+		}, true},
+		{"rollplan's cordon annotation", func(n *corev1.Node) { n.Annotations[facts.AnnCordonedBy] = "shop/agent" }, true},
+	} {
+		cur := base.DeepCopy()
+		tc.change(cur)
+		if got := nodeFactsChanged(base, cur); got != tc.want {
+			t.Errorf("%s: nodeFactsChanged = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// A Node's status updates leave the cached states alone; a change the
+// facts read invalidates them.
+func TestNodeStatusKeepsStates(t *testing.T) {
+	f := newFixture(t, Options{}, daemonSet(2, nil)...)
+	gens := f.gate.states.gens
+	for last := uint64(1 << 63); last != gens.nodes.Load(); {
+		last = gens.nodes.Load()
+		time.Sleep(100 * time.Millisecond)
+	}
+	g0 := gens.nodes.Load()
+	ctx := t.Context()
+	n, err := f.client.CoreV1().Nodes().Get(ctx, "node-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Status.Conditions[0].LastHeartbeatTime = metav1.NewTime(now)
+	if n, err = f.client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n.Labels = map[string]string{corev1.LabelTopologyZone: "b"}
+	if _, err := f.client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// One handler gets a Node's events in order: once the label change
+	// shows, the status update was seen before it.
+	for deadline := time.Now().Add(5 * time.Second); gens.nodes.Load() == g0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the label change never reached the state cache")
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	if g := gens.nodes.Load(); g != g0+1 {
+		t.Errorf("node generation moved by %d for a status update and a label change, want 1 (the label change)", g-g0)
+	}
+}

@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/rollplan/rollplan/executor"
@@ -89,6 +91,19 @@ func (g *generations) bumpNamespace(ns string) {
 	c.(*atomic.Uint64).Add(1)
 }
 
+// nodeFactsChanged says whether a Node update changes anything the facts
+// read of a Node (facts.Build: labels, for zones and DaemonSet placement;
+// taints; spec.unschedulable; the rollplan.dev/cordoned-by annotation).
+// Every Node update would otherwise invalidate every cached state, and a
+// large cluster's Nodes change status all the time. A new Node field in
+// the facts must be added here.
+func nodeFactsChanged(old, cur *corev1.Node) bool {
+	return !maps.Equal(old.Labels, cur.Labels) ||
+		old.Spec.Unschedulable != cur.Spec.Unschedulable ||
+		!apiequality.Semantic.DeepEqual(old.Spec.Taints, cur.Spec.Taints) ||
+		old.Annotations[facts.AnnCordonedBy] != cur.Annotations[facts.AnnCordonedBy]
+}
+
 // informing is a Cache that exposes its informers (capture.ListerSource):
 // the gate then caches workload states, invalidated by their events.
 type informing interface {
@@ -118,8 +133,15 @@ func newStateCache(c Cache) (*stateCache, error) {
 	}
 	sc := &stateCache{gens: &generations{}, m: map[stateKey]stateEntry{}, background: make(chan struct{}, 1)}
 	h := cache.ResourceEventHandlerFuncs{
-		AddFunc:    sc.gens.bump,
-		UpdateFunc: func(_, obj any) { sc.gens.bump(obj) },
+		AddFunc: sc.gens.bump,
+		UpdateFunc: func(old, obj any) {
+			o, wasNode := old.(*corev1.Node)
+			n, isNode := obj.(*corev1.Node)
+			if wasNode && isNode && !nodeFactsChanged(o, n) {
+				return // a status update (heartbeat, conditions, images)
+			}
+			sc.gens.bump(obj)
+		},
 		DeleteFunc: sc.gens.bump,
 	}
 	for _, i := range inf.Informers() {
