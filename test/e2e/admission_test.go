@@ -18,6 +18,7 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -302,7 +303,7 @@ func TestGateRacingEvictions(t *testing.T) {
 // update, and kubectl prints the plan warning of an allowed one.
 func TestGateGuardAndWarning(t *testing.T) {
 	e := newEnv(t, 3)
-	e.startGate([]string{"../../policies/examples/guard-critical"})
+	a := e.startGate([]string{"../../policies/examples/guard-critical"})
 	set := statefulSet(e.ns, "pay", 4, "1")
 	set.Labels = map[string]string{"tier": "critical"}
 	if _, err := e.client.AppsV1().StatefulSets(e.ns).Create(e.ctx, set, metav1.CreateOptions{}); err != nil {
@@ -334,6 +335,37 @@ func TestGateGuardAndWarning(t *testing.T) {
 	}
 	if want := "Warning: rollplan: will update 4 pods in 4 waves: 4 in place"; !strings.Contains(string(out), want) {
 		t.Errorf("kubectl printed\n%s\nwant it to print %q", out, want)
+	}
+
+	// The webhook's matchConditions keep updates that change neither the
+	// spec nor the labels and annotations from the gate: a no-op update
+	// does not reach it, the label change sent after it does.
+	updates := func() int { return strings.Count(a.log.String(), `"operation":"statefulsets UPDATE"`) }
+	before := updates()
+	update := func(change func(*appsv1.StatefulSet)) {
+		t.Helper()
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			s, err := e.client.AppsV1().StatefulSets(e.ns).Get(e.ctx, "pay", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			change(s)
+			_, err = e.client.AppsV1().StatefulSets(e.ns).Update(e.ctx, s, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	update(func(*appsv1.StatefulSet) {})
+	update(func(s *appsv1.StatefulSet) { s.Labels["team"] = "payments" })
+	for deadline := time.Now().Add(5 * time.Second); updates() == before; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the label change never reached the gate\n%s", a.log.String())
+		}
+	}
+	if n := updates() - before; n != 1 {
+		t.Errorf("the gate judged %d StatefulSet updates, want 1 (the label change; the no-op update filtered out)", n)
 	}
 }
 
