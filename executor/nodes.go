@@ -285,10 +285,7 @@ func (e *Executor) uncordon(ctx context.Context, live *liveState, wp plan.Worklo
 		r.Outcome, r.Reason = Skipped, why+": node "+node.Name+" stays cordoned for now"
 		return r, OutcomeWaiting, nil
 	}
-	err := e.patchNode(ctx, node, map[string]any{
-		"metadata": map[string]any{"resourceVersion": node.ResourceVersion, "annotations": map[string]any{facts.AnnCordonedBy: nil}},
-		"spec":     map[string]any{"unschedulable": false},
-	})
+	err := e.uncordonNode(ctx, node)
 	switch {
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("node %s changed since it was read: %v", node.Name, err)
@@ -339,6 +336,15 @@ func (e *Executor) notReadyToUncordon(live *liveState, wp plan.WorkloadPlan, nam
 	return ""
 }
 
+// uncordonNode lifts rollplan's cordon: spec.unschedulable false and the
+// AnnCordonedBy annotation removed, in one patch.
+func (e *Executor) uncordonNode(ctx context.Context, node *corev1.Node) error {
+	return e.patchNode(ctx, node, map[string]any{
+		"metadata": map[string]any{"resourceVersion": node.ResourceVersion, "annotations": map[string]any{facts.AnnCordonedBy: nil}},
+		"spec":     map[string]any{"unschedulable": false},
+	})
+}
+
 // patchNode sends a JSON merge patch of the node (its resourceVersion in
 // the patch is the precondition).
 func (e *Executor) patchNode(ctx context.Context, node *corev1.Node, patch map[string]any) error {
@@ -387,10 +393,7 @@ func (e *Executor) releaseCordons(ctx context.Context, gone error) error {
 		if n.Annotations[facts.AnnCordonedBy] != by {
 			continue
 		}
-		err := e.patchNode(ctx, n, map[string]any{
-			"metadata": map[string]any{"resourceVersion": n.ResourceVersion, "annotations": map[string]any{facts.AnnCordonedBy: nil}},
-			"spec":     map[string]any{"unschedulable": false},
-		})
+		err := e.uncordonNode(ctx, n)
 		if err != nil {
 			failed = append(failed, fmt.Sprintf("%s (%v)", n.Name, err))
 			continue
