@@ -108,3 +108,17 @@ func All(root string) ([]*Scenario, error) {
 	}
 	return out, nil
 }
+
+// Rollouts reads the named scenarios under root and returns their rollouts,
+// in order.
+func Rollouts(root string, names ...string) ([]*facts.Rollout, error) {
+	var out []*facts.Rollout
+	for _, name := range names {
+		s, err := Load(filepath.Join(root, name))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s.Rollouts...)
+	}
+	return out, nil
+}

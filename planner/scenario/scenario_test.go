@@ -23,6 +23,11 @@ func TestLoad(t *testing.T) {
 		t.Errorf("now %s, gates %v: want the args' --now and --feature-gates", r.Now, r.FeatureGates)
 	}
 
+	rs, err := Rollouts("../../testdata/scenarios", "example-leader-last", "example-leader-last")
+	if err != nil || len(rs) != 2*len(sc.Rollouts) || rs[0].Workload.Name != sc.Rollouts[0].Workload.Name {
+		t.Errorf("Rollouts of the scenario twice: %d rollouts (%v), want %d", len(rs), err, 2*len(sc.Rollouts))
+	}
+
 	all, err := All("../../testdata/scenarios")
 	if err != nil {
 		t.Fatal(err)

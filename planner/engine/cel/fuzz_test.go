@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/scenario"
 	"github.com/rollplan/rollplan/policies"
 )
@@ -32,13 +31,9 @@ func FuzzPolicy(f *testing.F) {
 	if len(seeds) == 0 {
 		f.Fatal("no example policies under ../../../policies/examples")
 	}
-	var rollouts []*facts.Rollout
-	for _, name := range []string{"sts-inplace-image-only", "ds-maxsurge", "deploy-rolling-10-25pct", "example-one-zone-at-a-time"} {
-		sc, err := scenario.Load(filepath.Join("../../../testdata/scenarios", name))
-		if err != nil {
-			f.Fatal(err)
-		}
-		rollouts = append(rollouts, sc.Rollouts...)
+	rollouts, err := scenario.Rollouts("../../../testdata/scenarios", "sts-inplace-image-only", "ds-maxsurge", "deploy-rolling-10-25pct", "example-one-zone-at-a-time")
+	if err != nil {
+		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ps, err := Parse("fuzz.yaml", data)

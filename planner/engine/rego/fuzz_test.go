@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/scenario"
 )
 
@@ -33,13 +32,9 @@ func FuzzPolicy(f *testing.F) {
 	f.Add("package rollplan.strategy\n\norder(pod) := {\"not\": \"a list\"}\n")
 	f.Add("package rollplan.strategy\n\nbudgets := [{\"name\": \"x\", \"maxUnavailable\": -1}]\n")
 	f.Add("package rollplan.strategy\n\nscope(pod) := {\"in\": \"yes\"}\n")
-	var rollouts []*facts.Rollout
-	for _, name := range []string{"sts-inplace-image-only", "ds-maxsurge", "deploy-rolling-10-25pct", "example-leader-last"} {
-		sc, err := scenario.Load(filepath.Join("../../../testdata/scenarios", name))
-		if err != nil {
-			f.Fatal(err)
-		}
-		rollouts = append(rollouts, sc.Rollouts...)
+	rollouts, err := scenario.Rollouts("../../../testdata/scenarios", "sts-inplace-image-only", "ds-maxsurge", "deploy-rolling-10-25pct", "example-leader-last")
+	if err != nil {
+		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, src string) {
 		b, err := parseBundle(map[string]string{"fuzz.rego": src}, []string{"fuzz.rego"})
