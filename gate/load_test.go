@@ -22,7 +22,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,6 +29,7 @@ import (
 
 	"github.com/rollplan/rollplan/gate"
 	"github.com/rollplan/rollplan/gate/certs"
+	"github.com/rollplan/rollplan/internal/cputime"
 	"github.com/rollplan/rollplan/planner/engine"
 )
 
@@ -101,18 +101,10 @@ type serverStats struct {
 
 func (t *timed) stats(w http.ResponseWriter, _ *http.Request) {
 	t.mu.Lock()
-	s := serverStats{Handler: t.took, CPU: processCPU()}
+	s := serverStats{Handler: t.took, CPU: cputime.Process()}
 	t.took = nil
 	t.mu.Unlock()
 	_ = json.NewEncoder(w).Encode(s)
-}
-
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // TestLoadServer is the server process of TestLoadLoopback; skipped
@@ -295,7 +287,7 @@ func drive(client *http.Client, url string, body func(i int) []byte, rate int, d
 		})
 	}
 	interval := time.Second / time.Duration(rate)
-	cpu0 := processCPU()
+	cpu0 := cputime.Process()
 	start := time.Now()
 	for i := range n {
 		at := start.Add(time.Duration(i) * interval)
@@ -307,7 +299,7 @@ func drive(client *http.Client, url string, body func(i int) []byte, rate int, d
 	close(jobs)
 	wg.Wait()
 	r := loadResult{rate: rate, sent: n, errors: int(errs.Load()), denied: int(denied.Load()), lat: lat, lag: lag,
-		elapsed: time.Since(start), cpu: processCPU() - cpu0}
+		elapsed: time.Since(start), cpu: cputime.Process() - cpu0}
 	if e := firstErr.Load(); e != nil {
 		r.firstErr = *e
 	}

@@ -6,10 +6,10 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/rollplan/rollplan/internal/cputime"
 	"github.com/rollplan/rollplan/planner/engine/rego"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/plan"
@@ -59,9 +59,9 @@ func BenchmarkPlan(b *testing.B) {
 				b.StopTimer()
 				runtime.GC()
 				b.StartTimer()
-				cpu0, heap := processCPU(), sampleHeap()
+				cpu0, heap := cputime.Process(), sampleHeap()
 				res := planSnapshot(b, e, snap)
-				cpu += processCPU() - cpu0
+				cpu += cputime.Process() - cpu0
 				peak = max(peak, heap())
 				if len(res.Plan.Workloads) == 0 {
 					b.Fatal("empty plan")
@@ -100,16 +100,6 @@ func sampleHeap() func() uint64 {
 		<-done
 		return peak
 	}
-}
-
-// processCPU is the user+system CPU time of the process, GC workers included:
-// planning runs on every core, so wall time alone hides its cost.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // TestPlanScalesLinearly guards against quadratic policies or packing:

@@ -3,22 +3,13 @@ package cel
 import (
 	"context"
 	"fmt"
-	"syscall"
 	"testing"
-	"time"
 
+	"github.com/rollplan/rollplan/internal/cputime"
 	"github.com/rollplan/rollplan/planner/engine/native"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/synth"
 )
-
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // BenchmarkDecide: the CEL default strategy over synthetic snapshots,
 // engine only (facts built outside the timer).
@@ -32,7 +23,7 @@ func BenchmarkDecide(b *testing.B) {
 		}
 		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
-			cpu0 := processCPU()
+			cpu0 := cputime.Process()
 			for b.Loop() {
 				for _, r := range rs {
 					if _, err := e.Decide(context.Background(), r); err != nil {
@@ -40,11 +31,11 @@ func BenchmarkDecide(b *testing.B) {
 					}
 				}
 			}
-			celCPU := (processCPU() - cpu0).Seconds() / float64(b.N)
+			celCPU := (cputime.Process() - cpu0).Seconds() / float64(b.N)
 			// The native engine on the same facts, in the same run: the
 			// ratio is the figure BENCHMARKS.md compares with its target.
 			nat := native.New()
-			cpu1 := processCPU()
+			cpu1 := cputime.Process()
 			const reps = 5
 			for range reps {
 				for _, r := range rs {
@@ -53,7 +44,7 @@ func BenchmarkDecide(b *testing.B) {
 					}
 				}
 			}
-			natCPU := (processCPU() - cpu1).Seconds() / reps
+			natCPU := (cputime.Process() - cpu1).Seconds() / reps
 			b.ReportMetric(celCPU, "cpu-s/op")
 			b.ReportMetric(natCPU, "native-cpu-s/op")
 			b.ReportMetric(celCPU/natCPU, "x-native")

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/rollplan/rollplan/internal/cputime"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/synth"
@@ -55,11 +55,11 @@ func decideAll(b *testing.B, e engine.Engine, rs []*facts.Rollout) {
 func cpuPerOp(b *testing.B, e engine.Engine, rs []*facts.Rollout) time.Duration {
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0 := cputime.Process()
 	for i := 0; i < b.N; i++ {
 		decideAll(b, e, rs)
 	}
-	cpu := (processCPU() - cpu0) / time.Duration(b.N)
+	cpu := (cputime.Process() - cpu0) / time.Duration(b.N)
 	b.ReportMetric(cpu.Seconds(), "cpu-s/op")
 	return cpu
 }
@@ -88,22 +88,12 @@ func BenchmarkDecideRego(b *testing.B) {
 			nat := New()
 			var nativeCPU time.Duration
 			runs := 0
-			for cpu0 := processCPU(); runs < 10 || (nativeCPU < 200*time.Millisecond && runs < 1000); runs++ {
+			for cpu0 := cputime.Process(); runs < 10 || (nativeCPU < 200*time.Millisecond && runs < 1000); runs++ {
 				decideAll(b, nat, rs)
-				nativeCPU = processCPU() - cpu0
+				nativeCPU = cputime.Process() - cpu0
 			}
 			b.ReportMetric((nativeCPU / time.Duration(runs)).Seconds(), "native-cpu-s/op")
 			b.ReportMetric(float64(regoCPU)/float64(nativeCPU/time.Duration(runs)), "x-native")
 		})
 	}
-}
-
-// processCPU is the user+system CPU time of the process (as in
-// planner/plan/bench_test.go).
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
