@@ -1,0 +1,99 @@
+package rego
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/rollplan/rollplan/internal/cputime"
+	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/synth"
+)
+
+// constantPolicy answers every decision point with a constant: no per-pod
+// expression beyond the call the contract makes. What it costs is the
+// engine's floor, whatever the strategy.
+const constantPolicy = `package rollplan.strategy
+
+scope(_) := {"in": true}
+
+eligibility(_) := {"action": "Recreate", "reasons": ["constant"]}
+
+order(_) := [0]
+
+budgets := [{"name": "constant", "maxUnavailable": 1, "maxSurge": 0}]
+
+pacing := "rolling"
+
+node_preparation := "none"
+
+halt := []
+
+deny := []
+`
+
+// BenchmarkDecideFloor measures what the Rego engine costs before a policy
+// does any work, over every workload of synth.Snapshot(n) (facts built
+// outside the timer):
+//
+//   - input: converting the facts to Rego input (AST), nothing evaluated;
+//   - constant: Decide with constantPolicy (convert, evaluate one call per
+//     pod and decision point, decode the answers);
+//   - default: Decide with the default strategy.
+//
+// CPU is the process's (both cores, collector included) per op.
+//
+//	go test ./planner/engine/rego -run '^$' -bench DecideFloor -benchmem -benchtime 2x
+func BenchmarkDecideFloor(b *testing.B) {
+	ctx := context.Background()
+	constant, err := parseBundle(map[string]string{"constant.rego": constantPolicy}, []string{"constant.rego"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defaults, err := LoadBundle(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{10000, 150000} {
+		rs, err := facts.Build(synth.Snapshot(n), facts.Options{Now: synth.Now})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range []struct {
+			name   string
+			bundle *Bundle
+		}{{"input", nil}, {"constant", constant}, {"default", defaults}} {
+			var e *Engine
+			if c.bundle != nil {
+				if e, err = New(ctx, c.bundle, time.Minute); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.Run(fmt.Sprintf("pods=%d/%s", n, c.name), func(b *testing.B) {
+				b.ReportAllocs()
+				cpu0 := cputime.Process()
+				for i := 0; i < b.N; i++ {
+					for _, r := range rs {
+						if e == nil {
+							if _, err := inputValue(r); err != nil {
+								b.Fatal(err)
+							}
+							continue
+						}
+						d, err := e.Decide(ctx, r)
+						if err != nil {
+							b.Fatal(err)
+						}
+						if len(d.Pods) != len(r.Pods) {
+							b.Fatalf("%s: %d decisions for %d pods", workloadID(r), len(d.Pods), len(r.Pods))
+						}
+					}
+				}
+				cpu := (cputime.Process() - cpu0) / time.Duration(b.N)
+				b.ReportMetric(cpu.Seconds(), "cpu-s/op")
+				b.ReportMetric(float64(cpu.Nanoseconds())/1e3/float64(n), "cpu-µs/pod")
+			})
+		}
+	}
+}
