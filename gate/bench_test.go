@@ -278,7 +278,13 @@ func buildBenchCluster() (*benchCluster, error) {
 // default strategy in Rego (the production default) and native.
 func benchEngines(tb testing.TB) []engine.Engine {
 	tb.Helper()
-	bundle, err := rego.LoadBundle(nil)
+	return []engine.Engine{benchRego(tb), native.New()}
+}
+
+// benchRego compiles the Rego policy at paths (none: the default strategy).
+func benchRego(tb testing.TB, paths ...string) engine.Engine {
+	tb.Helper()
+	bundle, err := rego.LoadBundle(paths)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -286,7 +292,7 @@ func benchEngines(tb testing.TB) []engine.Engine {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return []engine.Engine{re, native.New()}
+	return re
 }
 
 // benchGate is a gate as `rollplan gate` builds it: JSON decision log
@@ -457,16 +463,29 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 // the workload from the cache, facts, policy, budgets, reservation) and
 // encode, with the decision log and metrics. Besides ns/op it reports the
 // p50 and p99 of the per-request times (µs), and the process's CPU time
-// per request (all cores: the garbage collector's work included).
+// per request (all cores: the garbage collector's work included). Engines:
+// the default strategy in Rego and native, and rego-constant
+// (testdata/policies/constant), whose every answer is a constant: the
+// floor of any Rego policy.
 //
 //	go test ./gate -run '^$' -bench BenchmarkReview -benchtime 2000x -benchmem
 func BenchmarkReview(b *testing.B) {
 	c := benchFixture(b)
 	b.Logf("fixture: %d pods in %d StatefulSets, %d nodes; cache built in %s", benchSets*benchReplicas, benchSets, benchNodes, benchBuiltIn.Round(time.Millisecond))
 	cases := benchCases(b)
-	for _, e := range benchEngines(b) {
+	engines := []struct {
+		name string
+		e    engine.Engine
+	}{
+		{"rego", benchRego(b)},
+		{"native", native.New()},
+		// The floor of any Rego policy: constant answers, one call per pod.
+		{"rego-constant", benchRego(b, "../testdata/policies/constant")},
+	}
+	for _, ne := range engines {
+		e := ne.e
 		for _, tc := range cases {
-			b.Run(e.Name()+"/"+tc.name, func(b *testing.B) {
+			b.Run(ne.name+"/"+tc.name, func(b *testing.B) {
 				g := benchGate(b, c, e)
 				for _, body := range tc.bodies[:min(len(tc.bodies), 20)] { // check, and warm up
 					if err := checkResponse(serve(g, body), tc.want); err != nil {

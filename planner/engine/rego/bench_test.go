@@ -11,27 +11,9 @@ import (
 	"github.com/rollplan/rollplan/planner/synth"
 )
 
-// constantPolicy answers every decision point with a constant: no per-pod
-// expression beyond the call the contract makes. What it costs is the
-// engine's floor, whatever the strategy.
-const constantPolicy = `package rollplan.strategy
-
-scope(_) := {"in": true}
-
-eligibility(_) := {"action": "Recreate", "reasons": ["constant"]}
-
-order(_) := [0]
-
-budgets := [{"name": "constant", "maxUnavailable": 1, "maxSurge": 0}]
-
-pacing := "rolling"
-
-node_preparation := "none"
-
-halt := []
-
-deny := []
-`
+// constantPolicy answers every decision point with a constant: what it
+// costs is the engine's floor, whatever the strategy.
+const constantPolicy = "../../../testdata/policies/constant"
 
 // BenchmarkDecideFloor measures what the Rego engine costs before a policy
 // does any work, over every workload of synth.Snapshot(n) (facts built
@@ -39,7 +21,7 @@ deny := []
 //
 //   - input: converting the facts to Rego input (AST), nothing evaluated;
 //   - constant: Decide with constantPolicy (convert, evaluate one call per
-//     pod and decision point, decode the answers);
+//     pod and per-pod decision point, decode the answers);
 //   - default: Decide with the default strategy.
 //
 // CPU is the process's (both cores, collector included) per op.
@@ -47,7 +29,7 @@ deny := []
 //	go test ./planner/engine/rego -run '^$' -bench DecideFloor -benchmem -benchtime 2x
 func BenchmarkDecideFloor(b *testing.B) {
 	ctx := context.Background()
-	constant, err := parseBundle(map[string]string{"constant.rego": constantPolicy}, []string{"constant.rego"})
+	constant, err := LoadBundle([]string{constantPolicy})
 	if err != nil {
 		b.Fatal(err)
 	}
