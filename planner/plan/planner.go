@@ -90,6 +90,11 @@ func Workload(r *facts.Rollout, d *engine.Decisions, o Options) (WorkloadPlan, *
 		EstimatedDuration: "0s",
 	}
 	det := &Detail{Facts: r, Decisions: d, Wave: map[string]int{}, Overrides: map[string]string{}}
+	// det keeps the policy's answers (explain, policy tests show them);
+	// the waves are planned from what runs.
+	d, notes := controllerDecisions(r, d, det)
+	wp.Pacing = d.Pacing
+	wp.Warnings = append(wp.Warnings, notes...)
 	enforceFeasibility(r, d, det)
 
 	wp.Summary.Pods = len(r.Pods)
@@ -179,7 +184,11 @@ func enforceFeasibility(r *facts.Rollout, d *engine.Decisions, det *Detail) {
 		if len(blocking) > 0 {
 			pd.Action = engine.Recreate
 			pd.Reasons = append(blocking, "planned as Recreate: the policy answered InPlace, but the API does not let a running pod take these changes")
-			det.Overrides[p.Name] = strings.Join(blocking, "; ")
+			why := "InPlace planned as Recreate: " + strings.Join(blocking, "; ")
+			if prev, ok := det.Overrides[p.Name]; ok {
+				why = prev + "; " + why
+			}
+			det.Overrides[p.Name] = why
 		}
 	}
 }

@@ -18,9 +18,15 @@ func TestLoad(t *testing.T) {
 	if len(sc.Rollouts) == 0 {
 		t.Fatal("no rollouts")
 	}
-	r := sc.Rollouts[0]
-	if r.Now != "2026-03-01T12:00:00Z" || !r.FeatureGates["MaxUnavailableStatefulSet"] {
-		t.Errorf("now %s, gates %v: want the args' --now and --feature-gates", r.Now, r.FeatureGates)
+	if r := sc.Rollouts[0]; r.Now != "2026-03-01T12:00:00Z" {
+		t.Errorf("now %s: want the args' --now", r.Now)
+	}
+	gated, err := Load("../../testdata/scenarios/sts-partition-parallel-gate-on")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := gated.Rollouts[0]; !r.FeatureGates["MaxUnavailableStatefulSet"] || len(gated.Policies) != 0 {
+		t.Errorf("gates %v, policies %q: want the args' --feature-gates and no policy", r.FeatureGates, gated.Policies)
 	}
 
 	rs, err := Rollouts("../../testdata/scenarios", "example-leader-last", "example-leader-last")

@@ -1,0 +1,131 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/rollplan/rollplan/planner/engine"
+	"github.com/rollplan/rollplan/planner/engine/native"
+	"github.com/rollplan/rollplan/planner/facts"
+)
+
+// controllerDecisions: a workload rollplan does not drive (not annotated
+// rollplan.dev/managed) is rolled out by its own controller, which follows
+// upstream's rules whatever a policy says. The plan shows what runs, so
+// for such a workload the answers the controller makes for itself — which
+// pods are in the rollout, Recreate, the order (StatefulSet: highest
+// ordinal first; ReplicaSet: its deletion ranking), the pacing and the
+// budgets it paces by — are upstream's, as the native engine gives them
+// (the default strategy, which reproduces upstream). A policy's own
+// budgets stay, advisory: the controller does not pace by them (rollplan
+// gate, running with the policy, holds it to them). Halt and deny rules
+// are the policy's. Each answer the policy changed is named in a warning,
+// and per pod in det.Overrides.
+func controllerDecisions(r *facts.Rollout, d *engine.Decisions, det *Detail) (*engine.Decisions, []string) {
+	w := &r.Workload
+	if w.Managed {
+		return d, nil
+	}
+	up, err := native.New().Decide(context.Background(), r)
+	if err != nil {
+		return d, []string{fmt.Sprintf("not managed by rollplan, but the %s controller's own rollout could not be modelled (%v): the waves follow the policy, which the controller does not", w.Kind, err)}
+	}
+	out := *d
+	out.Pods = slices.Clone(d.Pods)
+	var changed []string
+	note := func(rule string) {
+		if !slices.Contains(changed, rule) {
+			changed = append(changed, rule)
+		}
+	}
+	override := func(pod, why string) {
+		if prev, ok := det.Overrides[pod]; ok {
+			why = prev + "; " + why
+		}
+		det.Overrides[pod] = why
+	}
+	// A DaemonSet's controller has no order of its own among nodes (it
+	// walks a map), so any order the policy gives is one it may take.
+	controllerOrders := w.Kind != "DaemonSet"
+	var pending []int
+	for i, p := range r.Pods {
+		if p.Updated {
+			continue
+		}
+		pending = append(pending, i)
+		pd, ud := &out.Pods[i], up.Pods[i]
+		if pd.InScope != ud.InScope {
+			pd.InScope, pd.HeldReason = ud.InScope, ud.HeldReason
+			note("scope")
+			override(p.Name, fmt.Sprintf("scope: the %s controller's (%s)", w.Kind, inOrHeld(ud)))
+		}
+		if pd.Action != ud.Action {
+			pd.Action, pd.Reasons = ud.Action, ud.Reasons
+			note("eligibility")
+			override(p.Name, fmt.Sprintf("eligibility: %s, as the %s controller does", ud.Action, w.Kind))
+		}
+	}
+	if controllerOrders {
+		policyOrder := ordered(r, d, pending)
+		for _, i := range pending {
+			out.Pods[i].Order = up.Pods[i].Order
+		}
+		if !slices.Equal(policyOrder, ordered(r, &out, pending)) {
+			note("order")
+			for _, i := range pending {
+				override(r.Pods[i].Name, fmt.Sprintf("order: the %s controller's, not the policy's", w.Kind))
+			}
+		}
+	}
+	if out.Pacing != up.Pacing {
+		out.Pacing = up.Pacing
+		note("pacing")
+	}
+	// The controller paces by its own budgets; the policy's others become
+	// advisory (PDBs already are, in the default strategy).
+	budgets := slices.Clone(up.Budgets)
+	var advisory []string
+	for _, b := range d.Budgets {
+		if slices.ContainsFunc(up.Budgets, func(u engine.Budget) bool { return reflect.DeepEqual(u, b) }) {
+			continue
+		}
+		if !b.Advisory {
+			b.Advisory = true
+			advisory = append(advisory, fmt.Sprintf("%q", b.Name))
+		}
+		budgets = append(budgets, b)
+	}
+	dropped := 0
+	for _, u := range up.Budgets {
+		if !slices.ContainsFunc(d.Budgets, func(b engine.Budget) bool { return reflect.DeepEqual(u, b) }) {
+			dropped++
+		}
+	}
+	if len(advisory) > 0 || dropped > 0 {
+		note("budgets")
+	}
+	out.Budgets = budgets
+	if len(changed) == 0 {
+		return d, nil
+	}
+	msg := fmt.Sprintf("not managed by rollplan: the %s controller rolls this workload out by its own %s, not the policy's, so the waves follow the controller", w.Kind, strings.Join(changed, ", "))
+	if len(advisory) > 0 {
+		msg += fmt.Sprintf("; the policy's budget(s) %s are advisory here (rollplan gate, if it runs with this policy, holds the controller to them)", strings.Join(advisory, ", "))
+	}
+	how := ""
+	if w.Kind != "Deployment" {
+		how = " with updateStrategy OnDelete"
+	}
+	msg += fmt.Sprintf(". To roll it out by the policy, annotate it %s=\"true\"%s and use rollplan apply", facts.AnnManaged, how)
+	return &out, []string{msg}
+}
+
+func inOrHeld(pd engine.PodDecision) string {
+	if pd.InScope {
+		return "in this rollout"
+	}
+	return "held: " + pd.HeldReason
+}

@@ -1,0 +1,169 @@
+package plan
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rollplan/rollplan/planner/engine"
+	"github.com/rollplan/rollplan/planner/engine/rego"
+	"github.com/rollplan/rollplan/planner/scenario"
+)
+
+// regoPolicy compiles an entry policy (package rollplan.strategy) given as
+// source; "" is the default strategy.
+func regoPolicy(t *testing.T, src string) engine.Engine {
+	t.Helper()
+	var paths []string
+	if src != "" {
+		f := filepath.Join(t.TempDir(), "policy.rego")
+		if err := os.WriteFile(f, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		paths = []string{f}
+	}
+	b, err := rego.LoadBundle(paths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := rego.New(context.Background(), b, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// A workload rollplan does not drive is planned as its controller rolls it
+// out, whatever the policy says, and the plan warns about what the policy
+// asked that the controller does not do. A managed one follows the policy.
+func TestControllerDrivenWorkloads(t *testing.T) {
+	const (
+		ascending = `package rollplan.strategy
+order(p) := [p.ordinal]
+`
+		leaderLast = `package rollplan.strategy
+import data.rollplan.defaults
+order(p) := array.concat([to_number(object.get(p.labels, "role", "") == "leader")], defaults.order(p))
+`
+		zoneOnly = `package rollplan.strategy
+budgets := [{"name": "x", "maxUnavailable": 1, "groupBy": "zone"}]
+`
+		recreateWaves = `package rollplan.strategy
+pacing := "wave"
+`
+	)
+	cases := []struct {
+		name     string
+		scenario string
+		policy   string
+		// asDefault: the waves are the default strategy's (the controller's).
+		asDefault bool
+		// warn: the plan's warnings hold these; none when empty.
+		warn []string
+		// advisory: budgets the plan lists as advisory.
+		advisory []string
+	}{
+		{
+			// Native Parallel, MaxUnavailableStatefulSet off: the controller goes
+			// from the highest ordinal; the policy's ascending order once made a
+			// wave of two pods under a budget of one.
+			name: "native StatefulSet, policy order", scenario: "sts-parallel-gate-off-unready-old-pod", policy: ascending,
+			asDefault: true, warn: []string{"StatefulSet controller rolls this workload out by its own order", `rollplan.dev/managed="true" with updateStrategy OnDelete`},
+		},
+		{
+			name: "native StatefulSet, policy pacing", scenario: "sts-partition-parallel-gate-on", policy: recreateWaves,
+			asDefault: true, warn: []string{"by its own pacing"},
+		},
+		{
+			// A Deployment's policy without the maxSurge and maxUnavailable
+			// budgets once planned "ScaleReplicaSet 0->0".
+			name: "native Deployment, policy drops its budgets", scenario: "deploy-rolling-10-25pct", policy: zoneOnly,
+			asDefault: true, warn: []string{"by its own budgets", `budget(s) "x" are advisory`}, advisory: []string{"x"},
+		},
+		{
+			name: "native Deployment, default strategy", scenario: "deploy-rolling-10-25pct",
+			asDefault: true,
+		},
+		{
+			// Managed (OnDelete, rollplan.dev/managed): rollplan apply follows
+			// the policy, and so does the plan.
+			name: "managed StatefulSet, leader last", scenario: "example-leader-last", policy: leaderLast,
+		},
+	}
+	ctx := context.Background()
+	defaults := regoPolicy(t, "")
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rs, err := scenario.Rollouts("../../testdata/scenarios", c.scenario)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := rs[0]
+			e := regoPolicy(t, c.policy)
+			d, err := e.Decide(ctx, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, det := Workload(r, d, DefaultOptions)
+			dd, err := defaults.Decide(ctx, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _ := Workload(r, dd, DefaultOptions)
+			if same := reflect.DeepEqual(got.Waves, want.Waves); same != c.asDefault {
+				t.Errorf("waves the same as the default strategy's: %v, want %v\n got: %+v\nwant: %+v", same, c.asDefault, got.Waves, want.Waves)
+			}
+			warnings := strings.Join(got.Warnings, "\n")
+			for _, w := range c.warn {
+				if !strings.Contains(warnings, w) {
+					t.Errorf("warnings lack %q:\n%s", w, warnings)
+				}
+			}
+			if len(c.warn) == 0 && strings.Contains(warnings, "not managed by rollplan") {
+				t.Errorf("unexpected warning:\n%s", warnings)
+			}
+			var advisory []string
+			for _, b := range got.Budgets {
+				if b.Advisory {
+					advisory = append(advisory, b.Name)
+				}
+			}
+			if !reflect.DeepEqual(advisory, c.advisory) {
+				t.Errorf("advisory budgets %v, want %v", advisory, c.advisory)
+			}
+			// Explain and policy tests still see the policy's own answers.
+			if det.Decisions != d {
+				t.Error("the detail does not hold the policy's decisions")
+			}
+			if c.name == "native StatefulSet, policy order" && len(det.Overrides) == 0 {
+				t.Error("no pod names the order it was given instead of the policy's")
+			}
+		})
+	}
+}
+
+// No wave of a controller-driven workload breaks a budget the controller
+// paces by, whatever order the policy asks for.
+func TestControllerDrivenWavesKeepBudget(t *testing.T) {
+	rs, err := scenario.Rollouts("../../testdata/scenarios", "sts-parallel-gate-off-unready-old-pod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rs[0]
+	// The highest ordinal last: the controller's first pod.
+	e := regoPolicy(t, "package rollplan.strategy\norder(p) := [to_number(p.ordinal == 4), 0 - p.ordinal]\n")
+	d, err := e.Decide(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wp, _ := Workload(r, d, DefaultOptions)
+	for _, w := range wp.Waves {
+		if len(w.Actions) > 1 {
+			t.Errorf("wave %d has %d actions under maxUnavailable 1: %+v", w.Index, len(w.Actions), w.Actions)
+		}
+	}
+}
