@@ -176,7 +176,26 @@ func (b *builder) deployment(d *appsv1.Deployment) (*Rollout, error) {
 		return nil, err
 	}
 	setColocated(r.Pods)
+	if len(rss) == 0 && d.Status.Replicas > 0 {
+		r.Warnings = append(r.Warnings, incomplete(id, "ReplicaSets", d.Status.Replicas, "status.replicas", "kubectl get rs"))
+	} else {
+		r.Warnings = appendIfNoPods(r.Warnings, id, len(r.Pods), d.Status.Replicas, "status.replicas")
+	}
 	return r, nil
+}
+
+// incomplete: a workload whose status counts pods the snapshot does not
+// hold was captured in part (one kind left out of `kubectl get`, or a
+// filter); the plan is made from what the snapshot holds and says so.
+func incomplete(id, what string, count int32, field, capture string) string {
+	return fmt.Sprintf("%s: the snapshot holds none of its %s, yet its %s is %d: the plan treats them as absent; capture them too (rollplan snapshot, or %s -o yaml)", id, what, field, count, capture)
+}
+
+func appendIfNoPods(warnings []string, id string, pods int, count int32, field string) []string {
+	if pods > 0 || count <= 0 {
+		return warnings
+	}
+	return append(warnings, incomplete(id, "pods", count, field, "kubectl get pods"))
 }
 
 func uniquePods(id string, pods []Pod) error {
@@ -307,6 +326,7 @@ func (b *builder) statefulSet(set *appsv1.StatefulSet) (*Rollout, error) {
 		r.Pods = append(r.Pods, b.pod(p, podCtx{minReady: set.Spec.MinReadySeconds, requireRun: true, revision: rev, updated: updated, owner: set.Name, changes: changes, sts: true, ordinalStart: w.OrdinalsStart}))
 	}
 	setColocated(r.Pods)
+	r.Warnings = appendIfNoPods(r.Warnings, id, len(r.Pods), set.Status.Replicas, "status.replicas")
 	return r, nil
 }
 
@@ -416,6 +436,7 @@ func (b *builder) daemonSet(ds *appsv1.DaemonSet) (*Rollout, error) {
 		w.CurrentRevision = w.UpdateRevision
 	}
 	setColocated(r.Pods)
+	r.Warnings = appendIfNoPods(r.Warnings, id, len(r.Pods), ds.Status.CurrentNumberScheduled+ds.Status.NumberMisscheduled, "status.currentNumberScheduled + numberMisscheduled")
 
 	// Nodes (§3.3): which should run a daemon pod.
 	perNode := map[string]int{}
