@@ -163,9 +163,30 @@ func Workload(r *facts.Rollout, d *engine.Decisions, o Options) (WorkloadPlan, *
 		}
 	}
 	wp.Summary.ToUpdate = wp.Summary.Pods - wp.Summary.Updated - wp.Summary.Held
+	wp.Notes = append(wp.Notes, terminatingNotes(r, d, det)...)
 	wp.Summary.Waves = len(wp.Waves)
 	wp.EstimatedDuration = formatDuration(sim.end)
 	return wp, det
+}
+
+// terminatingNotes: a pod to update that is already terminating gets no
+// action of its own, so the summary's in-place and recreated counts leave it
+// out; say why.
+func terminatingNotes(r *facts.Rollout, d *engine.Decisions, det *Detail) []string {
+	var names []string
+	for i, p := range r.Pods {
+		if p.Terminating && !p.Updated && d.Pods[i].InScope && det.Wave[p.Name] == 0 {
+			names = append(names, p.Name)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	then := fmt.Sprintf("the %s controller creates its replacement at the update revision once it is gone", r.Workload.Kind)
+	if r.Workload.Kind == "Deployment" {
+		then = "it is already leaving its ReplicaSet"
+	}
+	return []string{fmt.Sprintf("%s: terminating, so no action of its own: %s", strings.Join(names, ", "), then)}
 }
 
 // enforceFeasibility overrides an InPlace answer that the API would refuse.
