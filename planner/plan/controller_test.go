@@ -55,6 +55,10 @@ budgets := [{"name": "x", "maxUnavailable": 1, "groupBy": "zone"}]
 		recreateWaves = `package rollplan.strategy
 pacing := "wave"
 `
+		oneAtATime = `package rollplan.strategy
+import data.rollplan.defaults
+budgets := array.concat(defaults.budgets, [{"name": "one", "maxUnavailable": 1}])
+`
 	)
 	cases := []struct {
 		name     string
@@ -83,6 +87,13 @@ pacing := "wave"
 			// budgets once planned "ScaleReplicaSet 0->0".
 			name: "native Deployment, policy drops its budgets", scenario: "deploy-rolling-10-25pct", policy: zoneOnly,
 			asDefault: true, warn: []string{"by its own budgets", `budget(s) "x" are advisory`}, advisory: []string{"x"},
+		},
+		{
+			// The controller's maxUnavailable 2 recreates two pods a wave:
+			// each wave breaks the policy's budget of one, and the plan says so.
+			name: "native DaemonSet, tighter policy budget", scenario: "ds-maxunavailable-percent", policy: oneAtATime,
+			asDefault: true, advisory: []string{"one"},
+			warn: []string{`budget(s) "one" are advisory`, `wave(s) 1, 2, 3 leave more pods unavailable than budget "one" allows (1): the DaemonSet controller does not pace by it`},
 		},
 		{
 			name: "native Deployment, default strategy", scenario: "deploy-rolling-10-25pct",

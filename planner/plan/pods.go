@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/rollplan/rollplan/planner/engine"
@@ -131,15 +132,15 @@ type podSim struct {
 	replaced map[int]int
 	// prep: node preparation is honoured (a DaemonSet rollplan drives).
 	prep bool
+	// advisoryWaves: per advisory budget, the waves that break it.
+	advisoryWaves map[int][]int
 }
 
 func simulatePods(r *facts.Rollout, d *engine.Decisions, o Options) *simulation {
 	s := &podSim{r: r, d: d, o: o}
-	for _, b := range ResolveBudgets(r, d) {
-		if !b.Advisory {
-			s.budgets = append(s.budgets, b)
-		}
-	}
+	// Advisory budgets are counted like the others but never hold a pod:
+	// the plan warns about the waves that break them (advisoryWarnings).
+	s.budgets = ResolveBudgets(r, d)
 	w := &r.Workload
 	switch w.Kind {
 	case "StatefulSet":
@@ -149,7 +150,7 @@ func simulatePods(r *facts.Rollout, d *engine.Decisions, o Options) *simulation 
 	case "DaemonSet":
 		s.dsForced = true
 		for _, b := range s.budgets {
-			if b.Type == "surge" && b.Limit > 0 {
+			if b.Type == "surge" && b.Limit > 0 && !b.Advisory {
 				s.surgeMode = true
 			}
 		}
@@ -635,7 +636,7 @@ func (s *podSim) unavailableAbove(bi int, ii int) int {
 func (s *podSim) fits(ii int, surge bool) (bool, string) {
 	it := &s.items[ii]
 	for bi, b := range s.budgets {
-		if !it.relevant[bi] {
+		if !it.relevant[bi] || b.Advisory {
 			continue
 		}
 		g := it.groups[bi]
@@ -983,6 +984,7 @@ func (s *podSim) run(sim *simulation) {
 		}
 		if len(actions) > 0 {
 			sim.waves = append(sim.waves, Wave{Index: len(sim.waves) + 1, Start: formatDuration(t), Actions: slices.Clip(actions)})
+			s.checkAdvisory(len(sim.waves))
 		}
 		if len(pending) == 0 && len(replacing) == 0 && !actionable() {
 			break
@@ -1018,6 +1020,63 @@ func (s *podSim) run(sim *simulation) {
 		end = math.Max(end, e.at)
 	}
 	sim.end = end
+	sim.warnings = append(sim.warnings, s.advisoryWarnings()...)
+}
+
+// checkAdvisory records the wave when an advisory budget is over its limit
+// as the wave starts (every action of the wave begun, what was due by
+// then complete): the moment its pods are least available.
+func (s *podSim) checkAdvisory(wave int) {
+	for bi, b := range s.budgets {
+		if !b.Advisory {
+			continue
+		}
+		over := false
+		switch b.Type {
+		case "unavailable":
+			for _, n := range s.unavail[bi] {
+				over = over || n+s.elsewhere[bi] > b.Limit
+			}
+		case "surge":
+			over = s.surge[bi] > b.Limit
+		case "groups":
+			over = len(s.inFlight[bi]) > b.Limit
+		}
+		if over && !slices.Contains(s.advisoryWaves[bi], wave) {
+			if s.advisoryWaves == nil {
+				s.advisoryWaves = map[int][]int{}
+			}
+			s.advisoryWaves[bi] = append(s.advisoryWaves[bi], wave)
+		}
+	}
+}
+
+// advisoryWarnings: the waves that break each advisory budget. Upstream
+// controllers pace by neither PDBs nor a policy's own budgets.
+func (s *podSim) advisoryWarnings() []string {
+	var out []string
+	kind := s.r.Workload.Kind
+	for bi, b := range s.budgets {
+		waves := s.advisoryWaves[bi]
+		if len(waves) == 0 {
+			continue
+		}
+		ws := make([]string, len(waves))
+		for i, w := range waves {
+			ws[i] = strconv.Itoa(w)
+		}
+		what := map[string]string{"unavailable": "pods unavailable", "surge": "surge pods", "groups": "groups with pods in flight"}[b.Type]
+		per := ""
+		if b.GroupBy != "" && b.Type == "unavailable" {
+			per = " per " + b.GroupBy
+		}
+		if b.PDB != "" {
+			out = append(out, fmt.Sprintf("wave(s) %s leave more pods selected by PodDisruptionBudget %s unavailable than its limit of %d: the %s controller does not honour PDBs (annotate %s=\"true\" to let rollplan pace the rollout by it)", strings.Join(ws, ", "), b.PDB, b.Limit, kind, facts.AnnManaged))
+			continue
+		}
+		out = append(out, fmt.Sprintf("wave(s) %s leave more %s than budget %q allows (%d%s): the %s controller does not pace by it; rollplan gate, running with the policy, holds the controller to it", strings.Join(ws, ", "), what, b.Name, b.Limit, per, kind))
+	}
+	return out
 }
 
 // completeDue completes every item whose event is due by t.
