@@ -105,6 +105,7 @@ type compiled struct {
 
 type budgetProgram struct {
 	spec                                                      BudgetSpec
+	field                                                     string // spec.budgets[i], for messages
 	forEach, when, name                                       *program
 	maxUnavailable, maxSurge, groupBy, maxGroups, pdb, advise *program
 	source                                                    *program
@@ -274,8 +275,8 @@ func (cc *compiler) order(variants []OrderKeys) (*program, error) {
 }
 
 func (cc *compiler) budget(i int, b BudgetSpec) (budgetProgram, error) {
-	bp := budgetProgram{spec: b}
 	field := fmt.Sprintf("spec.budgets[%d]", i)
+	bp := budgetProgram{spec: b, field: field}
 	if (b.Name == "") == (b.NameExpression == "") {
 		return bp, fmt.Errorf("%s: %s: set exactly one of name and nameExpression", cc.p.where(), field)
 	}

@@ -9,7 +9,9 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
@@ -31,6 +33,7 @@ type Engine struct {
 	digest   string
 	// noClock: no budget reads a clock fact (budgetsIgnoreClock).
 	noClock bool
+	timeout time.Duration
 }
 
 var (
@@ -42,6 +45,9 @@ var (
 type Options struct {
 	// CostLimit per expression evaluation; 0 means DefaultCostLimit.
 	CostLimit uint64
+	// Timeout bounds each Decide call (one workload); 0: no bound but the
+	// caller's context. Evaluation stops with an engine.TimeoutError.
+	Timeout time.Duration
 }
 
 // New compiles the default strategy and the given policies (from Load).
@@ -58,7 +64,7 @@ func New(ps []*RolloutPolicy, o Options) (*Engine, error) {
 		return nil, err
 	}
 	h := sha256.New()
-	e := &Engine{}
+	e := &Engine{timeout: o.Timeout}
 	if e.defaults, err = compilePolicy(base, defs[0], o.CostLimit); err != nil {
 		return nil, err
 	}
@@ -105,8 +111,28 @@ func workloadID(r *facts.Rollout) string {
 // intersection, Recreate beats InPlace, budgets, halts and denials add up;
 // order, pacing and node preparation come from the first matching policy
 // (by name) that defines them, else from the default strategy.
-func (e *Engine) Decide(ctx context.Context, r *facts.Rollout) (*engine.Decisions, error) {
+func (e *Engine) Decide(parent context.Context, r *facts.Rollout) (*engine.Decisions, error) {
 	id := workloadID(r)
+	ctx := parent
+	if e.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(parent, e.timeout)
+		defer cancel()
+	}
+	// stopped reports a deadline or cancellation, checked between
+	// evaluations (an expression runs to its cost limit).
+	stopped := func() error {
+		if !engine.Stopped(ctx) {
+			return nil
+		}
+		if err := engine.Timeout(parent, ctx, id, e.timeout); err != nil {
+			return err
+		}
+		if err := parent.Err(); err != nil {
+			return fmt.Errorf("policy evaluation for %s stopped: %w", id, err)
+		}
+		return fmt.Errorf("policy evaluation for %s stopped: %w", id, context.DeadlineExceeded)
+	}
 	wv, err := workloadView(&r.Workload)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", id, err)
@@ -143,8 +169,10 @@ func (e *Engine) Decide(ctx context.Context, r *facts.Rollout) (*engine.Decision
 
 	d := &engine.Decisions{Pods: make([]engine.PodDecision, len(r.Pods))}
 	for i := range r.Pods {
-		if i%1024 == 0 && ctx.Err() != nil {
-			return nil, fmt.Errorf("policy evaluation for %s: %w", id, ctx.Err())
+		if i%1024 == 0 {
+			if err := stopped(); err != nil {
+				return nil, err
+			}
 		}
 		p := &r.Pods[i]
 		if p.Updated {
@@ -154,22 +182,25 @@ func (e *Engine) Decide(ctx context.Context, r *facts.Rollout) (*engine.Decision
 			a.setPod(p)
 		}
 		if err := decidePod(acts, orderBy, &d.Pods[i]); err != nil {
-			return nil, fmt.Errorf("%s for pod %s of %s", err, p.Name, id)
+			return nil, fmt.Errorf("%w for pod %s of %s", err, p.Name, id)
 		}
 	}
 	for _, a := range acts {
 		a.setPod(nil)
 	}
+	if err := stopped(); err != nil {
+		return nil, err
+	}
 	for _, a := range acts {
 		bs, err := a.budgets()
 		if err != nil {
-			return nil, fmt.Errorf("%s for %s", err, id)
+			return nil, fmt.Errorf("%w for %s", err, id)
 		}
 		d.Budgets = append(d.Budgets, bs...)
 	}
 	d.Budgets = nonNilSlice(d.Budgets)
 	if d.Pacing, err = pacingBy.str(pacingBy.c.pacing); err != nil {
-		return nil, fmt.Errorf("%s for %s", err, id)
+		return nil, fmt.Errorf("%w for %s", err, id)
 	}
 	if d.Pacing != engine.PacingWave && d.Pacing != engine.PacingRolling {
 		return nil, fmt.Errorf("%s: %s for %s: want \"wave\" or \"rolling\", got %q", pacingBy.c.policy.where(), pacingBy.c.pacing.field, id, d.Pacing)
@@ -178,18 +209,21 @@ func (e *Engine) Decide(ctx context.Context, r *facts.Rollout) (*engine.Decision
 		return nil, fmt.Errorf("%s: spec.nodePreparation is not defined for %s", prepBy.c.policy.where(), id)
 	}
 	if d.NodePreparation, err = prepBy.str(prepBy.c.nodePreparation); err != nil {
-		return nil, fmt.Errorf("%s for %s", err, id)
+		return nil, fmt.Errorf("%w for %s", err, id)
 	}
 	if !engine.ValidNodePreparation(d.NodePreparation) {
 		return nil, fmt.Errorf("%s: %s for %s: want \"none\", \"cordon\" or \"drain\", got %q", prepBy.c.policy.where(), prepBy.c.nodePreparation.field, id, d.NodePreparation)
 	}
 	for _, a := range acts {
 		if d.Halt, err = a.messages(a.c.halt, r.Pods, d.Halt); err != nil {
-			return nil, fmt.Errorf("%s of %s", err, id)
+			return nil, fmt.Errorf("%w of %s", err, id)
 		}
 		if d.Deny, err = a.messages(a.c.deny, nil, d.Deny); err != nil {
-			return nil, fmt.Errorf("%s of %s", err, id)
+			return nil, fmt.Errorf("%w of %s", err, id)
 		}
+	}
+	if err := stopped(); err != nil {
+		return nil, err
 	}
 	d.Halt, d.Deny = sortedSet(d.Halt), sortedSet(d.Deny)
 	return d, nil
@@ -403,7 +437,7 @@ func (a *activation) boolean(p *program) (bool, error) {
 	}
 	b, ok := v.(types.Bool)
 	if !ok {
-		return false, fmt.Errorf("%s: %s: want a bool, got %s", a.c.policy.where(), p.field, v.Type())
+		return false, fmt.Errorf("%s: %s: want true or false, got %s", a.c.policy.where(), p.field, describe(v))
 	}
 	return bool(b), nil
 }
@@ -415,7 +449,7 @@ func (a *activation) str(p *program) (string, error) {
 	}
 	s, ok := v.(types.String)
 	if !ok {
-		return "", fmt.Errorf("%s: %s: want a string, got %s", a.c.policy.where(), p.field, v.Type())
+		return "", fmt.Errorf("%s: %s: want a string, got %s", a.c.policy.where(), p.field, describe(v))
 	}
 	return string(s), nil
 }
@@ -427,10 +461,10 @@ func (a *activation) integer(p *program) (int, error) {
 	}
 	n, ok := v.(types.Int)
 	if !ok {
-		return 0, fmt.Errorf("%s: %s: want an int, got %s", a.c.policy.where(), p.field, v.Type())
+		return 0, fmt.Errorf("%s: %s: want a non-negative integer, got %s", a.c.policy.where(), p.field, describe(v))
 	}
 	if n < 0 || n > math.MaxInt32 {
-		return 0, fmt.Errorf("%s: %s: %d is out of range (0..%d)", a.c.policy.where(), p.field, n, math.MaxInt32)
+		return 0, fmt.Errorf("%s: %s: want a non-negative integer up to %d, got %d", a.c.policy.where(), p.field, math.MaxInt32, n)
 	}
 	return int(n), nil
 }
@@ -442,14 +476,14 @@ func (a *activation) strings(p *program) ([]string, error) {
 	}
 	l, ok := v.(traits.Lister)
 	if !ok {
-		return nil, fmt.Errorf("%s: %s: want a list of strings, got %s", a.c.policy.where(), p.field, v.Type())
+		return nil, fmt.Errorf("%s: %s: want a list of strings, got %s", a.c.policy.where(), p.field, describe(v))
 	}
 	n := int(l.Size().(types.Int))
 	out := make([]string, 0, n)
 	for i := range n {
 		s, ok := l.Get(types.Int(i)).(types.String)
 		if !ok {
-			return nil, fmt.Errorf("%s: %s: element %d is not a string", a.c.policy.where(), p.field, i)
+			return nil, fmt.Errorf("%s: %s: want a list of strings, got %s at index %d", a.c.policy.where(), p.field, describe(l.Get(types.Int(i))), i)
 		}
 		out = append(out, string(s))
 	}
@@ -566,7 +600,10 @@ func (a *activation) budgets() ([]engine.Budget, error) {
 			if err != nil {
 				return nil, err
 			}
-			l := v.(traits.Lister)
+			l, ok := v.(traits.Lister)
+			if !ok {
+				return nil, fmt.Errorf("%s: %s: want a list, got %s", a.c.policy.where(), bp.forEach.field, describe(v))
+			}
 			n := int(l.Size().(types.Int))
 			items = make([]any, n)
 			for i := range n {
@@ -631,11 +668,8 @@ func (a *activation) budget(bp budgetProgram) (engine.Budget, bool, error) {
 			return b, false, err
 		}
 	}
-	if b.Name == "" {
-		return b, false, fmt.Errorf("%s: budget with an empty name", a.c.policy.where())
-	}
-	if b.MaxGroups != nil && b.GroupBy == "" {
-		return b, false, fmt.Errorf("%s: budget %s: maxGroups needs groupBy", a.c.policy.where(), b.Name)
+	if err := engine.ValidateBudget(b); err != nil {
+		return b, false, fmt.Errorf("%s: %s: %w", a.c.policy.where(), bp.field, err)
 	}
 	return b, true, nil
 }
@@ -659,7 +693,7 @@ func (a *activation) messages(rules []messageProgram, pods []facts.Pod, out []st
 			a.setPod(&pods[i])
 			msg, ok, err := a.message(m)
 			if err != nil {
-				return nil, fmt.Errorf("%s for pod %s", err, pods[i].Name)
+				return nil, fmt.Errorf("%w for pod %s", err, pods[i].Name)
 			}
 			if ok {
 				out = append(out, msg)
@@ -684,4 +718,26 @@ func (a *activation) message(m messageProgram) (string, bool, error) {
 func canonical(p *RolloutPolicy) string {
 	b, _ := json.Marshal(p.Spec) // maps marshal in key order
 	return string(b)
+}
+
+// describe names a value in policy terms: scalars as written, lists and
+// maps by kind.
+func describe(v ref.Val) string {
+	switch x := v.(type) {
+	case types.String:
+		q := strconv.Quote(string(x))
+		if len(q) > 60 {
+			q = q[:57] + `..."`
+		}
+		return q
+	case types.Int, types.Uint, types.Double, types.Bool:
+		return fmt.Sprint(x.Value())
+	case types.Null:
+		return "null"
+	case traits.Lister:
+		return "a list"
+	case traits.Mapper:
+		return "a map"
+	}
+	return "a value of type " + v.Type().TypeName()
 }

@@ -133,6 +133,9 @@ func Load(paths []string) ([]*RolloutPolicy, error) {
 			return nil, fmt.Errorf("policy %s: %w", p, err)
 		}
 		if !st.IsDir() {
+			if strings.EqualFold(filepath.Ext(p), ".rego") {
+				return nil, fmt.Errorf("policy %s is a Rego file, not a CEL policy (RolloutPolicy YAML): Rego policies run on the rego engine", p)
+			}
 			files = append(files, p)
 			continue
 		}
@@ -148,6 +151,9 @@ func Load(paths []string) ([]*RolloutPolicy, error) {
 		if err != nil {
 			return nil, fmt.Errorf("policy %s: %w", p, err)
 		}
+	}
+	if len(paths) > 0 && len(files) == 0 {
+		return nil, fmt.Errorf("policy %s: no CEL policy files (.yaml, .yml, .json) found", strings.Join(paths, ", "))
 	}
 	sort.Strings(files)
 	var out []*RolloutPolicy

@@ -35,7 +35,7 @@ func (w *workload) budgets() ([]engine.Budget, error) {
 		})
 	}
 	for _, b := range out {
-		if err := checkBudget(b); err != nil {
+		if err := engine.ValidateBudget(b); err != nil {
 			return nil, fmt.Errorf("native default strategy: rule budgets for %s: %w", w.id, err)
 		}
 	}
@@ -43,17 +43,6 @@ func (w *workload) budgets() ([]engine.Budget, error) {
 }
 
 func intp(v int) *int { return &v }
-
-// checkBudget makes the checks of rego's checkBudget on the default's
-// budgets: only negative limits can fail (hand-built facts).
-func checkBudget(b engine.Budget) error {
-	for _, v := range []*int{b.MaxUnavailable, b.MaxSurge, b.MaxGroups} {
-		if v != nil && *v < 0 {
-			return fmt.Errorf("budget %s: limits must be greater than or equal to 0", b.Name)
-		}
-	}
-	return nil
-}
 
 func unavailableBudget(n int, source string) engine.Budget {
 	return engine.Budget{Name: "maxUnavailable", MaxUnavailable: intp(n), Source: source}

@@ -2,7 +2,6 @@ package rego
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -47,7 +46,10 @@ func New(ctx context.Context, b *Bundle, timeout time.Duration) (*Engine, error)
 		}
 		pq, err := rego.New(opts...).PrepareForEval(ctx)
 		if err != nil {
-			return pq, fmt.Errorf("compile policy %s: %w", strings.Join(b.Sources, ", "), err)
+			if where, msg, ok := regoError(err); ok && where != "" && !strings.HasPrefix(where, resolverFile+":") {
+				return pq, fmt.Errorf("policy %s: %w", where, &lineError{line: msg, err: err})
+			}
+			return pq, fmt.Errorf("compile policy %s: %w", strings.Join(b.Sources, ", "), oneLineError(err))
 		}
 		return pq, nil
 	}
@@ -74,16 +76,19 @@ func (e *Engine) BudgetsIgnoreClock() bool { return e.noClock }
 
 // DecideBudgets implements engine.BudgetDecider: the budgets rule alone,
 // without the per-pod rules.
-func (e *Engine) DecideBudgets(ctx context.Context, r *facts.Rollout) ([]engine.Budget, error) {
-	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+func (e *Engine) DecideBudgets(parent context.Context, r *facts.Rollout) ([]engine.Budget, error) {
+	ctx, cancel := context.WithTimeout(parent, e.timeout)
 	defer cancel()
 	in, err := inputValue(r)
 	if err != nil {
 		return nil, fmt.Errorf("%s: convert facts: %w", workloadID(r), err)
 	}
+	if engine.Stopped(ctx) { // a deadline already past, or the caller gone
+		return nil, e.evalError(parent, ctx, r, context.DeadlineExceeded)
+	}
 	rs, err := e.budgets.Eval(ctx, rego.EvalVirtualCache(newRuleCache()), rego.EvalParsedInput(in), rego.EvalGenerateJSON(func(t *ast.Term, _ *rego.EvalContext) (any, error) { return t, nil }))
 	if err != nil {
-		return nil, fmt.Errorf("policy evaluation for %s: %w", workloadID(r), err)
+		return nil, e.evalError(parent, ctx, r, err)
 	}
 	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
 		return nil, fmt.Errorf("policy %s: rule budgets is undefined for %s", e.bundle.where("budgets"), workloadID(r))
@@ -92,25 +97,41 @@ func (e *Engine) DecideBudgets(ctx context.Context, r *facts.Rollout) ([]engine.
 	if !ok {
 		return nil, fmt.Errorf("policy evaluation for %s: unexpected result %T", workloadID(r), rs[0].Expressions[0].Value)
 	}
-	var out []engine.Budget
-	if err := decodeJSON(term, &out); err != nil {
+	out, err := decodeBudgets(term)
+	if err != nil {
 		return nil, fmt.Errorf("policy %s: rule budgets for %s: %w", e.bundle.where("budgets"), workloadID(r), err)
-	}
-	for _, b := range out {
-		if err := checkBudget(b); err != nil {
-			return nil, fmt.Errorf("policy %s: rule budgets for %s: %w", e.bundle.where("budgets"), workloadID(r), err)
-		}
 	}
 	return out, nil
 }
 
+// evalError reports an evaluation that failed: stopped by the engine's
+// timeout (engine.TimeoutError), cancelled by the caller, or an error of the
+// policy, as one line naming the workload.
+func (e *Engine) evalError(parent, ctx context.Context, r *facts.Rollout, err error) error {
+	id := workloadID(r)
+	if terr := engine.Timeout(parent, ctx, id, e.timeout); terr != nil {
+		return terr
+	}
+	if perr := parent.Err(); perr != nil {
+		return fmt.Errorf("policy evaluation for %s stopped: %w", id, perr)
+	}
+	if where, msg, ok := regoError(err); ok && where != "" {
+		return fmt.Errorf("policy %s: evaluation for %s: %w", where, id, &lineError{line: msg, err: err})
+	}
+	return fmt.Errorf("policy evaluation for %s: %w", id, oneLineError(err))
+}
+
 func mustParse(src string) *ast.Module {
-	m, err := ast.ParseModuleWithOpts("rollplan/resolver.rego", src, ast.ParserOptions{RegoVersion: ast.RegoV1})
+	m, err := ast.ParseModuleWithOpts(resolverFile, src, ast.ParserOptions{RegoVersion: ast.RegoV1})
 	if err != nil {
 		panic(fmt.Sprintf("generated resolver does not parse: %v\n%s", err, src))
 	}
 	return m
 }
+
+// Warnings are the bundle's warnings (see Bundle.Warnings), for the caller
+// to show.
+func (e *Engine) Warnings() []string { return e.bundle.Warnings }
 
 // Name implements engine.Engine.
 func (e *Engine) Name() string { return "rego" }
@@ -123,16 +144,19 @@ func workloadID(r *facts.Rollout) string {
 }
 
 // Decide implements engine.Engine: one evaluation per workload.
-func (e *Engine) Decide(ctx context.Context, r *facts.Rollout) (*engine.Decisions, error) {
-	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+func (e *Engine) Decide(parent context.Context, r *facts.Rollout) (*engine.Decisions, error) {
+	ctx, cancel := context.WithTimeout(parent, e.timeout)
 	defer cancel()
 	in, err := inputValue(r)
 	if err != nil {
 		return nil, fmt.Errorf("%s: convert facts: %w", workloadID(r), err)
 	}
+	if engine.Stopped(ctx) { // a deadline already past, or the caller gone
+		return nil, e.evalError(parent, ctx, r, context.DeadlineExceeded)
+	}
 	rs, err := e.query.Eval(ctx, rego.EvalVirtualCache(newRuleCache()), rego.EvalParsedInput(in), rego.EvalGenerateJSON(func(t *ast.Term, _ *rego.EvalContext) (any, error) { return t, nil }))
 	if err != nil {
-		return nil, fmt.Errorf("policy evaluation for %s: %w", workloadID(r), err)
+		return nil, e.evalError(parent, ctx, r, err)
 	}
 	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
 		return nil, e.diagnoseUndefined(ctx, r, in)
@@ -202,25 +226,21 @@ func (e *Engine) decode(ctx context.Context, r *facts.Rollout, in ast.Value, ter
 			return nil, e.diagnosePod(ctx, r, in, i)
 		}
 	}
-	if err := decodeJSON(obj.Get(ast.StringTerm("budgets")), &d.Budgets); err != nil {
+	var err error
+	if d.Budgets, err = decodeBudgets(obj.Get(ast.StringTerm("budgets"))); err != nil {
 		return nil, fmt.Errorf("policy %s: rule budgets for %s: %w", e.bundle.where("budgets"), id, err)
 	}
-	for _, b := range d.Budgets {
-		if err := checkBudget(b); err != nil {
-			return nil, fmt.Errorf("policy %s: rule budgets for %s: %w", e.bundle.where("budgets"), id, err)
-		}
+	if d.Pacing, ok = decodeString(obj.Get(ast.StringTerm("pacing"))); !ok || (d.Pacing != engine.PacingWave && d.Pacing != engine.PacingRolling) {
+		return nil, fmt.Errorf("policy %s: rule pacing for %s: want \"wave\" or \"rolling\", got %s", e.bundle.where("pacing"), id, describe(obj.Get(ast.StringTerm("pacing"))))
 	}
-	if err := decodeJSON(obj.Get(ast.StringTerm("pacing")), &d.Pacing); err != nil || (d.Pacing != engine.PacingWave && d.Pacing != engine.PacingRolling) {
-		return nil, fmt.Errorf("policy %s: rule pacing for %s: want \"wave\" or \"rolling\", got %v", e.bundle.where("pacing"), id, obj.Get(ast.StringTerm("pacing")))
+	if d.NodePreparation, ok = decodeString(obj.Get(ast.StringTerm("nodePreparation"))); !ok || !engine.ValidNodePreparation(d.NodePreparation) {
+		return nil, fmt.Errorf("policy %s: rule node_preparation for %s: want \"none\", \"cordon\" or \"drain\", got %s", e.bundle.where("node_preparation"), id, describe(obj.Get(ast.StringTerm("nodePreparation"))))
 	}
-	if err := decodeJSON(obj.Get(ast.StringTerm("nodePreparation")), &d.NodePreparation); err != nil || !engine.ValidNodePreparation(d.NodePreparation) {
-		return nil, fmt.Errorf("policy %s: rule node_preparation for %s: want \"none\", \"cordon\" or \"drain\", got %v", e.bundle.where("node_preparation"), id, obj.Get(ast.StringTerm("nodePreparation")))
+	if d.Halt, err = decodeStrings(obj.Get(ast.StringTerm("halt"))); err != nil {
+		return nil, fmt.Errorf("policy %s: rule halt for %s: %w", e.bundle.where("halt"), id, err)
 	}
-	if err := decodeJSON(obj.Get(ast.StringTerm("halt")), &d.Halt); err != nil {
-		return nil, fmt.Errorf("policy %s: rule halt for %s: want a list of strings: %w", e.bundle.where("halt"), id, err)
-	}
-	if err := decodeJSON(obj.Get(ast.StringTerm("deny")), &d.Deny); err != nil {
-		return nil, fmt.Errorf("policy %s: rule deny for %s: want a list of strings: %w", e.bundle.where("deny"), id, err)
+	if d.Deny, err = decodeStrings(obj.Get(ast.StringTerm("deny"))); err != nil {
+		return nil, fmt.Errorf("policy %s: rule deny for %s: %w", e.bundle.where("deny"), id, err)
 	}
 	// A set answer arrives sorted; a list keeps the policy's order. Sorting
 	// here keeps the plan independent of how the policy built it.
@@ -244,41 +264,6 @@ func (e *Engine) diagnosePod(ctx context.Context, r *facts.Rollout, in ast.Value
 		}
 	}
 	return fmt.Errorf("policy evaluation for %s: no decision for pod %s", workloadID(r), r.Pods[i].Name)
-}
-
-func checkBudget(b engine.Budget) error {
-	if b.Name == "" {
-		return errors.New("a budget has no name")
-	}
-	for _, v := range []*int{b.MaxUnavailable, b.MaxSurge, b.MaxGroups} {
-		if v != nil && *v < 0 {
-			return fmt.Errorf("budget %s: limits must be greater than or equal to 0", b.Name)
-		}
-	}
-	if b.MaxUnavailable == nil && b.MaxSurge == nil && b.MaxGroups == nil {
-		return fmt.Errorf("budget %s sets none of maxUnavailable, maxSurge, maxGroups", b.Name)
-	}
-	if b.MaxGroups != nil && b.GroupBy == "" {
-		return fmt.Errorf("budget %s: maxGroups needs groupBy", b.Name)
-	}
-	return nil
-}
-
-func decodeJSON(t *ast.Term, into any) error {
-	if t == nil {
-		return errors.New("undefined")
-	}
-	v, err := ast.JSON(t.Value)
-	if err != nil {
-		return err
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	return dec.Decode(into)
 }
 
 func decodeScope(t *ast.Term, p *engine.PodDecision) error {

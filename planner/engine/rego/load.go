@@ -27,6 +27,8 @@ const (
 	EntryPackage    = "rollplan.strategy"
 	DefaultsPackage = "rollplan.defaults"
 	resolverPackage = "rollplan.resolved"
+	// resolverFile names the generated resolver module in messages.
+	resolverFile = "rollplan/resolver.rego"
 )
 
 // Per-pod rules (functions of one pod) and workload rules of the contract.
@@ -45,6 +47,73 @@ type Bundle struct {
 	Digest string
 	// Sources: the user's policy paths, for messages.
 	Sources []string
+	// Warnings: files of the bundle that cannot take part in any decision
+	// (a package neither contract package nor referred to by another file).
+	Warnings []string
+}
+
+// checkRuleShape: the per-pod rules of the contract are functions of one
+// pod, the workload rules are values.
+func checkRuleShape(file string, r *ast.Rule, name string) error {
+	loc := file
+	if r.Location != nil {
+		loc = fmt.Sprintf("%s:%d", file, r.Location.Row)
+	}
+	args := len(r.Head.Args)
+	for _, p := range podRules {
+		if name == p && args != 1 {
+			return fmt.Errorf("policy %s: rule %s must be a function of one pod, as %s(pod) := ..., got %d argument(s)", loc, name, name, args)
+		}
+	}
+	for _, w := range workloadRules {
+		if name == w && args != 0 {
+			return fmt.Errorf("policy %s: rule %s answers for the workload and takes no argument: write %s := ... (read input.workload)", loc, name, name)
+		}
+	}
+	return nil
+}
+
+// unreferencedPackages warns about each file whose package is neither a
+// contract package nor referred to (imported, or read as data.<package>) by
+// another file: it has no effect, which is usually a misspelt package name.
+func unreferencedPackages(names []string, modules map[string]*ast.Module) []string {
+	var refs []ast.Ref
+	for _, n := range names {
+		m := modules[n]
+		self := m.Package.Path
+		for _, imp := range m.Imports {
+			if r, ok := imp.Path.Value.(ast.Ref); ok {
+				refs = append(refs, r)
+			}
+		}
+		for _, rule := range m.Rules {
+			ast.WalkRefs(rule, func(r ast.Ref) bool {
+				if r.HasPrefix(ast.DefaultRootRef) && !r.HasPrefix(self) {
+					refs = append(refs, r.ConstantPrefix())
+				}
+				return false
+			})
+		}
+	}
+	var out []string
+	for _, n := range names {
+		path := modules[n].Package.Path
+		pkg := strings.TrimPrefix(path.String(), "data.")
+		if pkg == EntryPackage || pkg == DefaultsPackage {
+			continue
+		}
+		used := false
+		for _, r := range refs {
+			if r.HasPrefix(path) || path.HasPrefix(r) {
+				used = true
+				break
+			}
+		}
+		if !used {
+			out = append(out, fmt.Sprintf("policy %s: package %s is not the entry package (%s) and no other policy file refers to it: it has no effect", n, pkg, EntryPackage))
+		}
+	}
+	return out
 }
 
 // LoadBundle parses the default library and the Rego files under paths
@@ -57,6 +126,10 @@ func LoadBundle(paths []string) (*Bundle, error) {
 			return nil, fmt.Errorf("policy %s: %w", p, err)
 		}
 		if !st.IsDir() {
+			switch strings.ToLower(filepath.Ext(p)) {
+			case ".yaml", ".yml", ".json":
+				return nil, fmt.Errorf("policy %s is not a Rego file (.rego): CEL policies (RolloutPolicy YAML) run on the cel engine", p)
+			}
 			b, err := os.ReadFile(p)
 			if err != nil {
 				return nil, fmt.Errorf("read policy %s: %w", p, err)
@@ -95,21 +168,32 @@ func parseBundle(files map[string]string, sources []string) (*Bundle, error) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	hasDefaults := false
+	hasDefaults, hasEntry := false, false
+	var others []string // "FILE has package P" for the files in neither contract package
 	for _, n := range names {
 		m, err := ast.ParseModuleWithOpts(n, files[n], ast.ParserOptions{RegoVersion: ast.RegoV1})
 		if err != nil {
-			return nil, fmt.Errorf("policy %s: %w", n, err)
+			if where, msg, ok := regoError(err); ok && where != "" {
+				return nil, fmt.Errorf("policy %s: %w", where, &lineError{line: msg, err: err})
+			}
+			return nil, fmt.Errorf("policy %s: %w", n, oneLineError(err))
+		}
+		if m == nil || m.Package == nil {
+			return nil, fmt.Errorf("policy %s: no package declaration: the entry package is %s", n, EntryPackage)
 		}
 		pkg := strings.TrimPrefix(m.Package.Path.String(), "data.")
 		switch pkg {
 		case DefaultsPackage:
 			hasDefaults = true
 		case EntryPackage:
+			hasEntry = true
 			for _, r := range m.Rules {
 				name := r.Head.Name.String()
 				if name == "" && len(r.Head.Reference) > 0 {
 					name = r.Head.Reference[0].String()
+				}
+				if err := checkRuleShape(n, r, name); err != nil {
+					return nil, err
 				}
 				if _, ok := b.Defines[name]; !ok {
 					b.Defines[name] = n
@@ -117,9 +201,18 @@ func parseBundle(files map[string]string, sources []string) (*Bundle, error) {
 			}
 		case resolverPackage:
 			return nil, fmt.Errorf("policy %s: package %s is reserved for rollplan", n, resolverPackage)
+		default:
+			others = append(others, fmt.Sprintf("%s has package %s", n, pkg))
 		}
 		b.Modules[n] = m
 	}
+	if !hasEntry && len(others) > 0 {
+		// Library packages are fine beside an entry package; without one,
+		// nothing of the policy would run.
+		return nil, fmt.Errorf("policy %s: no file declares package %s (%s): the entry package must be %s; library packages it imports may sit beside it",
+			strings.Join(sources, ", "), EntryPackage, strings.Join(others, "; "), EntryPackage)
+	}
+	b.Warnings = unreferencedPackages(names, b.Modules)
 	if !hasDefaults {
 		const n = "rollplan/defaults.rego"
 		m, err := ast.ParseModuleWithOpts(n, policies.Defaults, ast.ParserOptions{RegoVersion: ast.RegoV1})
