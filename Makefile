@@ -12,7 +12,7 @@ all: build
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/rollplan ./cmd/rollplan
 
-## demo: plan a bundled scenario and print the table
+## demo: plan two bundled scenarios and explain one pod's place in a third
 demo: build
 	./bin/rollplan plan -f testdata/scenarios/deploy-rolling-10-25pct/snapshot.yaml --now 2026-03-01T12:00:00Z
 	@echo

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -43,8 +44,15 @@ const (
 	// CertChecksumAnnotation, on the gate's pod template, changes with the
 	// serving certificate so that a new one rolls the gate out.
 	CertChecksumAnnotation = "rollplan.dev/serving-cert-sha256"
+	// PolicyConfigMapName names the ConfigMap holding the gate's policy
+	// files (Options.Policy), mounted at PolicyMountPath.
+	PolicyConfigMapName = "rollplan-gate-policy"
+	// PolicyMountPath is where the gate container sees the policy files.
+	PolicyMountPath = "/etc/rollplan/policy"
 
 	imageName = "rollplan"
+	// gateContainer names the container that runs rollplan gate.
+	gateContainer = "gate"
 	// namespaceLabel is the label the webhooks' namespaceSelectors exclude
 	// namespaces by (set by the API server on every namespace).
 	namespaceLabel = "kubernetes.io/metadata.name"
@@ -63,6 +71,17 @@ type Options struct {
 	// ServingCert and ServingKey (PEM), if set, are rendered as the
 	// Secret SecretName; set both or neither.
 	ServingCert, ServingKey []byte
+	// Policy, if set, is the gate's policy: file name (a ConfigMap key)
+	// → content. It is rendered as the ConfigMap PolicyConfigMapName,
+	// mounted at PolicyMountPath, and the gate gets one --policy per file.
+	// The gate names the files, not the directory: the kubelet's mount
+	// holds every file twice (the key, a symlink, and the real file under
+	// a hidden ..TIMESTAMP directory), and a policy loader walking the
+	// directory would read each policy twice. Through the symlinks the
+	// gate still sees an edited ConfigMap and reloads it.
+	Policy map[string][]byte
+	// Engine, if set, is the gate's --engine.
+	Engine string
 }
 
 // Render returns the manifests as one multi-document YAML stream, in the
@@ -81,6 +100,11 @@ func Render(o Options) ([]byte, error) {
 	if (len(o.ServingCert) == 0) != (len(o.ServingKey) == 0) {
 		return nil, errors.New("serving certificate and key: set both or neither")
 	}
+	for k := range o.Policy {
+		if errs := validation.IsConfigMapKey(k); len(errs) > 0 {
+			return nil, fmt.Errorf("policy file name %q: %s", k, strings.Join(errs, "; "))
+		}
+	}
 
 	objs, err := load()
 	if err != nil {
@@ -96,6 +120,11 @@ func Render(o Options) ([]byte, error) {
 		}
 		if _, ok := obj.(*corev1.Namespace); ok && len(o.ServingCert) > 0 {
 			if err := writeDoc(&out, tlsSecret(o)); err != nil {
+				return nil, err
+			}
+		}
+		if _, ok := obj.(*corev1.Namespace); ok && len(o.Policy) > 0 {
+			if err := writeDoc(&out, policyConfigMap(o)); err != nil {
 				return nil, err
 			}
 		}
@@ -234,6 +263,9 @@ func customize(obj any, o Options) error {
 			sum := sha256.Sum256(o.ServingCert)
 			metav1.SetMetaDataAnnotation(&obj.Spec.Template.ObjectMeta, CertChecksumAnnotation, hex.EncodeToString(sum[:]))
 		}
+		if err := gatePolicy(spec, o); err != nil {
+			return err
+		}
 	case *policyv1.PodDisruptionBudget:
 		obj.Namespace = o.Namespace
 	case *admissionregistrationv1.ValidatingWebhookConfiguration:
@@ -293,6 +325,58 @@ func contains(ss []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// gatePolicy gives the gate container --engine, and --policy with the
+// volume of the policy ConfigMap.
+func gatePolicy(spec *corev1.PodSpec, o Options) error {
+	if o.Engine == "" && len(o.Policy) == 0 {
+		return nil
+	}
+	var gate *corev1.Container
+	for i := range spec.Containers {
+		if spec.Containers[i].Name == gateContainer {
+			gate = &spec.Containers[i]
+		}
+	}
+	if gate == nil {
+		return fmt.Errorf("deployment.yaml: no container %q to give the policy to", gateContainer)
+	}
+	if o.Engine != "" {
+		gate.Args = append(gate.Args, "--engine="+o.Engine)
+	}
+	if len(o.Policy) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(o.Policy))
+	for k := range o.Policy {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		gate.Args = append(gate.Args, "--policy="+PolicyMountPath+"/"+k)
+	}
+	gate.VolumeMounts = append(gate.VolumeMounts, corev1.VolumeMount{Name: "policy", MountPath: PolicyMountPath, ReadOnly: true})
+	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "policy", VolumeSource: corev1.VolumeSource{
+		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: PolicyConfigMapName}},
+	}})
+	return nil
+}
+
+func policyConfigMap(o Options) *corev1.ConfigMap {
+	cm := &corev1.ConfigMap{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      PolicyConfigMapName,
+			Namespace: o.Namespace,
+			Labels:    map[string]string{"app.kubernetes.io/name": "rollplan-gate"},
+		},
+		Data: map[string]string{},
+	}
+	for k, v := range o.Policy {
+		cm.Data[k] = string(v)
+	}
+	return cm
 }
 
 func tlsSecret(o Options) *corev1.Secret {

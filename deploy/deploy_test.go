@@ -237,6 +237,7 @@ func TestRenderErrors(t *testing.T) {
 		{"bad namespace", Options{Namespace: "Rollplan_System"}, "namespace"},
 		{"certificate without key", Options{ServingCert: testCert}, "both or neither"},
 		{"key without certificate", Options{ServingKey: testKey}, "both or neither"},
+		{"policy file name not a ConfigMap key", Options{Policy: map[string][]byte{"sub/policy.rego": nil}}, `policy file name "sub/policy.rego"`},
 	} {
 		if _, err := Render(c.opts); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want one mentioning %q", c.name, err, c.want)

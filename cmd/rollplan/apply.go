@@ -124,12 +124,12 @@ Exit codes: 0 done (or, with --once or --dry-run, the step succeeded),
 	fl.StringSliceVar(&pf.policies, "policy", nil, "policy files or directories: Rego (entry package rollplan.strategy) or CEL RolloutPolicy YAML; default: the built-in strategy")
 	fl.StringVar(&pf.engine, "engine", "", "policy engine: rego, cel or native; default: cel when --policy names YAML files, else rego")
 	fl.StringVar(&pf.featureGates, "feature-gates", "", "cluster feature gates that change upstream behaviour, e.g. MaxUnavailableStatefulSet=true")
-	fl.DurationVar(&pf.timeout, "policy-timeout", time.Minute, "deadline for evaluating the policy at each step")
+	durationVar(fl, &pf.timeout, "policy-timeout", time.Minute, positive, "deadline for evaluating the policy at each step")
 	fl.StringVar(&dryRun, "dry-run", "none", `"server": send every write of one step with dryRun=All and report what would change; "none": apply`)
 	fl.Lookup("dry-run").NoOptDefVal = "server"
 	fl.StringVar(&deleteMethod, "delete-method", executor.DeleteEvict, `how a recreation removes a pod: "evict" through the Eviction API (PodDisruptionBudgets honoured), or "delete": a plain delete with a UID precondition, for clusters where eviction is not allowed (PodDisruptionBudgets are then NOT enforced by the API server; only the plan's budgets hold)`)
 	fl.BoolVar(&once, "once", false, "carry out one step and exit, done or not")
-	fl.DurationVar(&timeout, "timeout", 0, "give up after this long (exit 1); 0: no limit")
+	durationVarOff(fl, &timeout, "timeout", 0, zeroOrPositive, "no limit", "give up after this long (exit 1); 0: no limit")
 	fl.StringVar(&metrics, "metrics-bind-address", "", `serve Prometheus metrics on this address at /metrics (e.g. ":8080"); "": off`)
 	return cmd
 }

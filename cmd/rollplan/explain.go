@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
+	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -21,10 +23,20 @@ func newExplainCommand() *cobra.Command {
 			if len(args) != 1 {
 				return usageError{fmt.Errorf("explain takes one pod name (POD or NAMESPACE/POD), got %d arguments", len(args))}
 			}
+			if ns, _, ok := strings.Cut(args[0], "/"); ok && f.namespace != "" && ns != f.namespace {
+				return usageError{fmt.Errorf("pod %s names namespace %q but -n names %q: drop -n, or pass the pod name alone", args[0], ns, f.namespace)}
+			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			res, err := f.run(cmd.Context(), cmd.ErrOrStderr())
+			// Plan every namespace: explain looks for the pod in -n,
+			// and can then say where a pod of that name is instead.
+			if _, err := f.target(); err != nil {
+				return err
+			}
+			all := f
+			all.namespace = ""
+			res, err := all.run(cmd.Context(), cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -78,7 +90,7 @@ func explain(out io.Writer, res *plan.Result, arg, namespace string) error {
 			fmt.Fprintln(out, "  scope:       in this rollout")
 			fmt.Fprintf(out, "  eligibility: %s: %s\n", pd.Action, strings.Join(pd.Reasons, "; "))
 			if o, ok := det.Overrides[p.Name]; ok {
-				fmt.Fprintf(out, "               (Go overrode the policy's InPlace: %s)\n", o)
+				fmt.Fprintf(out, "               (Go overrode the policy: %s)\n", o)
 			}
 			fmt.Fprintf(out, "  order key:   %v\n", pd.Order)
 			if len(wp.Halted) > 0 {
@@ -117,7 +129,24 @@ func explain(out io.Writer, res *plan.Result, arg, namespace string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("pod %s is not a pod of any Deployment, StatefulSet or DaemonSet in the snapshot", arg)
+	// Not found: say where it was looked for, and where it is.
+	var elsewhere []string
+	for _, det := range res.Details {
+		r := det.Facts
+		for i := range r.Pods {
+			if r.Pods[i].Name == name && !slices.Contains(elsewhere, r.Workload.Namespace) {
+				elsewhere = append(elsewhere, r.Workload.Namespace)
+			}
+		}
+	}
+	sort.Strings(elsewhere)
+	if ns == "" {
+		return fmt.Errorf("pod %s is not a pod of any Deployment, StatefulSet or DaemonSet in the snapshot: check the pod name", arg)
+	}
+	if len(elsewhere) > 0 {
+		return fmt.Errorf("pod %s is not a pod of any Deployment, StatefulSet or DaemonSet in namespace %q of the snapshot; a pod of that name is in %s: explain %s/%s, or pass -n %s", name, ns, namespaces(elsewhere), elsewhere[0], name, elsewhere[0])
+	}
+	return fmt.Errorf("pod %s is not a pod of any Deployment, StatefulSet or DaemonSet in namespace %q of the snapshot: check the name and the namespace", name, ns)
 }
 
 func contains(xs []string, s string) bool {

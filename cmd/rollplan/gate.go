@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -115,6 +116,9 @@ kustomize base in deploy/.`,
 			if err != nil {
 				return err
 			}
+			for _, w := range engineWarnings(eng) {
+				log.Warn("policy", "warning", w)
+			}
 			cl, err := connectCluster(&config)
 			if err != nil {
 				return err
@@ -171,7 +175,7 @@ kustomize base in deploy/.`,
 	fl.StringSliceVar(&pf.policies, "policy", nil, "policy files or directories: Rego (entry package rollplan.strategy) or CEL RolloutPolicy YAML; default: the built-in strategy")
 	fl.StringVar(&pf.engine, "engine", "", "policy engine: rego, cel or native; default: cel when --policy names YAML files, else rego")
 	fl.StringVar(&pf.featureGates, "feature-gates", "", "cluster feature gates that change upstream behaviour, e.g. MaxUnavailableStatefulSet=true")
-	fl.DurationVar(&pf.timeout, "policy-timeout", 2*time.Second, "deadline for evaluating the policy for one request")
+	durationVar(fl, &pf.timeout, "policy-timeout", 2*time.Second, positive, "deadline for evaluating the policy for one request")
 	fl.StringVar(&certFile, "tls-cert-file", "", "serving certificate (PEM); re-read when it changes")
 	fl.StringVar(&keyFile, "tls-private-key-file", "", "serving certificate's private key (PEM)")
 	fl.StringVar(&enforcement, "enforcement", gate.Deny, "deny, warn (admit with a warning) or dryrun (admit, log only); a workload's rollplan.dev/gate-enforcement annotation overrides it")
@@ -180,8 +184,8 @@ kustomize base in deploy/.`,
 	fl.StringVar(&metrics, "metrics-bind-address", ":8080", `address of Prometheus /metrics; "": off`)
 	fl.StringToStringVar(&policyModes, "policy-enforcement", nil, "enforcement per policy name, for workloads whose rollplan.dev/policy annotation names it, e.g. strict=deny,canary=warn")
 	fl.StringSliceVar(&exempt, "exempt-namespaces", nil, "namespaces never gated, besides kube-system and the gate's own")
-	fl.DurationVar(&reservationTTL, "reservation-ttl", 30*time.Second, "how long an admitted disruption holds its budget at most before the cache shows it")
-	fl.DurationVar(&reload, "policy-reload-interval", 10*time.Second, "how often to check --policy files for changes; 0: never")
+	durationVar(fl, &reservationTTL, "reservation-ttl", 30*time.Second, positiveSeconds, "how long an admitted disruption holds its budget at most before the cache shows it (at least 1s)")
+	durationVarOff(fl, &reload, "policy-reload-interval", 10*time.Second, zeroOrSeconds, "never", "how often to check --policy files for changes (at least 1s); 0: never")
 	cmd.AddCommand(newGateManifestsCommand())
 	return cmd
 }
@@ -203,14 +207,28 @@ func watchPolicies(ctx context.Context, paths []string, every time.Duration, log
 }
 
 // policyFilesDigest hashes the names and contents of every file under paths.
+// Symlinked files are read through (a mounted ConfigMap's keys are symlinks
+// into its current version); the kubelet's own ..data symlink and
+// ..TIMESTAMP directories of a mounted ConfigMap are left out: the first
+// is a directory (it cannot be read as a file), the second the same files
+// again.
 func policyFilesDigest(paths []string) (string, error) {
 	var files []string
 	for _, p := range paths {
 		err := filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
-			if err == nil && !d.IsDir() {
+			if err != nil {
+				return err
+			}
+			if path != p && strings.HasPrefix(d.Name(), "..") {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if !d.IsDir() {
 				files = append(files, path)
 			}
-			return err
+			return nil
 		})
 		if err != nil {
 			return "", err

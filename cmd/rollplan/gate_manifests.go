@@ -1,7 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -9,19 +14,88 @@ import (
 
 	"github.com/rollplan/rollplan/deploy"
 	"github.com/rollplan/rollplan/gate/certs"
+	celpolicy "github.com/rollplan/rollplan/planner/engine/cel"
 )
 
 // gateManifestsNow is the time certificates start from; tests fix it.
 var gateManifestsNow = time.Now
+
+// maxPolicyBytes is what a ConfigMap holds at most (1 MiB).
+const maxPolicyBytes = 1 << 20
+
+// gatePolicyFiles reads the files the engine of kind loads from paths (a
+// file named is taken as it is; a directory gives its .rego files for rego,
+// its RolloutPolicy YAML for cel, tests left out), keyed by their path
+// below the directory with "/" as "_": the ConfigMap keys.
+func gatePolicyFiles(kind string, paths []string) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	from := map[string]string{}
+	total := 0
+	add := func(key, file string) error {
+		if errs := validation.IsConfigMapKey(key); len(errs) > 0 {
+			return fmt.Errorf("policy %s: the file name %q cannot be a ConfigMap key (%s): rename the file", file, key, strings.Join(errs, "; "))
+		}
+		if prev, dup := from[key]; dup {
+			return fmt.Errorf("policy %s: it and %s would both be the ConfigMap key %q: rename one", file, prev, key)
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return fmt.Errorf("policy %s: %w", file, err)
+		}
+		if total += len(b); total > maxPolicyBytes {
+			return fmt.Errorf("policy %s: the policy files exceed the 1 MiB a ConfigMap holds: mount them into the gate yourself (see deploy/deployment.yaml)", strings.Join(paths, ", "))
+		}
+		out[key], from[key] = b, file
+		return nil
+	}
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("policy %s: %w", p, err)
+		}
+		if !st.IsDir() {
+			if err := add(filepath.Base(p), p); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			name := d.Name()
+			load := false
+			switch kind {
+			case "rego":
+				load = strings.HasSuffix(name, ".rego") && !strings.HasSuffix(name, "_test.rego")
+			case "cel":
+				load = celpolicy.IsPolicyFile(path)
+			}
+			if !load {
+				return nil
+			}
+			rel, err := filepath.Rel(p, path)
+			if err != nil {
+				return err
+			}
+			return add(strings.ReplaceAll(filepath.ToSlash(rel), "/", "_"), path)
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
 
 func newGateManifestsCommand() *cobra.Command {
 	var (
 		namespace string
 		image     string
 		validFor  time.Duration
+		pf        planFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "manifests [--namespace rollplan-system] [--image rollplan:latest] [--valid-for 8760h]",
+		Use:   "manifests [--namespace rollplan-system] [--image rollplan:latest] [--valid-for 8760h] [--policy P]",
 		Short: "Print the gate's install manifests, with a new CA and serving certificate",
 		Long: `Print everything the gate needs, as one YAML stream for kubectl: its
 namespace, service account and RBAC, Deployment, Service, PodDisruptionBudget,
@@ -29,6 +103,13 @@ the ValidatingWebhookConfiguration, and a kubernetes.io/tls Secret
 rollplan-gate-tls holding a serving certificate for the gate's Service,
 signed by a CA generated on the spot; the webhooks trust that CA (caBundle).
 The CA's key is not kept anywhere.
+
+With --policy, the policy files (those the engine loads: .rego files but
+*_test.rego for Rego, RolloutPolicy YAML but *_test.yaml for CEL) are
+compiled, then written into a ConfigMap rollplan-gate-policy that the gate
+mounts at /etc/rollplan/policy, one --policy flag per file. The gate
+reloads them when the ConfigMap changes (kubectl apply of new manifests,
+or kubectl edit); no restart is needed.
 
 For a quick install:
 
@@ -51,7 +132,8 @@ annotation
 on the ValidatingWebhookConfiguration rollplan-gate, so that cert-manager
 fills in its caBundle.`,
 		Example: `  rollplan gate manifests | kubectl apply -f -
-  rollplan gate manifests --namespace gate --image registry.example/rollplan:v1.4.0 > gate.yaml`,
+  rollplan gate manifests --namespace gate --image registry.example/rollplan:v1.4.0 > gate.yaml
+  rollplan gate manifests --image registry.example/rollplan:v1 --policy policies/examples/guard-critical | kubectl apply -f -`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
@@ -60,15 +142,34 @@ fills in its caBundle.`,
 			if image == "" {
 				return usageError{fmt.Errorf("--image: empty")}
 			}
-			if validFor <= 0 {
-				return usageError{fmt.Errorf("--valid-for %s: want a positive duration, e.g. 8760h", validFor)}
+			opts := deploy.Options{Namespace: namespace, Image: image}
+			if len(pf.policies) > 0 || pf.engine != "" {
+				kind, err := pf.engineKind()
+				if err != nil {
+					return err
+				}
+				ctx := cmd.Context()
+				if ctx == nil {
+					ctx = context.Background()
+				}
+				// Compile it here: a policy the gate cannot load would
+				// leave it crash-looping with the pods webhook failing
+				// closed.
+				if _, err := newEngine(ctx, kind, pf.policies, time.Minute); err != nil {
+					return err
+				}
+				if opts.Policy, err = gatePolicyFiles(kind, pf.policies); err != nil {
+					return err
+				}
+				opts.Engine = kind
 			}
 			now := gateManifestsNow()
 			ca, cert, key, err := certs.Generate(deploy.ServiceName, namespace, validFor, now)
 			if err != nil {
 				return fmt.Errorf("generate the gate's certificates: %w", err)
 			}
-			out, err := deploy.Render(deploy.Options{Namespace: namespace, Image: image, CABundle: ca, ServingCert: cert, ServingKey: key})
+			opts.CABundle, opts.ServingCert, opts.ServingKey = ca, cert, key
+			out, err := deploy.Render(opts)
 			if err != nil {
 				return fmt.Errorf("render the gate's manifests: %w", err)
 			}
@@ -85,6 +186,8 @@ fills in its caBundle.`,
 	f := cmd.Flags()
 	f.StringVarP(&namespace, "namespace", "n", deploy.DefaultNamespace, "namespace to install the gate in")
 	f.StringVar(&image, "image", deploy.DefaultImage, "gate container image")
-	f.DurationVar(&validFor, "valid-for", 365*24*time.Hour, "how long the CA and serving certificate are valid")
+	f.StringSliceVar(&pf.policies, "policy", nil, "policy files or directories for the gate, as rollplan gate --policy takes them; written into the ConfigMap "+deploy.PolicyConfigMapName+"; default: the built-in strategy")
+	f.StringVar(&pf.engine, "engine", "", "the gate's policy engine: rego, cel or native; default: cel when --policy names YAML files, else rego")
+	durationVar(f, &validFor, "valid-for", 365*24*time.Hour, positiveSeconds, "how long the CA and serving certificate are valid")
 	return cmd
 }

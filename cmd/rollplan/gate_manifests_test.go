@@ -3,15 +3,21 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/rollplan/rollplan/deploy"
 )
 
 func runGateManifests(t *testing.T, args ...string) ([]byte, error) {
@@ -180,4 +188,165 @@ func TestGateManifestsBadFlags(t *testing.T) {
 			t.Errorf("%v: printed %d bytes on error", args, len(out))
 		}
 	}
+}
+
+// mountConfigMap lays out a ConfigMap's data as the kubelet mounts it: the
+// files in a hidden ..TIMESTAMP directory, ..data a symlink to it, and one
+// symlink per key through ..data. Called again, it swaps in new data as
+// the kubelet does when the ConfigMap changes.
+func mountConfigMap(t *testing.T, dir, version string, data map[string]string) {
+	t.Helper()
+	ts := filepath.Join(dir, "..2026_03_01_12_00_00."+version)
+	if err := os.MkdirAll(ts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range data {
+		if err := os.WriteFile(filepath.Join(ts, k), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Lstat(filepath.Join(dir, k)); err != nil {
+			if err := os.Symlink(filepath.Join("..data", k), filepath.Join(dir, k)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	tmp := filepath.Join(dir, "..data_tmp")
+	if err := os.Symlink(filepath.Base(ts), tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// gate manifests --policy puts the files the engine loads into a ConfigMap
+// that the gate mounts, and passes them as the gate's --policy: mounted as
+// the kubelet mounts it, the gate compiles them and sees an update.
+func TestGateManifestsPolicy(t *testing.T) {
+	src := t.TempDir()
+	leader, err := os.ReadFile("policies/examples/leader-last/policy.rego")
+	if err != nil {
+		t.Fatal(err)
+	}
+	celLeader, err := os.ReadFile("policies/examples/leader-last/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string]string{
+		"policy.rego":      string(leader),
+		"policy_test.rego": "package rollplan.strategy_test\n",
+		"README.md":        "# not a policy\n",
+		"policy.yaml":      string(celLeader),
+		"sub/extra.rego":   "package rollplan.strategy\n\npacing := \"wave\"\n",
+	} {
+		p := filepath.Join(src, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		args   []string
+		engine string
+		keys   []string
+	}{
+		{"rego directory", []string{"--policy", src}, "rego", []string{"policy.rego", "sub_extra.rego"}},
+		{"cel file", []string{"--policy", filepath.Join(src, "policy.yaml")}, "cel", []string{"policy.yaml"}},
+		{"cel directory", []string{"--policy", src, "--engine", "cel"}, "cel", []string{"policy.yaml"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := runGateManifests(t, c.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var (
+				cm   *corev1.ConfigMap
+				dep  *appsv1.Deployment
+				objs = decodeManifests(t, out)
+			)
+			for _, o := range objs {
+				switch o := o.(type) {
+				case *corev1.ConfigMap:
+					cm = o
+				case *appsv1.Deployment:
+					dep = o
+				}
+			}
+			if cm == nil || dep == nil {
+				t.Fatalf("want a ConfigMap and a Deployment:\n%s", out)
+			}
+			if cm.Name != deploy.PolicyConfigMapName || cm.Namespace != deploy.DefaultNamespace {
+				t.Errorf("ConfigMap %s/%s", cm.Namespace, cm.Name)
+			}
+			if got := slices.Sorted(maps.Keys(cm.Data)); !slices.Equal(got, c.keys) {
+				t.Errorf("ConfigMap keys %v, want %v", got, c.keys)
+			}
+			spec := dep.Spec.Template.Spec
+			gate := spec.Containers[0]
+			var policies []string
+			for _, a := range gate.Args {
+				if p, ok := strings.CutPrefix(a, "--policy="); ok {
+					policies = append(policies, p)
+				}
+			}
+			if !slices.Contains(gate.Args, "--engine="+c.engine) || len(policies) != len(c.keys) {
+				t.Errorf("gate args %v: want --engine=%s and one --policy per file", gate.Args, c.engine)
+			}
+			if len(spec.Volumes) < 2 || spec.Volumes[len(spec.Volumes)-1].ConfigMap == nil || spec.Volumes[len(spec.Volumes)-1].ConfigMap.Name != cm.Name {
+				t.Errorf("volumes %+v: want the policy ConfigMap", spec.Volumes)
+			}
+			if m := gate.VolumeMounts[len(gate.VolumeMounts)-1]; m.MountPath != deploy.PolicyMountPath || !m.ReadOnly {
+				t.Errorf("mount %+v", m)
+			}
+
+			// Mount it as the kubelet does; the gate's flags must load it.
+			mnt := t.TempDir()
+			mountConfigMap(t, mnt, "1", cm.Data)
+			var paths []string
+			for _, p := range policies {
+				paths = append(paths, filepath.Join(mnt, strings.TrimPrefix(p, deploy.PolicyMountPath+"/")))
+			}
+			if _, err := newEngine(context.Background(), c.engine, paths, time.Minute); err != nil {
+				t.Fatalf("the gate cannot load its mounted policy: %v", err)
+			}
+			d1, err := policyFilesDigest(paths)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The directory too, as a hand-made --policy=DIR would name it.
+			dd1, err := policyFilesDigest([]string{mnt})
+			if err != nil {
+				t.Fatalf("digest of the mount directory: %v", err)
+			}
+			edited := map[string]string{}
+			for k, v := range cm.Data {
+				edited[k] = v + "\n# edited\n"
+			}
+			mountConfigMap(t, mnt, "2", edited)
+			if d2, err := policyFilesDigest(paths); err != nil || d2 == d1 {
+				t.Errorf("an edited ConfigMap does not change the digest the gate reloads on: %v", err)
+			}
+			if dd2, err := policyFilesDigest([]string{mnt}); err != nil || dd2 == dd1 {
+				t.Errorf("an edited ConfigMap does not change the digest of its directory: %v", err)
+			}
+		})
+	}
+
+	t.Run("errors", func(t *testing.T) {
+		bad := filepath.Join(t.TempDir(), "bad.rego")
+		if err := os.WriteFile(bad, []byte("package rollplan.strategy\n\norder(pod) := [\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := runGateManifests(t, "--policy", bad)
+		if err == nil || !strings.Contains(err.Error(), bad) || exitCode(err) != exitError || len(out) > 0 {
+			t.Errorf("a policy that does not compile: %v (exit %d), %d bytes printed", err, exitCode(err), len(out))
+		}
+		_, err = runGateManifests(t, "--policy", src, "--engine", "native")
+		if exitCode(err) != exitUsage {
+			t.Errorf("--engine native with --policy: %v, want a usage error", err)
+		}
+	})
 }

@@ -224,10 +224,10 @@ Exit codes as rollplan apply: 0 done, 1 error or timeout, 2 usage error,
 	fl.StringSliceVar(&pf.policies, "policy", nil, "policy files or directories: Rego (entry package rollplan.strategy) or CEL RolloutPolicy YAML; default: the built-in strategy")
 	fl.StringVar(&pf.engine, "engine", "", "policy engine: rego, cel or native; default: cel when --policy names YAML files, else rego")
 	fl.StringVar(&pf.featureGates, "feature-gates", "", "cluster feature gates that change upstream behaviour, e.g. MaxUnavailableStatefulSet=true")
-	fl.DurationVar(&pf.timeout, "policy-timeout", time.Minute, "deadline for evaluating the policy at each step")
+	durationVar(fl, &pf.timeout, "policy-timeout", time.Minute, positive, "deadline for evaluating the policy at each step")
 	fl.StringVar(&o.deleteMethod, "delete-method", executor.DeleteEvict, `how a recreation removes a pod: "evict" (PodDisruptionBudgets honoured) or "delete" (see rollplan apply --help)`)
 	fl.BoolVar(&o.once, "once", false, "after rolling the template back, carry out one step and exit")
-	fl.DurationVar(&o.timeout, "timeout", 0, "give up after this long (exit 1); 0: no limit")
+	durationVarOff(fl, &o.timeout, "timeout", 0, zeroOrPositive, "no limit", "give up after this long (exit 1); 0: no limit")
 	fl.StringVar(&o.metrics, "metrics-bind-address", "", `serve Prometheus metrics on this address at /metrics; "": off`)
 	return cmd
 }

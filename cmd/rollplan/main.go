@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
 
 	"github.com/rollplan/rollplan/executor"
 )
@@ -26,16 +29,23 @@ type usageError struct{ err error }
 func (u usageError) Error() string { return u.err.Error() }
 
 func main() {
-	cmd := newRootCommand()
-	err := cmd.Execute()
+	cmd, err := newRootCommand().ExecuteC()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "error: %v\n", err)
-		var u usageError
-		if errors.As(err, &u) {
-			fmt.Fprintf(os.Stderr, "See '%s --help'.\n", cmd.CommandPath())
-		}
+		fmt.Fprintln(os.Stderr, errorLine(cmd, err))
 	}
 	os.Exit(exitCode(err))
+}
+
+// errorLine is the one line printed for a command's error. A usage error
+// points at the help of the command that was called (cmd: the subcommand
+// ExecuteC found), unless its message already names a help to read.
+func errorLine(cmd *cobra.Command, err error) string {
+	line := "error: " + strings.Join(strings.Fields(err.Error()), " ")
+	var u usageError
+	if errors.As(err, &u) && !strings.Contains(line, "--help") {
+		line += fmt.Sprintf("; run '%s --help' for usage", cmd.CommandPath())
+	}
+	return line
 }
 
 // exitCode maps a command's error to the documented exit codes.

@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -11,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rollplan/rollplan/planner/engine"
-	celpolicy "github.com/rollplan/rollplan/planner/engine/cel"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/render"
@@ -42,10 +45,14 @@ func (f *planFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.featureGates, "feature-gates", "", "cluster feature gates that change upstream behaviour, e.g. MaxUnavailableStatefulSet=true")
 	fl.StringVar(&f.workload, "workload", "", "plan only this workload: KIND/NAME or KIND/NAMESPACE/NAME")
 	fl.StringVarP(&f.namespace, "namespace", "n", "", "plan only workloads in this namespace")
-	fl.DurationVar(&f.recreate, "recreate-duration", time.Duration(plan.DefaultOptions.RecreateSeconds)*time.Second, "estimated time from replacing a pod to the new pod being Ready")
-	fl.DurationVar(&f.inPlace, "inplace-duration", time.Duration(plan.DefaultOptions.InPlaceSeconds)*time.Second, "estimated time from an in-place update to the container being Ready")
-	fl.DurationVar(&f.terminate, "terminate-duration", time.Duration(plan.DefaultOptions.TerminateSeconds)*time.Second, "estimated time for a deleted pod that is not replaced to go")
-	fl.DurationVar(&f.timeout, "policy-timeout", time.Minute, "deadline for evaluating the policy for one workload")
+	durationVar(fl, &f.recreate, "recreate-duration", time.Duration(plan.DefaultOptions.RecreateSeconds)*time.Second, positiveSeconds, "estimated time from replacing a pod to the new pod being Ready (at least 1s)")
+	durationVar(fl, &f.inPlace, "inplace-duration", time.Duration(plan.DefaultOptions.InPlaceSeconds)*time.Second, positiveSeconds, "estimated time from an in-place update to the container being Ready (at least 1s)")
+	// 0 is meaningful here (and what test/fidelity plans with): a pod
+	// deleted without a replacement frees its place at once. A recreate or
+	// in-place estimate of 0 would make pods available before they could
+	// be, collapsing waves past the budgets.
+	durationVarOff(fl, &f.terminate, "terminate-duration", time.Duration(plan.DefaultOptions.TerminateSeconds)*time.Second, zeroOrSeconds, "pods that go at once", "estimated time for a deleted pod that is not replaced to go (at least 1s; 0: at once)")
+	durationVar(fl, &f.timeout, "policy-timeout", time.Minute, positive, "deadline for evaluating the policy for one workload")
 }
 
 func newPlanCommand() *cobra.Command {
@@ -55,7 +62,7 @@ func newPlanCommand() *cobra.Command {
 		Use:   "plan -f SNAPSHOT... [--policy DIR]",
 		Short: "Preview, wave by wave, what a rollout will do",
 		Example: `  rollplan plan -f testdata/scenarios/deploy-rolling-10-25pct/snapshot.yaml
-  kubectl get deploy,rs,pods,nodes,pdb -o yaml > snap.yaml && rollplan plan -f snap.yaml -o json
+  kubectl get deploy,rs,sts,ds,controllerrevisions,pods,nodes,pdb -A -o yaml > snap.yaml && rollplan plan -f snap.yaml -o json
   rollplan plan -f snap/ --policy policies/examples/leader-last --workload StatefulSet/web`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -87,9 +94,16 @@ func (f *planFlags) run(ctx context.Context, stderr io.Writer) (*plan.Result, er
 	if err != nil {
 		return nil, usageError{err}
 	}
+	if _, err := f.target(); err != nil {
+		return nil, err
+	}
 	snap, warnings, err := snapshot.LoadFiles(f.files)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("-f %w: pass an existing snapshot file or directory", err)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("load snapshot: %w", err)
+		// Every load error starts with the path it is about.
+		return nil, err
 	}
 	for _, w := range warnings {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
@@ -101,7 +115,7 @@ func (f *planFlags) run(ctx context.Context, stderr io.Writer) (*plan.Result, er
 		}
 	}
 	if now.IsZero() {
-		return nil, fmt.Errorf("the snapshot records no time (no creation or condition timestamps): pass --now")
+		return nil, fmt.Errorf("the snapshot records no time (no creation or condition timestamps): pass --now, e.g. --now 2026-03-01T12:00:00Z")
 	}
 	in := planInput{snap: snap, warnings: warnings, now: now, gates: gates,
 		opts: plan.Options{RecreateSeconds: int(f.recreate / time.Second), InPlaceSeconds: int(f.inPlace / time.Second), TerminateSeconds: int(f.terminate / time.Second)}}
@@ -120,26 +134,57 @@ func (f *planFlags) run(ctx context.Context, stderr io.Writer) (*plan.Result, er
 	if err != nil {
 		return nil, err
 	}
+	for _, w := range engineWarnings(eng) {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
 	return in.build(ctx, rollouts, eng)
 }
 
-// engineKind is --engine, or the engine the policy files call for.
+// engineKind is --engine, or the engine the policy files call for: CEL when
+// --policy names a CEL file (.yaml, .yml, .json) or a directory of CEL
+// policies without .rego files, else Rego. Policy paths that do not fit the
+// engine are a usage error naming the path.
 func (f *planFlags) engineKind() (string, error) {
 	switch f.engine {
-	case "rego", "cel", "native":
-		if f.engine == "native" && len(f.policies) > 0 {
+	case "rego", "cel", "native", "":
+	default:
+		return "", usageError{fmt.Errorf("--engine %q: want rego, cel or native", f.engine)}
+	}
+	if f.engine == "native" {
+		if len(f.policies) > 0 {
 			return "", usageError{fmt.Errorf("--engine native runs the built-in default strategy only: drop --policy, or pick --engine rego or cel")}
 		}
 		return f.engine, nil
-	case "":
-		for _, p := range f.policies {
-			if celpolicy.IsPolicyFile(p) {
-				return "cel", nil
-			}
+	}
+	var regoOnly, celOnly []policyPath
+	for _, p := range f.policies {
+		pp := classifyPolicyPath(p)
+		switch {
+		case pp.rego && !pp.cel:
+			regoOnly = append(regoOnly, pp)
+		case pp.cel && !pp.rego:
+			celOnly = append(celOnly, pp)
+		}
+	}
+	switch f.engine {
+	case "rego":
+		if len(celOnly) > 0 {
+			return "", usageError{fmt.Errorf("--engine rego: %s (CEL policies are YAML: use --engine cel or drop --engine)", celOnly[0].not("Rego"))}
 		}
 		return "rego", nil
+	case "cel":
+		if len(regoOnly) > 0 {
+			return "", usageError{fmt.Errorf("--engine cel: %s (Rego policies are .rego files: use --engine rego or drop --engine)", regoOnly[0].not("CEL"))}
+		}
+		return "cel", nil
 	}
-	return "", usageError{fmt.Errorf("--engine %q: want rego, cel or native", f.engine)}
+	if len(regoOnly) > 0 && len(celOnly) > 0 {
+		return "", usageError{fmt.Errorf("--policy mixes Rego (%s) and CEL (%s) policies: keep one engine's files per --policy", regoOnly[0].path, celOnly[0].path)}
+	}
+	if len(celOnly) > 0 {
+		return "cel", nil
+	}
+	return "rego", nil
 }
 
 // planInput is what a plan is computed from once the snapshot is loaded.
@@ -168,34 +213,84 @@ func (in *planInput) build(ctx context.Context, rollouts []*facts.Rollout, eng e
 	return plan.Build(ctx, rollouts, eng, meta, in.opts)
 }
 
+// workloadRef is what --workload and -n select; empty fields match all.
+type workloadRef struct{ kind, namespace, name string }
+
+// target parses --workload and -n. A namespace in --workload that -n
+// contradicts is a usage error: which one was meant cannot be guessed.
+func (f *planFlags) target() (workloadRef, error) {
+	ref := workloadRef{namespace: f.namespace}
+	if f.workload == "" {
+		return ref, nil
+	}
+	parts := strings.Split(f.workload, "/")
+	if len(parts) < 2 || len(parts) > 3 || slices.Contains(parts, "") {
+		return ref, usageError{fmt.Errorf("--workload %q: want KIND/NAME or KIND/NAMESPACE/NAME, e.g. sts/web or deploy/default/api", f.workload)}
+	}
+	ref.kind, ref.name = parts[0], parts[len(parts)-1]
+	if len(parts) == 3 {
+		if f.namespace != "" && parts[1] != f.namespace {
+			return ref, usageError{fmt.Errorf("--workload %s names namespace %q but -n names %q: drop -n, or pass --workload %s/%s", f.workload, parts[1], f.namespace, parts[0], parts[2])}
+		}
+		ref.namespace = parts[1]
+	}
+	if ref.kind = canonicalKind(ref.kind); ref.kind == "" {
+		return ref, usageError{fmt.Errorf("--workload %q: kind must be Deployment, StatefulSet or DaemonSet (deploy, sts, ds)", f.workload)}
+	}
+	return ref, nil
+}
+
 func (f *planFlags) filter(rs []*facts.Rollout) ([]*facts.Rollout, error) {
-	kind, ns, name := "", f.namespace, ""
-	if f.workload != "" {
-		parts := strings.Split(f.workload, "/")
-		switch len(parts) {
-		case 2:
-			kind, name = parts[0], parts[1]
-		case 3:
-			kind, ns, name = parts[0], parts[1], parts[2]
-		default:
-			return nil, usageError{fmt.Errorf("--workload %q: want KIND/NAME or KIND/NAMESPACE/NAME", f.workload)}
-		}
-		kind = canonicalKind(kind)
-		if kind == "" {
-			return nil, usageError{fmt.Errorf("--workload %q: kind must be Deployment, StatefulSet or DaemonSet (deploy, sts, ds)", f.workload)}
-		}
+	ref, err := f.target()
+	if err != nil {
+		return nil, err
 	}
 	var out []*facts.Rollout
 	for _, r := range rs {
 		w := r.Workload
-		if (kind == "" || w.Kind == kind) && (ns == "" || w.Namespace == ns) && (name == "" || w.Name == name) {
+		if (ref.kind == "" || w.Kind == ref.kind) && (ref.namespace == "" || w.Namespace == ref.namespace) && (ref.name == "" || w.Name == ref.name) {
 			out = append(out, r)
 		}
 	}
-	if f.workload != "" && len(out) == 0 {
-		return nil, fmt.Errorf("workload %s not found in the snapshot", f.workload)
+	if len(out) > 0 {
+		return out, nil
 	}
+	// Nothing selected: say where the snapshot has what was asked for.
+	elsewhere := map[string]bool{}
+	for _, r := range rs {
+		w := r.Workload
+		if (ref.kind == "" || w.Kind == ref.kind) && (ref.name == "" || w.Name == ref.name) {
+			elsewhere[w.Namespace] = true
+		}
+	}
+	nss := slices.Sorted(maps.Keys(elsewhere))
+	switch {
+	case f.workload != "" && ref.namespace != "" && len(nss) > 0:
+		return nil, fmt.Errorf("--workload %s: no %s %s in namespace %q of the snapshot; it has one in %s: name that namespace (--workload %s/%s/%s, without -n)", f.workload, ref.kind, ref.name, ref.namespace, namespaces(nss), parts(f.workload)[0], nss[0], ref.name)
+	case f.workload != "" && ref.namespace != "":
+		return nil, fmt.Errorf("--workload %s: no %s %s in namespace %q of the snapshot: check the name, or capture the workload (rollplan snapshot %s/%s -n %s)", f.workload, ref.kind, ref.name, ref.namespace, strings.ToLower(ref.kind), ref.name, ref.namespace)
+	case f.workload != "":
+		return nil, fmt.Errorf("--workload %s: no %s %s in the snapshot: check the name, or capture the workload (rollplan snapshot %s/%s)", f.workload, ref.kind, ref.name, strings.ToLower(ref.kind), ref.name)
+	case ref.namespace != "" && len(nss) > 0:
+		return nil, fmt.Errorf("-n %s: no Deployment, StatefulSet or DaemonSet in namespace %q of the snapshot; it has workloads in %s: pass one of them to -n, or drop -n to plan them all", ref.namespace, ref.namespace, namespaces(nss))
+	}
+	// No workload in the snapshot at all: an empty plan (-n is not why).
 	return out, nil
+}
+
+func parts(workload string) []string { return strings.Split(workload, "/") }
+
+// namespaces lists namespace names for a message: namespace "a", or
+// namespaces "a", "b".
+func namespaces(nss []string) string {
+	q := make([]string, len(nss))
+	for i, ns := range nss {
+		q[i] = strconv.Quote(ns)
+	}
+	if len(q) == 1 {
+		return "namespace " + q[0]
+	}
+	return "namespaces " + strings.Join(q, ", ")
 }
 
 func canonicalKind(k string) string {

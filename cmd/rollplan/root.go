@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -15,15 +16,43 @@ var (
 
 func newRootCommand() *cobra.Command {
 	root := &cobra.Command{
-		Use:           "rollplan",
-		Short:         "Plan Kubernetes rollouts from policies, before they run",
-		Long:          "rollplan evaluates rollout strategy written as policy (Rego) over a cluster snapshot and shows, wave by wave, which pods change, how, and why.",
-		SilenceUsage:  true,
-		SilenceErrors: true,
+		Use:                        "rollplan",
+		Short:                      "Plan Kubernetes rollouts from policies, before they run",
+		Long:                       "rollplan evaluates rollout strategy written as policy (Rego or CEL) over a cluster snapshot and shows, wave by wave, which pods change, how, and why.",
+		SilenceUsage:               true,
+		SilenceErrors:              true,
+		SuggestionsMinimumDistance: 2,
+		// Runnable, so that an unknown command reaches RunE (cobra would
+		// report it as a plain error, exit 1) and is a usage error.
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			return unknownCommand(cmd, args[0])
+		},
 	}
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		// A bounded flag value's error is a usageError already, worded
+		// for the user; pflag's wrapping only repeats the value.
+		var u usageError
+		if errors.As(err, &u) {
+			return u
+		}
+		return usageError{err}
+	})
 	root.AddCommand(newPlanCommand(), newExplainCommand(), newTestCommand(), newSnapshotCommand(), newApplyCommand(), newStatusCommand(), newHistoryCommand(), newUndoCommand(), newPauseCommand(true), newPauseCommand(false), newGateCommand(), newVersionCommand())
 	return root
+}
+
+// unknownCommand is the usage error of "rollplan NAME" when rollplan has no
+// command NAME, with cobra's suggestion if one is close.
+func unknownCommand(root *cobra.Command, name string) error {
+	hint := ""
+	if s := root.SuggestionsFor(name); len(s) > 0 {
+		hint = fmt.Sprintf(" (did you mean %s?)", strings.Join(s, " or "))
+	}
+	return usageError{fmt.Errorf("unknown command %q for %q%s; run '%s --help' for the commands", name, root.CommandPath(), hint, root.CommandPath())}
 }
 
 func newVersionCommand() *cobra.Command {

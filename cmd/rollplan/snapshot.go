@@ -50,6 +50,21 @@ func (k *kubeFlags) register(fl *pflag.FlagSet) {
 	names.AuthOverrideFlags.Username.LongName, names.AuthOverrideFlags.Password.LongName = "", ""
 	names.ClusterOverrideFlags.APIServer.ShortName = "s"
 	clientcmd.BindOverrideFlags(&k.overrides, fl, names)
+	// client-go takes a negative --request-timeout as no timeout at all.
+	if f := fl.Lookup(names.Timeout.LongName); f != nil {
+		f.Value = requestTimeout{f.Value}
+	}
+}
+
+// requestTimeout is kubectl's --request-timeout (a string: "30", "30s"),
+// refusing what client-go would take silently: a negative duration.
+type requestTimeout struct{ pflag.Value }
+
+func (r requestTimeout) Set(s string) error {
+	if d, err := clientcmd.ParseTimeout(s); err != nil || d < 0 {
+		return usageError{fmt.Errorf("--request-timeout %s: want a duration such as 30s (or seconds, 30), or 0 for no timeout", s)}
+	}
+	return r.Value.Set(s)
 }
 
 // connectKubeconfig opens the cluster the kubeconfig flags name, as kubectl does.

@@ -81,7 +81,7 @@ coverage is below --fail-under), 2 for usage errors.`,
 	fl.BoolVarP(&o.verbose, "verbose", "v", false, "list passing tests too")
 	fl.BoolVar(&o.coverage, "coverage", false, "report the coverage of the Rego files per file and overall, as opa test --coverage computes it")
 	fl.Float64Var(&o.failUnder, "fail-under", 0, "fail when the overall Rego coverage is below this percentage (implies --coverage; like opa test --threshold)")
-	fl.DurationVar(&o.timeout, "timeout", 30*time.Second, "deadline for each test")
+	durationVar(fl, &o.timeout, "timeout", 30*time.Second, positive, "deadline for each test")
 	return cmd
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -11,14 +12,68 @@ import (
 	"github.com/rollplan/rollplan/planner/engine/cel"
 	"github.com/rollplan/rollplan/planner/engine/native"
 	"github.com/rollplan/rollplan/planner/engine/rego"
+	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/policytest"
 )
 
 // newEngine builds the policy engine of a kind (rego, cel, native) over
+// policy paths (none: the default strategy) for the commands with
+// --policy-timeout: an evaluation that timeout stops says to raise it.
+func newEngine(ctx context.Context, kind string, paths []string, timeout time.Duration) (engine.Engine, error) {
+	eng, err := buildEngine(ctx, kind, paths, timeout)
+	if err != nil || kind == policytest.EngineNative {
+		return eng, err
+	}
+	return timeoutHint{eng}, nil
+}
+
+// timeoutHint names --policy-timeout in the error of an evaluation the
+// policy timeout stopped (engine.TimeoutError). It answers budgets alone
+// and reports clock use exactly as the engine it wraps.
+type timeoutHint struct{ engine.Engine }
+
+var (
+	_ engine.BudgetDecider = timeoutHint{}
+	_ engine.ClockFree     = timeoutHint{}
+)
+
+func (h timeoutHint) Decide(ctx context.Context, r *facts.Rollout) (*engine.Decisions, error) {
+	d, err := h.Engine.Decide(ctx, r)
+	return d, hintTimeout(err)
+}
+
+func (h timeoutHint) DecideBudgets(ctx context.Context, r *facts.Rollout) ([]engine.Budget, error) {
+	b, err := engine.Budgets(ctx, h.Engine, r)
+	return b, hintTimeout(err)
+}
+
+func (h timeoutHint) BudgetsIgnoreClock() bool { return engine.BudgetsIgnoreClock(h.Engine) }
+
+// Warnings are the wrapped engine's (engineWarnings).
+func (h timeoutHint) Warnings() []string { return engineWarnings(h.Engine) }
+
+// engineWarnings are what loading the policy found worth saying but not
+// fatal (a Rego package nothing imports, say): rego.Engine reports them.
+func engineWarnings(e engine.Engine) []string {
+	if w, ok := e.(interface{ Warnings() []string }); ok {
+		return w.Warnings()
+	}
+	return nil
+}
+
+func hintTimeout(err error) error {
+	var te *engine.TimeoutError
+	if errors.As(err, &te) {
+		return fmt.Errorf("%w: raise --policy-timeout", err)
+	}
+	return err
+}
+
+// buildEngine builds the policy engine of a kind (rego, cel, native) over
 // policy paths (none: the default strategy). rollplan test builds every
 // suite's engine through it.
-func newEngine(ctx context.Context, kind string, paths []string, timeout time.Duration) (engine.Engine, error) {
+func buildEngine(ctx context.Context, kind string, paths []string, timeout time.Duration) (engine.Engine, error) {
 	switch kind {
 	case policytest.EngineRego:
 		bundle, err := rego.LoadBundle(paths)
@@ -31,7 +86,7 @@ func newEngine(ctx context.Context, kind string, paths []string, timeout time.Du
 		if err != nil {
 			return nil, err
 		}
-		return cel.New(ps, cel.Options{})
+		return cel.New(ps, cel.Options{Timeout: timeout})
 	case policytest.EngineNative:
 		if len(paths) > 0 {
 			return nil, fmt.Errorf("engine native is the built-in default strategy and takes no policy (got %s)", strings.Join(paths, ", "))
@@ -44,7 +99,7 @@ func newEngine(ctx context.Context, kind string, paths []string, timeout time.Du
 // testEngines is the engine factory of rollplan test.
 func testEngines(timeout time.Duration) policytest.EngineFactory {
 	return func(ctx context.Context, kind string, paths []string) (engine.Engine, error) {
-		return newEngine(ctx, kind, paths, timeout)
+		return buildEngine(ctx, kind, paths, timeout)
 	}
 }
 

@@ -17,14 +17,20 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
 
 // LoadFiles reads files and directories (recursively: *.yaml, *.yml,
-// *.json) into a snapshot. It returns one warning per kind it skipped.
+// *.json) into a snapshot. It returns one warning per kind it skipped and
+// per file that holds no object. Files that together hold no object
+// rollplan reads are an error naming them: planning nothing from a wrong
+// path must not look like success.
 func LoadFiles(paths []string) (*Snapshot, []string, error) {
-	l := &loader{snap: &Snapshot{}, skipped: map[string]int{}, names: map[string]string{}}
+	l := newLoader()
+	var all, empty []string
 	for _, p := range paths {
 		files, err := expand(p)
 		if err != nil {
@@ -33,21 +39,72 @@ func LoadFiles(paths []string) (*Snapshot, []string, error) {
 		for _, f := range files {
 			data, err := os.ReadFile(f)
 			if err != nil {
-				return nil, nil, fmt.Errorf("read snapshot file: %w", err)
+				return nil, nil, pathError(f, err)
 			}
+			before := l.objects
 			if err := l.add(f, data); err != nil {
 				return nil, nil, err
 			}
+			all = append(all, f)
+			if l.objects == before {
+				empty = append(empty, f)
+			}
 		}
 	}
+	if l.read == 0 {
+		return nil, nil, l.nothingRead(all)
+	}
+	warnings := l.warnings()
+	for _, f := range empty {
+		warnings = append(warnings, fmt.Sprintf("%s holds no Kubernetes object (only empty or comment-only documents, or an empty List)", f))
+	}
 	l.snap.Sort()
-	return l.snap, l.warnings(), nil
+	return l.snap, warnings, nil
+}
+
+// nothingRead is the error of files that hold no object rollplan reads.
+func (l *loader) nothingRead(files []string) error {
+	names := strings.Join(files, ", ")
+	if len(files) > 3 {
+		names = fmt.Sprintf("%s and %d more files", strings.Join(files[:3], ", "), len(files)-3)
+	}
+	if l.objects == 0 {
+		verb := "holds"
+		if len(files) > 1 {
+			verb = "hold"
+		}
+		return fmt.Errorf("%s: %s no Kubernetes objects (only empty or comment-only documents, or an empty List): pass the output of rollplan snapshot or kubectl get -o yaml", names, verb)
+	}
+	kinds := make([]string, 0, len(l.skipped))
+	for k := range l.skipped {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	return fmt.Errorf("%s: no object of a kind rollplan reads (%s), only %s: pass the output of rollplan snapshot or kubectl get deploy,rs,sts,ds,controllerrevisions,pods,nodes,pdb -o yaml", names, readKinds, strings.Join(kinds, ", "))
+}
+
+// readKinds are the kinds a snapshot is made of.
+const readKinds = "Deployment, ReplicaSet, StatefulSet, DaemonSet, ControllerRevision, Pod, Node and PodDisruptionBudget"
+
+// pathError is err about path, as one line that starts with the path:
+// "snap.yaml: no such file or directory", not the *fs.PathError's
+// "stat snap.yaml: no such file or directory".
+func pathError(path string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return fmt.Errorf("%s: %w", path, err)
+}
+
+func newLoader() *loader {
+	return &loader{snap: &Snapshot{}, skipped: map[string]int{}, names: map[string]seen{}}
 }
 
 // Decode reads one file's content (used by fuzzing and by callers that
 // already hold the bytes); name is used in error messages.
 func Decode(name string, data []byte) (*Snapshot, []string, error) {
-	l := &loader{snap: &Snapshot{}, skipped: map[string]int{}, names: map[string]string{}}
+	l := newLoader()
 	if err := l.add(name, data); err != nil {
 		return nil, nil, err
 	}
@@ -58,7 +115,7 @@ func Decode(name string, data []byte) (*Snapshot, []string, error) {
 func expand(p string) ([]string, error) {
 	st, err := os.Stat(p)
 	if err != nil {
-		return nil, fmt.Errorf("snapshot path %s: %w", p, err)
+		return nil, pathError(p, err)
 	}
 	if !st.IsDir() {
 		return []string{p}, nil
@@ -78,7 +135,11 @@ func expand(p string) ([]string, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("walk snapshot directory %s: %w", p, err)
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return nil, pathError(pe.Path, err)
+		}
+		return nil, fmt.Errorf("%s: %w", p, err)
 	}
 	sort.Strings(out)
 	if len(out) == 0 {
@@ -90,8 +151,18 @@ func expand(p string) ([]string, error) {
 type loader struct {
 	snap    *Snapshot
 	skipped map[string]int
-	// names: "Kind ns/name" → "file document N", to report duplicates.
-	names map[string]string
+	// names: "Kind ns/name" → where it was first read and what, to merge
+	// or report duplicates.
+	names map[string]seen
+	// objects counts every object read (skipped kinds too); read counts
+	// those of the kinds rollplan reads.
+	objects, read int
+}
+
+// seen is an object already in the snapshot.
+type seen struct {
+	where string
+	obj   any
 }
 
 func (l *loader) warnings() []string {
@@ -102,7 +173,7 @@ func (l *loader) warnings() []string {
 	sort.Strings(kinds)
 	var out []string
 	for _, k := range kinds {
-		out = append(out, fmt.Sprintf("skipped %d object(s) of kind %s: rollplan reads Deployment, ReplicaSet, StatefulSet, DaemonSet, ControllerRevision, Pod, Node and PodDisruptionBudget", l.skipped[k], k))
+		out = append(out, fmt.Sprintf("skipped %d object(s) of kind %s: rollplan reads %s", l.skipped[k], k, readKinds))
 	}
 	return out
 }
@@ -182,9 +253,34 @@ func (l *loader) capturedAt(where string, js []byte) error {
 	return nil
 }
 
+// jsonKind names the JSON value a document or list item holds when it is
+// not an object.
+func jsonKind(js []byte) string {
+	b := bytes.TrimSpace(js)
+	if len(b) == 0 {
+		return "nothing"
+	}
+	switch b[0] {
+	case '{':
+		return ""
+	case '[':
+		return "a list"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
+
 func (l *loader) addJSON(where string, js []byte) error {
+	if got := jsonKind(js); got != "" {
+		return fmt.Errorf("%s: want a Kubernetes object (apiVersion, kind, metadata), got %s", where, got)
+	}
 	var tm typeMeta
-	if err := json.Unmarshal(js, &tm); err != nil {
+	if err := strictUnmarshal(js, &tm); err != nil {
 		return fmt.Errorf("%s: not a Kubernetes object: %w", where, err)
 	}
 	if tm.Kind == "" {
@@ -201,6 +297,7 @@ func (l *loader) addJSON(where string, js []byte) error {
 		}
 		return nil
 	}
+	l.objects++
 	group := tm.APIVersion
 	if i := strings.Index(group, "/"); i >= 0 {
 		group = group[:i]
@@ -211,70 +308,101 @@ func (l *loader) addJSON(where string, js []byte) error {
 	if tm.Metadata.Namespace != "" {
 		id = fmt.Sprintf("%s %s/%s", tm.Kind, tm.Metadata.Namespace, tm.Metadata.Name)
 	}
-	decode := func(into any) error {
+	// decode reads the object into o and reports whether it is new: an
+	// object already read is left out when it is the same (see same), and
+	// an error when it is not.
+	decode := func(o metav1.Object) (bool, error) {
 		if tm.Metadata.Name == "" {
-			return fmt.Errorf("%s: %s has no metadata.name", where, tm.Kind)
+			return false, fmt.Errorf("%s: %s has no metadata.name", where, tm.Kind)
 		}
-		if err := strictUnmarshal(js, into); err != nil {
-			return fmt.Errorf("%s: %s: %w", where, id, err)
+		if err := strictUnmarshal(js, o); err != nil {
+			return false, fmt.Errorf("%s: %s: %w", where, id, err)
 		}
+		l.read++
 		if prev, dup := l.names[id]; dup {
-			return fmt.Errorf("%s: %s is defined twice (first in %s)", where, id, prev)
+			if same(prev.obj, o) {
+				return false, nil
+			}
+			return false, fmt.Errorf("%s: %s is defined twice with different content (first in %s%s): keep one copy, or capture the objects once (rollplan snapshot -A, or one -l selector)", where, id, prev.where, versions(prev.obj, o))
 		}
-		l.names[id] = where
-		return nil
+		l.names[id] = seen{where: where, obj: o}
+		return true, nil
 	}
+	var (
+		isNew bool
+		err   error
+	)
 	switch {
 	case tm.Kind == "Deployment" && group == "apps":
 		o := &appsv1.Deployment{}
-		if err := decode(o); err != nil {
-			return err
+		if isNew, err = decode(o); isNew {
+			l.snap.Deployments = append(l.snap.Deployments, o)
 		}
-		l.snap.Deployments = append(l.snap.Deployments, o)
 	case tm.Kind == "ReplicaSet" && group == "apps":
 		o := &appsv1.ReplicaSet{}
-		if err := decode(o); err != nil {
-			return err
+		if isNew, err = decode(o); isNew {
+			l.snap.ReplicaSets = append(l.snap.ReplicaSets, o)
 		}
-		l.snap.ReplicaSets = append(l.snap.ReplicaSets, o)
 	case tm.Kind == "StatefulSet" && group == "apps":
 		o := &appsv1.StatefulSet{}
-		if err := decode(o); err != nil {
-			return err
+		if isNew, err = decode(o); isNew {
+			l.snap.StatefulSets = append(l.snap.StatefulSets, o)
 		}
-		l.snap.StatefulSets = append(l.snap.StatefulSets, o)
 	case tm.Kind == "DaemonSet" && group == "apps":
 		o := &appsv1.DaemonSet{}
-		if err := decode(o); err != nil {
-			return err
+		if isNew, err = decode(o); isNew {
+			l.snap.DaemonSets = append(l.snap.DaemonSets, o)
 		}
-		l.snap.DaemonSets = append(l.snap.DaemonSets, o)
 	case tm.Kind == "ControllerRevision" && group == "apps":
 		o := &appsv1.ControllerRevision{}
-		if err := decode(o); err != nil {
-			return err
+		if isNew, err = decode(o); isNew {
+			l.snap.ControllerRevisions = append(l.snap.ControllerRevisions, o)
 		}
-		l.snap.ControllerRevisions = append(l.snap.ControllerRevisions, o)
 	case tm.Kind == "Pod" && group == "":
 		o := &corev1.Pod{}
-		if err := decode(o); err != nil {
-			return err
+		if isNew, err = decode(o); isNew {
+			l.snap.Pods = append(l.snap.Pods, o)
 		}
-		l.snap.Pods = append(l.snap.Pods, o)
 	case tm.Kind == "Node" && group == "":
 		o := &corev1.Node{}
-		if err := decode(o); err != nil {
-			return err
+		if isNew, err = decode(o); isNew {
+			l.snap.Nodes = append(l.snap.Nodes, o)
 		}
-		l.snap.Nodes = append(l.snap.Nodes, o)
 	case tm.Kind == "PodDisruptionBudget" && group == "policy":
 		o := &policyv1.PodDisruptionBudget{}
-		if err := decode(o); err != nil {
-			return err
+		if isNew, err = decode(o); isNew {
+			l.snap.PDBs = append(l.snap.PDBs, o)
 		}
-		l.snap.PDBs = append(l.snap.PDBs, o)
 	default:
 		l.skipped[tm.APIVersion+" "+tm.Kind]++
 	}
-	return nil
+	return err
+}
+
+// same reports whether two decoded copies of one object (same kind,
+// namespace and name) are the same object, so that the second can be left
+// out: the same file passed twice, or two captures that both hold the
+// Nodes their pods run on. The decoded objects are compared, not the
+// bytes (YAML and JSON, key order, "1" against 1000m all decode alike) and
+// not uid and resourceVersion alone: a hand-edited copy of a capture keeps
+// both, and picking one of two differing copies silently would plan from
+// an object the user did not mean. Copies of one version that differ
+// anyway (kubectl get's managedFields against rollplan snapshot's
+// redaction) are reported, with their resourceVersions.
+func same(a, b any) bool {
+	return equality.Semantic.DeepEqual(a, b)
+}
+
+// versions describes the resourceVersions of two differing copies, when
+// both have one: ", resourceVersion 100 there, 120 here".
+func versions(prev, cur any) string {
+	p, ok1 := prev.(metav1.Object)
+	c, ok2 := cur.(metav1.Object)
+	if !ok1 || !ok2 || p.GetResourceVersion() == "" || c.GetResourceVersion() == "" {
+		return ""
+	}
+	if p.GetResourceVersion() == c.GetResourceVersion() {
+		return fmt.Sprintf(", same resourceVersion %s", c.GetResourceVersion())
+	}
+	return fmt.Sprintf(", resourceVersion %s there, %s here", p.GetResourceVersion(), c.GetResourceVersion())
 }

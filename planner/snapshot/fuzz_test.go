@@ -1,6 +1,8 @@
 package snapshot
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -107,9 +109,45 @@ func TestDecodeErrors(t *testing.T) {
 			wantErr: []string{"in.yaml", "Pod has no metadata.name"},
 		},
 		{
-			name:    "duplicate object",
-			in:      pod + "---\n" + pod,
-			wantErr: []string{"in.yaml: document 2", "Pod default/p is defined twice", "document 1"},
+			name:    "two different objects with one name",
+			in:      pod + "---\n" + strings.Replace(pod, "nginx", "nginx:2", 1),
+			wantErr: []string{"in.yaml: document 2", "Pod default/p is defined twice with different content", "first in in.yaml: document 1"},
+		},
+		{
+			name:    "different resourceVersions are named",
+			in:      strings.Replace(pod, "namespace: default", "namespace: default, resourceVersion: '10'", 1) + "---\n" + strings.Replace(pod, "namespace: default", "namespace: default, resourceVersion: '12'", 1),
+			wantErr: []string{"Pod default/p is defined twice with different content", "resourceVersion 10 there, 12 here"},
+		},
+		{
+			name: "identical objects are one",
+			// The same Pod as YAML, then as JSON in a List with its keys in
+			// another order: the decoded objects are equal.
+			in: pod + "---\n" + `{"kind": "List", "apiVersion": "v1", "items": [{"spec": {"containers": [{"image": "nginx", "name": "app"}]}, "metadata": {"namespace": "default", "name": "p"}, "kind": "Pod", "apiVersion": "v1"}]}`,
+			check: func(t *testing.T, s *Snapshot, warnings []string) {
+				if len(s.Pods) != 1 {
+					t.Errorf("len(Pods) = %d, want 1", len(s.Pods))
+				}
+			},
+		},
+		{
+			name:    "a list is not an object",
+			in:      "- apiVersion: v1\n  kind: Pod\n",
+			wantErr: []string{"in.yaml: document 1: want a Kubernetes object (apiVersion, kind, metadata), got a list"},
+		},
+		{
+			name:    "a string is not an object",
+			in:      pod + "---\nhello\n",
+			wantErr: []string{"in.yaml: document 2: want a Kubernetes object (apiVersion, kind, metadata), got a string"},
+		},
+		{
+			name:    "a number is not an object",
+			in:      "42\n",
+			wantErr: []string{"in.yaml: document 1: want a Kubernetes object", "got a number"},
+		},
+		{
+			name:    "kind of the wrong type",
+			in:      "apiVersion: v1\nkind: [Pod]\nmetadata: {name: p}\n",
+			wantErr: []string{"in.yaml: document 1: not a Kubernetes object: field kind: cannot use a JSON array as a string"},
 		},
 		{
 			name: "unknown kind is skipped with a warning",
@@ -244,8 +282,78 @@ func TestLoadFilesDirectory(t *testing.T) {
 		if err == nil {
 			t.Fatal("LoadFiles of a missing path succeeded")
 		}
-		if !strings.Contains(err.Error(), missing) {
-			t.Errorf("error %q does not name %s", err, missing)
+		if want := missing + ": no such file or directory"; err.Error() != want {
+			t.Errorf("error %q, want %q", err, want)
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("error %q is not fs.ErrNotExist", err)
+		}
+	})
+
+	t.Run("files without objects", func(t *testing.T) {
+		d := t.TempDir()
+		files := map[string]string{
+			"empty.yaml":     "",
+			"comments.yaml":  "# a comment\n---\n# another\n",
+			"emptylist.yaml": "apiVersion: v1\nkind: List\nitems: []\n",
+			"cm.yaml":        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n",
+			"node.yaml":      "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n",
+		}
+		for name, content := range files {
+			if err := os.WriteFile(filepath.Join(d, name), []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p := func(names ...string) []string {
+			var out []string
+			for _, n := range names {
+				out = append(out, filepath.Join(d, n))
+			}
+			return out
+		}
+		for _, c := range []struct {
+			files   []string
+			wantErr string
+			warns   int
+		}{
+			{files: p("empty.yaml"), wantErr: p("empty.yaml")[0] + ": holds no Kubernetes objects"},
+			{files: p("comments.yaml", "emptylist.yaml"), wantErr: strings.Join(p("comments.yaml", "emptylist.yaml"), ", ") + ": hold no Kubernetes objects"},
+			{files: p("cm.yaml", "empty.yaml"), wantErr: "no object of a kind rollplan reads"},
+			{files: p("node.yaml", "empty.yaml", "comments.yaml"), warns: 2},
+		} {
+			_, warnings, err := LoadFiles(c.files)
+			if c.wantErr == "" {
+				if err != nil || len(warnings) != c.warns {
+					t.Errorf("%v: %v, warnings %q; want %d warnings", c.files, err, warnings, c.warns)
+				}
+				continue
+			}
+			if err == nil || !strings.HasPrefix(err.Error(), c.files[0]) || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("%v: error %v, want one containing %q", c.files, err, c.wantErr)
+			}
+		}
+	})
+
+	t.Run("objects in two files", func(t *testing.T) {
+		d := t.TempDir()
+		node := "apiVersion: v1\nkind: Node\nmetadata: {name: n1, labels: {zone: a}}\nstatus: {allocatable: {cpu: '2'}}\n"
+		write := func(name, content string) string {
+			f := filepath.Join(d, name)
+			if err := os.WriteFile(f, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+		a := write("a.yaml", node)
+		b := write("b.yaml", strings.Replace(node, "'2'", "2000m", 1))
+		s, _, err := LoadFiles([]string{a, b, a})
+		if err != nil || len(s.Nodes) != 1 {
+			t.Fatalf("one Node in three files: %v, %d nodes", err, len(s.Nodes))
+		}
+		c := write("c.yaml", strings.Replace(node, "zone: a", "zone: b", 1))
+		_, _, err = LoadFiles([]string{a, c})
+		if err == nil || !strings.Contains(err.Error(), c+": document 1: Node n1 is defined twice with different content (first in "+a+": document 1)") {
+			t.Errorf("two different Nodes n1: %v", err)
 		}
 	})
 

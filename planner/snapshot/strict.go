@@ -44,7 +44,7 @@ func goTypeName(t string) string {
 	case "bool":
 		return "a boolean"
 	}
-	if strings.HasPrefix(t, "map[") {
+	if strings.HasPrefix(t, "map[") || strings.HasPrefix(t, "struct") {
 		return "an object"
 	}
 	if strings.HasPrefix(t, "[]") {
