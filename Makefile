@@ -18,7 +18,7 @@ demo: build
 	@echo
 	./bin/rollplan plan -f testdata/scenarios/example-one-zone-at-a-time/snapshot.yaml --now 2026-03-01T12:00:00Z --policy policies/examples/one-zone-at-a-time
 	@echo
-	./bin/rollplan explain web-4 -f testdata/scenarios/example-leader-last/snapshot.yaml --now 2026-03-01T12:00:00Z --feature-gates MaxUnavailableStatefulSet=true --policy policies/examples/leader-last
+	./bin/rollplan explain web-4 -f testdata/scenarios/example-leader-last/snapshot.yaml --now 2026-03-01T12:00:00Z --policy policies/examples/leader-last
 
 ## test: everything CI runs
 test: lint test-policies test-go test-cluster

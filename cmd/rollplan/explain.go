@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rollplan/rollplan/planner/engine"
+	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/plan"
 )
 
@@ -75,10 +77,12 @@ func explain(out io.Writer, res *plan.Result, arg, namespace string) error {
 				return nil
 			}
 			fmt.Fprintln(out, "  changes:")
+			canInPlace := len(p.Changes) > 0
 			for _, c := range p.Changes {
-				how := "in place"
+				how := "a running pod can take it (in place)"
 				if !c.InPlace {
 					how = "needs a new pod: " + c.Detail
+					canInPlace = false
 				}
 				fmt.Fprintf(out, "    - %s (%s): %s\n", c.Path, c.Class, how)
 			}
@@ -89,6 +93,13 @@ func explain(out io.Writer, res *plan.Result, arg, namespace string) error {
 			}
 			fmt.Fprintln(out, "  scope:       in this rollout")
 			fmt.Fprintf(out, "  eligibility: %s: %s\n", pd.Action, strings.Join(pd.Reasons, "; "))
+			if w := r.Workload; canInPlace && pd.Action == engine.Recreate && (!w.Managed || w.PodUpdatePolicy == "" || w.PodUpdatePolicy == "Recreate") {
+				how := fmt.Sprintf("%s=\"true\" and %s=InPlaceIfPossible", facts.AnnManaged, facts.AnnPodUpdatePolicy)
+				if w.Managed {
+					how = facts.AnnPodUpdatePolicy + "=InPlaceIfPossible"
+				}
+				fmt.Fprintf(out, "               (every change could go in place, but %s %s does not opt in: annotate it %s)\n", w.Kind, w.Name, how)
+			}
 			if o, ok := det.Overrides[p.Name]; ok {
 				fmt.Fprintf(out, "               (Go overrode the policy: %s)\n", o)
 			}
