@@ -93,10 +93,30 @@ func ValidNodePreparation(v string) bool {
 	return v == NodePrepNone || v == NodePrepCordon || v == NodePrepDrain
 }
 
+// Point is a decision point of the policy contract, as a bit of a set.
+type Point uint8
+
+// The points whose answers a workload's own controller makes for itself
+// when rollplan does not drive it (see Decisions.Upstream).
+const (
+	PointScope Point = 1 << iota
+	PointEligibility
+	PointOrder
+	PointPacing
+	PointBudgets
+
+	ControllerPoints = PointScope | PointEligibility | PointOrder | PointPacing | PointBudgets
+)
+
 // Decisions holds every answer for one workload.
 type Decisions struct {
 	// Pods align with Rollout.Pods. Entries of updated pods are not read.
 	Pods []PodDecision
+	// Upstream: the points answered by the default strategy as rollplan
+	// ships it (which reproduces upstream), not by a policy of the user's,
+	// so the planner need not derive upstream's answers again for a
+	// workload its controller drives. Zero when the engine cannot tell.
+	Upstream Point
 	// Budgets must all hold at every instant of the rollout.
 	Budgets []Budget
 	// Pacing: wave or rolling.

@@ -26,8 +26,8 @@ import (
 // and per pod in det.Overrides.
 func controllerDecisions(r *facts.Rollout, d *engine.Decisions, det *Detail) (*engine.Decisions, []string) {
 	w := &r.Workload
-	if w.Managed {
-		return d, nil
+	if w.Managed || d.Upstream&engine.ControllerPoints == engine.ControllerPoints {
+		return d, nil // nothing to compare: every answer is upstream's already
 	}
 	up, err := native.New().Decide(context.Background(), r)
 	if err != nil {
@@ -68,7 +68,15 @@ func controllerDecisions(r *facts.Rollout, d *engine.Decisions, det *Detail) (*e
 			override(p.Name, fmt.Sprintf("eligibility: %s, as the %s controller does", ud.Action, w.Kind))
 		}
 	}
-	if controllerOrders {
+	// Equal keys (the default strategy's) need no sorting to compare.
+	sameKeys := true
+	for _, i := range pending {
+		if compareKeys(d.Pods[i].Order, up.Pods[i].Order) != 0 {
+			sameKeys = false
+			break
+		}
+	}
+	if controllerOrders && !sameKeys {
 		policyOrder := ordered(r, d, pending)
 		for _, i := range pending {
 			out.Pods[i].Order = up.Pods[i].Order

@@ -103,7 +103,7 @@ func (e *Engine) Decide(ctx context.Context, r *facts.Rollout) (*engine.Decision
 	}
 	w := newWorkload(r)
 	revs := newRevisions(w)
-	d := &engine.Decisions{Pods: make([]engine.PodDecision, len(r.Pods))}
+	d := &engine.Decisions{Pods: make([]engine.PodDecision, len(r.Pods)), Upstream: engine.ControllerPoints}
 	if err := w.decidePods(ctx, revs, d.Pods); err != nil {
 		return nil, err
 	}

@@ -24,6 +24,8 @@ type Engine struct {
 	timeout time.Duration
 	// noClock: the budgets rule reaches no clock fact (budgetsIgnoreClock).
 	noClock bool
+	// upstream: the points left to the shipped default strategy.
+	upstream engine.Point
 }
 
 var (
@@ -68,7 +70,7 @@ func New(ctx context.Context, b *Bundle, timeout time.Duration) (*Engine, error)
 	if err != nil {
 		return nil, fmt.Errorf("policy %s: %w", strings.Join(b.Sources, ", "), err)
 	}
-	return &Engine{bundle: b, query: pq, budgets: bq, timeout: timeout, noClock: noClock}, nil
+	return &Engine{bundle: b, query: pq, budgets: bq, timeout: timeout, noClock: noClock, upstream: b.upstream()}, nil
 }
 
 // BudgetsIgnoreClock implements engine.ClockFree.
@@ -193,7 +195,7 @@ func (e *Engine) decode(ctx context.Context, r *facts.Rollout, in ast.Value, ter
 	if !ok {
 		return nil, fmt.Errorf("policy evaluation for %s: decisions are not an object", id)
 	}
-	d := &engine.Decisions{Pods: make([]engine.PodDecision, len(r.Pods))}
+	d := &engine.Decisions{Pods: make([]engine.PodDecision, len(r.Pods)), Upstream: e.upstream}
 	seen := make([]bool, len(r.Pods))
 	pods, _ := obj.Get(ast.StringTerm("pods")).Value.(*ast.Array)
 	var derr error

@@ -19,6 +19,7 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
+	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/policies"
 )
 
@@ -50,6 +51,24 @@ type Bundle struct {
 	// Warnings: files of the bundle that cannot take part in any decision
 	// (a package neither contract package nor referred to by another file).
 	Warnings []string
+	// shippedDefaults: the default library is the embedded one, not a
+	// rollplan.defaults package of the user's.
+	shippedDefaults bool
+}
+
+// upstream: the points the bundle leaves to the shipped default strategy
+// (engine.Decisions.Upstream).
+func (b *Bundle) upstream() engine.Point {
+	if !b.shippedDefaults {
+		return 0
+	}
+	var p engine.Point
+	for rule, point := range map[string]engine.Point{"scope": engine.PointScope, "eligibility": engine.PointEligibility, "order": engine.PointOrder, "pacing": engine.PointPacing, "budgets": engine.PointBudgets} {
+		if _, own := b.Defines[rule]; !own {
+			p |= point
+		}
+	}
+	return p
 }
 
 // checkRuleShape: the per-pod rules of the contract are functions of one
@@ -213,6 +232,7 @@ func parseBundle(files map[string]string, sources []string) (*Bundle, error) {
 			strings.Join(sources, ", "), EntryPackage, strings.Join(others, "; "), EntryPackage)
 	}
 	b.Warnings = unreferencedPackages(names, b.Modules)
+	b.shippedDefaults = !hasDefaults
 	if !hasDefaults {
 		const n = "rollplan/defaults.rego"
 		m, err := ast.ParseModuleWithOpts(n, policies.Defaults, ast.ParserOptions{RegoVersion: ast.RegoV1})
