@@ -32,7 +32,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rollplan/rollplan/gate"
-	"github.com/rollplan/rollplan/internal/cputime"
+	"github.com/rollplan/rollplan/internal/measure"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/engine/native"
 	"github.com/rollplan/rollplan/planner/engine/rego"
@@ -495,7 +495,7 @@ func BenchmarkReview(b *testing.B) {
 				took := make([]time.Duration, 0, b.N)
 				b.ReportAllocs()
 				b.ResetTimer()
-				cpu0 := cputime.Process()
+				cpu0 := measure.CPU()
 				for i := 0; b.Loop(); i++ {
 					body := tc.bodies[i%len(tc.bodies)]
 					start := time.Now()
@@ -506,7 +506,7 @@ func BenchmarkReview(b *testing.B) {
 					}
 				}
 				b.StopTimer()
-				b.ReportMetric(float64((cputime.Process()-cpu0).Microseconds())/float64(len(took)), "cpu-µs/op")
+				b.ReportMetric(float64((measure.CPU()-cpu0).Microseconds())/float64(len(took)), "cpu-µs/op")
 				slices.Sort(took)
 				b.ReportMetric(float64(percentile(took, 50).Nanoseconds())/1e3, "p50-µs")
 				b.ReportMetric(float64(percentile(took, 99).Nanoseconds())/1e3, "p99-µs")

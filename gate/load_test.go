@@ -29,7 +29,7 @@ import (
 
 	"github.com/rollplan/rollplan/gate"
 	"github.com/rollplan/rollplan/gate/certs"
-	"github.com/rollplan/rollplan/internal/cputime"
+	"github.com/rollplan/rollplan/internal/measure"
 	"github.com/rollplan/rollplan/planner/engine"
 )
 
@@ -101,7 +101,7 @@ type serverStats struct {
 
 func (t *timed) stats(w http.ResponseWriter, _ *http.Request) {
 	t.mu.Lock()
-	s := serverStats{Handler: t.took, CPU: cputime.Process()}
+	s := serverStats{Handler: t.took, CPU: measure.CPU()}
 	t.took = nil
 	t.mu.Unlock()
 	_ = json.NewEncoder(w).Encode(s)
@@ -287,7 +287,7 @@ func drive(client *http.Client, url string, body func(i int) []byte, rate int, d
 		})
 	}
 	interval := time.Second / time.Duration(rate)
-	cpu0 := cputime.Process()
+	cpu0 := measure.CPU()
 	start := time.Now()
 	for i := range n {
 		at := start.Add(time.Duration(i) * interval)
@@ -299,7 +299,7 @@ func drive(client *http.Client, url string, body func(i int) []byte, rate int, d
 	close(jobs)
 	wg.Wait()
 	r := loadResult{rate: rate, sent: n, errors: int(errs.Load()), denied: int(denied.Load()), lat: lat, lag: lag,
-		elapsed: time.Since(start), cpu: cputime.Process() - cpu0}
+		elapsed: time.Since(start), cpu: measure.CPU() - cpu0}
 	if e := firstErr.Load(); e != nil {
 		r.firstErr = *e
 	}

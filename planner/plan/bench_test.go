@@ -4,12 +4,11 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"runtime/metrics"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rollplan/rollplan/internal/cputime"
+	"github.com/rollplan/rollplan/internal/measure"
 	"github.com/rollplan/rollplan/planner/engine/rego"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/plan"
@@ -59,9 +58,9 @@ func BenchmarkPlan(b *testing.B) {
 				b.StopTimer()
 				runtime.GC()
 				b.StartTimer()
-				cpu0, heap := cputime.Process(), sampleHeap()
+				cpu0, heap := measure.CPU(), measure.SampleHeap()
 				res := planSnapshot(b, e, snap)
-				cpu += cputime.Process() - cpu0
+				cpu += measure.CPU() - cpu0
 				peak = max(peak, heap())
 				if len(res.Plan.Workloads) == 0 {
 					b.Fatal("empty plan")
@@ -70,35 +69,6 @@ func BenchmarkPlan(b *testing.B) {
 			b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
 			b.ReportMetric(float64(peak)/(1<<20), "MiB-heap")
 		})
-	}
-}
-
-// sampleHeap samples the heap in use (the spans holding objects, garbage
-// not yet collected included, as MemStats.HeapInuse counts it) every 2 ms
-// until the returned function is called, which stops and returns the
-// highest sample: the process's peak heap, snapshot objects included.
-func sampleHeap() func() uint64 {
-	samples := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/unused:bytes"}}
-	var peak uint64
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(2 * time.Millisecond)
-		defer t.Stop()
-		for {
-			metrics.Read(samples)
-			peak = max(peak, samples[0].Value.Uint64()+samples[1].Value.Uint64())
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return func() uint64 {
-		close(stop)
-		<-done
-		return peak
 	}
 }
 

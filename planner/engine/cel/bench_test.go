@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/rollplan/rollplan/internal/cputime"
+	"github.com/rollplan/rollplan/internal/measure"
 	"github.com/rollplan/rollplan/planner/engine/native"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/synth"
@@ -23,7 +23,7 @@ func BenchmarkDecide(b *testing.B) {
 		}
 		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
-			cpu0 := cputime.Process()
+			cpu0 := measure.CPU()
 			for b.Loop() {
 				for _, r := range rs {
 					if _, err := e.Decide(context.Background(), r); err != nil {
@@ -31,11 +31,11 @@ func BenchmarkDecide(b *testing.B) {
 					}
 				}
 			}
-			celCPU := (cputime.Process() - cpu0).Seconds() / float64(b.N)
+			celCPU := (measure.CPU() - cpu0).Seconds() / float64(b.N)
 			// The native engine on the same facts, in the same run: the
 			// ratio is the figure BENCHMARKS.md compares with its target.
 			nat := native.New()
-			cpu1 := cputime.Process()
+			cpu1 := measure.CPU()
 			const reps = 5
 			for range reps {
 				for _, r := range rs {
@@ -44,7 +44,7 @@ func BenchmarkDecide(b *testing.B) {
 					}
 				}
 			}
-			natCPU := (cputime.Process() - cpu1).Seconds() / reps
+			natCPU := (measure.CPU() - cpu1).Seconds() / reps
 			b.ReportMetric(celCPU, "cpu-s/op")
 			b.ReportMetric(natCPU, "native-cpu-s/op")
 			b.ReportMetric(celCPU/natCPU, "x-native")

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rollplan/rollplan/internal/cputime"
+	"github.com/rollplan/rollplan/internal/measure"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/synth"
@@ -55,11 +55,11 @@ func decideAll(b *testing.B, e engine.Engine, rs []*facts.Rollout) {
 func cpuPerOp(b *testing.B, e engine.Engine, rs []*facts.Rollout) time.Duration {
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := cputime.Process()
+	cpu0 := measure.CPU()
 	for i := 0; i < b.N; i++ {
 		decideAll(b, e, rs)
 	}
-	cpu := (cputime.Process() - cpu0) / time.Duration(b.N)
+	cpu := (measure.CPU() - cpu0) / time.Duration(b.N)
 	b.ReportMetric(cpu.Seconds(), "cpu-s/op")
 	return cpu
 }
@@ -88,9 +88,9 @@ func BenchmarkDecideRego(b *testing.B) {
 			nat := New()
 			var nativeCPU time.Duration
 			runs := 0
-			for cpu0 := cputime.Process(); runs < 10 || (nativeCPU < 200*time.Millisecond && runs < 1000); runs++ {
+			for cpu0 := measure.CPU(); runs < 10 || (nativeCPU < 200*time.Millisecond && runs < 1000); runs++ {
 				decideAll(b, nat, rs)
-				nativeCPU = cputime.Process() - cpu0
+				nativeCPU = measure.CPU() - cpu0
 			}
 			b.ReportMetric((nativeCPU / time.Duration(runs)).Seconds(), "native-cpu-s/op")
 			b.ReportMetric(float64(regoCPU)/float64(nativeCPU/time.Duration(runs)), "x-native")

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rollplan/rollplan/internal/cputime"
+	"github.com/rollplan/rollplan/internal/measure"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/synth"
 )
@@ -54,7 +54,7 @@ func BenchmarkDecideFloor(b *testing.B) {
 			}
 			b.Run(fmt.Sprintf("pods=%d/%s", n, c.name), func(b *testing.B) {
 				b.ReportAllocs()
-				cpu0 := cputime.Process()
+				cpu0 := measure.CPU()
 				for i := 0; i < b.N; i++ {
 					for _, r := range rs {
 						if e == nil {
@@ -72,7 +72,7 @@ func BenchmarkDecideFloor(b *testing.B) {
 						}
 					}
 				}
-				cpu := (cputime.Process() - cpu0) / time.Duration(b.N)
+				cpu := (measure.CPU() - cpu0) / time.Duration(b.N)
 				b.ReportMetric(cpu.Seconds(), "cpu-s/op")
 				b.ReportMetric(float64(cpu.Nanoseconds())/1e3/float64(n), "cpu-µs/pod")
 			})
