@@ -3,6 +3,8 @@
 package snapshot
 
 import (
+	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -56,16 +58,105 @@ func sortByKey[T any](xs []T, key func(T) string) {
 	sort.SliceStable(xs, func(i, j int) bool { return key(xs[i]) < key(xs[j]) })
 }
 
-// Digest is the sha256 of the sorted snapshot's canonical JSON: the same
-// objects in any order or file layout give the same digest.
+// Digest is the sha256 of the sorted snapshot's canonical JSON (the bytes
+// of json.Marshal(s)): the same objects in any order or file layout give
+// the same digest. The JSON is hashed an object at a time, never held
+// whole: a 150,000-pod snapshot marshals to hundreds of megabytes.
 func (s *Snapshot) Digest() (string, error) {
 	s.Sort()
-	b, err := json.Marshal(s)
-	if err != nil {
-		return "", fmt.Errorf("digest snapshot: %w", err)
+	h := sha256.New()
+	d := digester{w: bufio.NewWriterSize(h, 64<<10)}
+	d.enc = json.NewEncoder(stripNewlines{d.w})
+	d.raw("{")
+	list(&d, "Deployments", s.Deployments)
+	list(&d, "ReplicaSets", s.ReplicaSets)
+	list(&d, "StatefulSets", s.StatefulSets)
+	list(&d, "DaemonSets", s.DaemonSets)
+	list(&d, "ControllerRevisions", s.ControllerRevisions)
+	list(&d, "Pods", s.Pods)
+	list(&d, "Nodes", s.Nodes)
+	list(&d, "PDBs", s.PDBs)
+	if !s.CapturedAt.IsZero() { // json:",omitzero"
+		d.field("CapturedAt")
+		d.value(s.CapturedAt)
 	}
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:]), nil
+	d.raw("}")
+	if d.err == nil {
+		d.err = d.w.Flush()
+	}
+	if d.err != nil {
+		return "", fmt.Errorf("digest snapshot: %w", d.err)
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// digester writes JSON as encoding/json would marshal the Snapshot struct,
+// field by field and element by element; the first error sticks.
+type digester struct {
+	w *bufio.Writer
+	// enc encodes each value in a buffer it reuses (json.Marshal returns
+	// a new slice per object: 150 MB for 150,000 pods).
+	enc    *json.Encoder
+	fields int
+	err    error
+}
+
+// stripNewlines drops the newline json.Encoder writes after each value:
+// encoding/json escapes newlines inside strings and indents nothing, so the
+// bytes left are json.Marshal's.
+type stripNewlines struct{ w *bufio.Writer }
+
+func (s stripNewlines) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			i = len(p)
+		}
+		if _, err := s.w.Write(p[:i]); err != nil {
+			return 0, err
+		}
+		p = p[min(i+1, len(p)):]
+	}
+	return n, nil
+}
+
+func (d *digester) raw(s string) {
+	if d.err == nil {
+		_, d.err = d.w.WriteString(s)
+	}
+}
+
+func (d *digester) field(name string) {
+	if d.fields > 0 {
+		d.raw(",")
+	}
+	d.fields++
+	d.raw(`"` + name + `":`)
+}
+
+func (d *digester) value(v any) {
+	if d.err != nil {
+		return
+	}
+	d.err = d.enc.Encode(v)
+}
+
+// list writes one slice field: null when nil, as encoding/json does.
+func list[T any](d *digester, name string, xs []T) {
+	d.field(name)
+	if xs == nil {
+		d.raw("null")
+		return
+	}
+	d.raw("[")
+	for i, x := range xs {
+		if i > 0 {
+			d.raw(",")
+		}
+		d.value(x)
+	}
+	d.raw("]")
 }
 
 // Latest returns the most recent time recorded in the snapshot: the capture
