@@ -167,7 +167,7 @@ func (e *Engine) Decide(parent context.Context, r *facts.Rollout) (*engine.Decis
 		}
 	}
 
-	d := &engine.Decisions{Pods: make([]engine.PodDecision, len(r.Pods))}
+	d := &engine.Decisions{Pods: make([]engine.PodDecision, len(r.Pods)), Upstream: upstream(acts[1:], orderBy, pacingBy, acts[0])}
 	for i := range r.Pods {
 		if i%1024 == 0 {
 			if err := stopped(); err != nil {
@@ -227,6 +227,30 @@ func (e *Engine) Decide(parent context.Context, r *facts.Rollout) (*engine.Decis
 	}
 	d.Halt, d.Deny = sortedSet(d.Halt), sortedSet(d.Deny)
 	return d, nil
+}
+
+// upstream: the points no matching policy of the user's answers, left to
+// the shipped default strategy (engine.Decisions.Upstream).
+func upstream(own []*activation, orderBy, pacingBy, defaults *activation) engine.Point {
+	p := engine.ControllerPoints
+	if orderBy != defaults {
+		p &^= engine.PointOrder
+	}
+	if pacingBy != defaults {
+		p &^= engine.PointPacing
+	}
+	for _, a := range own {
+		if a.c.scope != nil {
+			p &^= engine.PointScope
+		}
+		if a.c.inPlace != nil {
+			p &^= engine.PointEligibility
+		}
+		if len(a.c.budgets) > 0 {
+			p &^= engine.PointBudgets
+		}
+	}
+	return p
 }
 
 func decidePod(acts []*activation, orderBy *activation, pd *engine.PodDecision) error {
