@@ -56,13 +56,15 @@ func (s *shortfall) String() string {
 // reserved by disruptions admitted before (extra). It answers nil when
 // every enforced budget keeps room, else the first budget it breaks.
 //
-// Counting differs from a plan's in one way: it is relative to the desired
-// replicas. Pods the workload has beyond them (a surge pod, a scale-down
-// in progress) are surplus: while the available pods other than this one
-// still reach the desired count, disrupting it costs no budget. Otherwise
-// a budget holds the pods that are not available (terminating ones only
-// through the hole they leave: desired minus the pods not terminating),
-// per group for a grouped budget, plus a PDB's unavailable pods elsewhere.
+// Counting is relative to the desired replicas. Pods the workload has
+// beyond them (a surge pod, a scale-down in progress) are surplus: while
+// the available pods other than this one still reach the desired count,
+// disrupting it costs no budget. Otherwise a budget holds the pods that are
+// not available (terminating ones only through the hole they leave:
+// desired minus the pods not terminating), per group for a grouped budget,
+// plus a PDB's unavailable pods elsewhere; a Deployment's ungrouped budget
+// holds no more than desired minus available, as upstream counts it, so a
+// surge pod still starting does not count.
 // Every budget is enforced, advisory ones too: an advisory PDB budget only
 // means upstream controllers do not pace by it, and the gate speaks for
 // the PDB on deletes the Eviction API never sees.
@@ -89,6 +91,12 @@ func fits(r *facts.Rollout, budgets []plan.Budget, pod string, extra map[string]
 			continue
 		}
 		use, names := budgetUse(r, b, down, missing)
+		if plan.CountsAgainstDesired(r, b.Type, b.GroupBy, b.PDB) {
+			// Upstream counts a Deployment's unavailability against its
+			// desired replicas (desired − available, §2): a surge pod that
+			// is still starting costs nothing while the others cover it.
+			use = min(use, max(0, r.Workload.Replicas-available)+plan.UnavailableElsewhere(r, b.PDB))
+		}
 		if use > b.Limit {
 			return &shortfall{Budget: b, Use: use, Down: without(names, pod), Reserved: extra, Missing: missing, Preparing: prep}
 		}
@@ -149,14 +157,7 @@ func budgetUse(r *facts.Rollout, b plan.Budget, down func(*facts.Pod) bool, miss
 		}
 		return n, names
 	}
-	n := missing
-	if b.PDB != "" {
-		for _, pdb := range r.PDBs {
-			if pdb.Name == b.PDB {
-				n += pdb.UnavailableElsewhere
-			}
-		}
-	}
+	n := missing + plan.UnavailableElsewhere(r, b.PDB)
 	perGroup := map[string][]string{}
 	for i := range r.Pods {
 		if p := &r.Pods[i]; counted(p) {

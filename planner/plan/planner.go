@@ -261,6 +261,24 @@ func ResolveBudgets(r *facts.Rollout, d *engine.Decisions) []Budget {
 
 // inUse counts the budget's consumption at snapshot time.
 func inUse(r *facts.Rollout, b engine.Budget, typ string) int {
+	if typ == "surge" && r.Workload.Kind == "Deployment" {
+		active := 0
+		for _, p := range r.Pods {
+			if !p.Terminating && !p.Terminal {
+				active++
+			}
+		}
+		return max(0, active-r.Workload.Replicas)
+	}
+	if CountsAgainstDesired(r, typ, b.GroupBy, b.PDB) {
+		available := 0
+		for _, p := range r.Pods {
+			if p.Available && !p.Terminating && !p.Terminal {
+				available++
+			}
+		}
+		return max(0, r.Workload.Replicas-available) + UnavailableElsewhere(r, b.PDB)
+	}
 	switch typ {
 	case "surge":
 		// A surge DaemonSet counts each node whose old pod is kept beside
@@ -278,14 +296,7 @@ func inUse(r *facts.Rollout, b engine.Budget, typ string) int {
 		}
 		return len(groups)
 	}
-	n := 0
-	if b.PDB != "" {
-		for _, pdb := range r.PDBs {
-			if pdb.Name == b.PDB {
-				n += pdb.UnavailableElsewhere
-			}
-		}
-	}
+	n := UnavailableElsewhere(r, b.PDB)
 	perGroup := map[string]int{}
 	for _, p := range r.Pods {
 		if p.Available || (b.PDB != "" && !slices.Contains(p.PDBs, b.PDB)) {
@@ -298,6 +309,37 @@ func inUse(r *facts.Rollout, b engine.Budget, typ string) int {
 		best = max(best, c)
 	}
 	return n + best
+}
+
+// CountsAgainstDesired: a budget of type typ counts as upstream counts a
+// Deployment's unavailability, desired replicas minus available pods (§2),
+// so a surge pod still starting costs nothing: an ungrouped unavailability
+// budget of a Deployment, or a PDB budget whose PDB selects every pod of
+// the Deployment (its expected count is then the Deployment's replicas).
+func CountsAgainstDesired(r *facts.Rollout, typ, groupBy, pdb string) bool {
+	if r.Workload.Kind != "Deployment" || typ != "unavailable" || groupBy != "" {
+		return false
+	}
+	for _, p := range r.Pods {
+		if pdb != "" && !slices.Contains(p.PDBs, pdb) {
+			return false
+		}
+	}
+	return true
+}
+
+// UnavailableElsewhere: the unavailable pods PodDisruptionBudget pdb
+// selects outside the workload (0 without one).
+func UnavailableElsewhere(r *facts.Rollout, pdb string) int {
+	n := 0
+	if pdb != "" {
+		for _, x := range r.PDBs {
+			if x.Name == pdb {
+				n += x.UnavailableElsewhere
+			}
+		}
+	}
+	return n
 }
 
 // formatDuration prints whole seconds the way kubectl does (4m30s).
