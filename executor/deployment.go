@@ -165,11 +165,17 @@ func (e *Executor) stepDeployment(ctx context.Context, live *liveState, wp plan.
 	case !d.Spec.Paused:
 		// The controller rolls (a fallback, or a Deployment that was never
 		// held): wait for it, then hold the Deployment again.
-		out.Note = "the Deployment controller rolls it (spec.paused is false); rollplan pauses it again once it is complete"
 		if !deploymentComplete(d) {
+			out.Note = "the Deployment controller rolls it (spec.paused is false); rollplan pauses it again once it is complete"
 			return true, nil
 		}
-		if err := e.setPaused(ctx, d, true, "the Deployment controller completed the rollout: hold the Deployment for rollplan"); err != nil {
+		// Rolled out: by the controller after a fallback, or never held
+		// (the first apply of a newly managed Deployment). Nothing is left
+		// to roll, but the hold is what makes the next template change wait
+		// for apply, so it is set now, and the log says so. No Note: Run
+		// logs it after this step, and "the controller rolls it" after
+		// "spec.paused=true" told two stories.
+		if err := e.setPaused(ctx, d, true, "rolled out and not held: hold it so that the next template change waits for rollplan apply"); err != nil {
 			return true, err
 		}
 		out.Done = !e.opts.DryRun
@@ -199,7 +205,11 @@ func (e *Executor) setPaused(ctx context.Context, d *appsv1.Deployment, paused b
 	case err != nil:
 		return fmt.Errorf("%s: set spec.paused=%t: %w", e.opts.Target, paused, err)
 	}
-	e.opts.Log.Info("paused", "workload", e.opts.Target.String(), "spec.paused", paused, "reason", why, "dryRun", e.opts.DryRun)
+	msg := "hold" // the Deployment controller waits for rollplan
+	if !paused {
+		msg = "release" // the Deployment controller rolls
+	}
+	e.opts.Log.Info(msg, "workload", e.opts.Target.String(), "spec.paused", paused, "reason", why, "dryRun", e.opts.DryRun)
 	e.event(nil, nil, corev1.EventTypeNormal, ReasonHold, "Hold", fmt.Sprintf("spec.paused=%t: %s", paused, why))
 	return nil
 }
@@ -318,10 +328,14 @@ func (e *Executor) adopt(ctx context.Context, d *appsv1.Deployment, cur *appsv1.
 	return nil
 }
 
-// managedDeployment is the refusal, if any, for a Deployment.
+// refuseDeployment is the refusal, if any, for a Deployment.
 func refuseDeployment(t Target, w *facts.Workload) error {
 	if !w.Managed {
-		return &RefusedError{t, fmt.Sprintf("not managed by rollplan: the Deployment controller rolls it (`rollplan plan` previews it); to let rollplan drive it (in place where the policy allows), annotate %s=\"true\" and set spec.paused: true", facts.AnnManaged)}
+		// As README "Deployments in place" says it: annotating is all; apply
+		// sets spec.paused itself (a user's spec.paused would only stop the
+		// controller).
+		return &RefusedError{t, fmt.Sprintf("not managed by rollplan: the Deployment controller rolls it (`rollplan plan` previews it); to let rollplan apply update it in place, run `kubectl annotate %s %s=true %s=InPlaceIfPossible`, then apply again: it holds the Deployment with spec.paused itself",
+			t.ref(), facts.AnnManaged, facts.AnnPodUpdatePolicy)}
 	}
 	return nil
 }

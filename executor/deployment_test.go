@@ -221,3 +221,71 @@ func TestDeploymentInPlaceOnlyHalts(t *testing.T) {
 		t.Errorf("a halted InPlaceOnly rollout was handed to the controller (spec.paused false)")
 	}
 }
+
+// The first apply of a rolled-out Deployment that is not held holds it and
+// says why, in one story: no "the controller rolls it" after the hold. Its
+// summary counts pods as status does: old pods still terminating are not
+// in the total.
+func TestDeploymentRolledOutRun(t *testing.T) {
+	withTerminating := func(objs []runtime.Object) []runtime.Object {
+		old := objs[1].(*appsv1.ReplicaSet).DeepCopy()
+		old.Name, old.UID, old.Spec.Replicas = "api-old", "rs-old-uid", ptr.To(int32(0))
+		old.Status = appsv1.ReplicaSetStatus{Replicas: 3}
+		old.Labels["pod-template-hash"], old.Spec.Template.Labels["pod-template-hash"] = "old", "old"
+		old.Spec.Template.Spec.Containers[0].Image = "example.com/app:v0"
+		old.CreationTimestamp = metav1.NewTime(now.Add(-3 * time.Hour))
+		objs = append(objs, old)
+		for i := range 3 {
+			p := pod(fmt.Sprintf("api-old-%d", i), "example.com/app:v0", "", true)
+			p.Labels = map[string]string{"app": "api", "pod-template-hash": "old"}
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "api-old", UID: "rs-old-uid", Controller: ptr.To(true)}}
+			p.DeletionTimestamp, p.Finalizers = ptr.To(metav1.NewTime(now.Add(-time.Second))), []string{"example.com/hold"}
+			objs = append(objs, p)
+		}
+		return objs
+	}
+	tests := []struct {
+		name                   string
+		objs                   []runtime.Object
+		done                   bool
+		pods, desired, updated int
+		log, notLog            []string
+	}{
+		{name: "rolled out, never held: held, and the log says why",
+			objs: deployCluster(false, "example.com/app:v1", "a", "example.com/app:v1", true), done: true, pods: 3, desired: 3, updated: 3,
+			log:    []string{"msg=hold", "spec.paused=true", "rolled out and not held"},
+			notLog: []string{"spec.paused is false", "msg=wait", "controller rolls it"}},
+		{name: "rolled out by the controller, old pods still terminating: not in the total",
+			objs: withTerminating(deployCluster(false, "example.com/app:v1", "a", "example.com/app:v1", true)), done: true, pods: 6, desired: 3, updated: 3,
+			log:    []string{"msg=hold", "spec.paused=true"},
+			notLog: []string{"spec.paused is false", "msg=wait"}},
+		{name: "the controller still rolls: wait, no hold",
+			objs: deployCluster(false, "example.com/app:v1", "b", "example.com/app:v1", false), pods: 3, desired: 3,
+			log:    []string{"msg=wait", "the Deployment controller rolls it"},
+			notLog: []string{"msg=hold"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cs := fake.NewClientset(tt.objs...)
+			var log bytes.Buffer
+			sum, err := deployExec(t, cs, &log).Run(context.Background(), true)
+			if err != nil {
+				t.Fatalf("run: %v\n%s", err, log.String())
+			}
+			l := sum.Last
+			if l.Done != tt.done || l.Pods != tt.pods || l.Desired != tt.desired || l.Updated != tt.updated {
+				t.Errorf("done %t, pods %d, desired %d, updated %d; want %t, %d, %d, %d", l.Done, l.Pods, l.Desired, l.Updated, tt.done, tt.pods, tt.desired, tt.updated)
+			}
+			for _, s := range tt.log {
+				if !strings.Contains(log.String(), s) {
+					t.Errorf("log lacks %q:\n%s", s, log.String())
+				}
+			}
+			for _, s := range tt.notLog {
+				if strings.Contains(log.String(), s) {
+					t.Errorf("log has %q:\n%s", s, log.String())
+				}
+			}
+		})
+	}
+}

@@ -198,8 +198,13 @@ type StepResult struct {
 	Done bool `json:"done"`
 	// InFlight: pods being updated in place, with why.
 	InFlight map[string]string `json:"inFlight"`
-	// Pods, Updated, Available, Held count the workload's pods at the read.
+	// Pods, Updated, Available, Held count the workload's pods at the read
+	// (Pods: terminating ones included).
 	Pods, Updated, Available, Held int
+	// Desired: spec.replicas (a DaemonSet: the nodes that should run its
+	// pod). "Updated/Desired-Held pods updated" is how apply and status
+	// report progress: pods still terminating are not in it.
+	Desired int
 	// Note: why the step did nothing of the plan, when that is not the
 	// budgets (a hold, a fallback to the Deployment controller, a pause).
 	Note string `json:"note,omitempty"`
@@ -230,8 +235,45 @@ type HaltedError struct {
 	Reasons []string
 }
 
+// Error is one line: the first reason (a count of the others: every pod
+// that cannot go in place has its own, and a line of all of them is
+// unreadable), what to do next, and where every reason is listed.
 func (h *HaltedError) Error() string {
-	return fmt.Sprintf("%s: rollout halted by policy: %s", h.Target, strings.Join(h.Reasons, "; "))
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: rollout halted by policy", h.Target)
+	if len(h.Reasons) > 0 {
+		b.WriteString(": " + h.Reasons[0])
+	}
+	if n := len(h.Reasons) - 1; n > 0 {
+		fmt.Fprintf(&b, " (and %d more)", n)
+	}
+	ref := h.Target.ref()
+	for _, r := range h.Reasons {
+		if strings.HasPrefix(r, "InPlaceOnly:") {
+			fmt.Fprintf(&b, "; to go on, let such pods be recreated (`kubectl annotate %s %s=InPlaceIfPossible --overwrite`) or revert the template change", ref, facts.AnnPodUpdatePolicy)
+			break
+		}
+	}
+	fmt.Fprintf(&b, "; every reason: `rollplan status %s` (or `rollplan plan`)", ref)
+	return b.String()
+}
+
+// ref names the target as kubectl and rollplan take it, with the short
+// kinds the README's commands use: sts/web -n prod.
+func (t Target) ref() string {
+	kind := strings.ToLower(t.Kind)
+	switch t.Kind {
+	case capture.Deployment:
+		kind = "deploy"
+	case capture.StatefulSet:
+		kind = "sts"
+	case capture.DaemonSet:
+		kind = "ds"
+	}
+	if t.Namespace == "" {
+		return kind + "/" + t.Name
+	}
+	return fmt.Sprintf("%s/%s -n %s", kind, t.Name, t.Namespace)
 }
 
 // RefusedError: the executor does not drive this workload.
@@ -279,7 +321,7 @@ func (e *Executor) Step(ctx context.Context) (*StepResult, error) {
 		return nil, err
 	}
 	wp := res.Plan.Workloads[0]
-	out := &StepResult{Plan: wp, InFlight: live.inFlight, Actions: []ActionResult{},
+	out := &StepResult{Plan: wp, InFlight: live.inFlight, Actions: []ActionResult{}, Desired: live.rollout.Workload.Replicas,
 		Status: BuildStatus(live.rollout, wp, live.inFlight, live.now)}
 	// The readiness gate first (halted or not): new pods and completed
 	// in-place updates get it True, so they can become Ready.
@@ -328,7 +370,7 @@ func (e *Executor) Step(ctx context.Context) (*StepResult, error) {
 	}
 	paused := live.rollout.Workload.Annotations[facts.AnnPaused] == "true"
 	if paused {
-		out.Note = fmt.Sprintf("paused (annotation %s): no new action until `rollplan resume %s/%s`", facts.AnnPaused, e.opts.Kind, e.opts.Name)
+		out.Note = fmt.Sprintf("paused (annotation %s): no new action until `rollplan resume %s/%s -n %s`", facts.AnnPaused, strings.ToLower(e.opts.Kind), e.opts.Name, e.opts.Namespace)
 	}
 	if e.opts.Kind == capture.Deployment {
 		if handled, err := e.stepDeployment(ctx, live, wp, out, paused); handled {
@@ -411,7 +453,9 @@ func (e *Executor) Run(ctx context.Context, once bool) (*Summary, error) {
 		if step != nil {
 			sum.Last = step
 			if step.Note != e.note && step.Note != "" {
-				e.opts.Log.Info("hold", "workload", e.opts.Target.String(), "reason", step.Note)
+				// Why nothing of the plan is done (not a write: "hold" and
+				// "release" log the writes of spec.paused).
+				e.opts.Log.Info("wait", "workload", e.opts.Target.String(), "reason", step.Note)
 			}
 			e.note = step.Note
 			if e.opts.Progress != nil {
@@ -444,7 +488,7 @@ func (e *Executor) Run(ctx context.Context, once bool) (*Summary, error) {
 func (e *Executor) wait(ctx context.Context, step *StepResult, wait *time.Duration) error {
 	stopped := func() error {
 		return fmt.Errorf("%s: stopped before the rollout finished (%d/%d pods updated, %d in flight): %w",
-			e.opts.Target, step.Updated, step.Pods-step.Held, len(step.InFlight), context.Cause(ctx))
+			e.opts.Target, step.Updated, step.Desired-step.Held, len(step.InFlight), context.Cause(ctx))
 	}
 	n, watching := e.reader.(Notifier)
 	if !watching {

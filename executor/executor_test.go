@@ -373,7 +373,7 @@ func TestRefused(t *testing.T) {
 		{"OnDelete, not managed", appsv1.OnDeleteStatefulSetStrategyType, false, "StatefulSet",
 			[]string{"not managed by rollplan", facts.AnnManaged}},
 		{"an unmanaged Deployment", appsv1.OnDeleteStatefulSetStrategyType, true, "Deployment",
-			[]string{"Deployment default/web", "not managed by rollplan", "the Deployment controller rolls it", facts.AnnManaged, "spec.paused: true"}},
+			[]string{"Deployment default/web", "not managed by rollplan", "the Deployment controller rolls it", "kubectl annotate deploy/web -n default " + facts.AnnManaged + "=true", "holds the Deployment with spec.paused itself"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

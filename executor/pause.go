@@ -39,7 +39,7 @@ func SetPaused(ctx context.Context, c kubernetes.Interface, t Target, paused boo
 				return fmt.Errorf("%s: %w", t, err)
 			}
 			if d.Annotations[facts.AnnManaged] != "true" {
-				return fmt.Errorf("%s is not managed by rollplan (annotation %s): its controller rolls it; pause it with kubectl rollout pause", t, facts.AnnManaged)
+				return fmt.Errorf("%s is not managed by rollplan (annotation %s): its controller rolls it; pause it with `kubectl rollout pause deployment/%s -n %s`", t, facts.AnnManaged, t.Name, t.Namespace)
 			}
 			patch["spec"] = map[string]any{"paused": true}
 		}

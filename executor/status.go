@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/rollplan/rollplan/planner/facts"
@@ -25,8 +26,10 @@ type RolloutStatus struct {
 	// State: RolledOut, InProgress, Halted or Paused (the Status* constants).
 	State string `json:"state"`
 	// Verdict is the one-line summary: "rolled out", "in progress: wave 2
-	// of 5", "halted: ...", "paused" (a paused Deployment rollplan does not
-	// manage, or any workload under rollplan pause).
+	// of 5" (Waves.Current of Waves.Total), "in progress: rolled by the
+	// Deployment controller, 3 waves left", "halted: ...", "paused" (a
+	// paused Deployment rollplan does not manage, or any workload under
+	// rollplan pause).
 	Verdict string `json:"verdict"`
 	// Revisions: the revision pods are rolled from (current) and to (update).
 	Revisions StatusRevisions `json:"revisions"`
@@ -37,10 +40,11 @@ type RolloutStatus struct {
 	// executor's detection: InFlight). They count as unavailable.
 	InFlight []StatusPod `json:"inFlight"`
 	// Waves: the rollout's waves. Done is an estimate (the executor keeps no
-	// history): the completed pods divided by the size of the next wave.
+	// history): the completed pods in waves of the largest wave.
 	Waves StatusWaves `json:"waves"`
 	// CurrentWave: the plan's next wave, what apply would carry out now;
-	// absent when nothing is left to plan.
+	// absent when nothing is left to plan. Its Number is Waves.Current,
+	// or Waves.Current+1 when it waits for the pods in flight.
 	CurrentWave *StatusWave `json:"currentWave,omitempty"`
 	// Budgets: every budget of the plan with how much is in use now.
 	Budgets []StatusBudget `json:"budgets"`
@@ -106,16 +110,23 @@ type StatusPod struct {
 
 // StatusWaves counts waves.
 type StatusWaves struct {
-	// Done: waves completed (estimated); Remaining: waves the plan still
-	// has (a wave of pods in flight included); Total: Done + Remaining.
+	// Done: waves completed (estimated from the pods updated); Current:
+	// the number of the wave going on now (Done+1): the pods in flight,
+	// with the plan's first wave when that starts now, else the plan's
+	// first wave; Remaining: the current wave and the ones after it;
+	// Total: Done + Remaining. A Deployment rolled by its controller has
+	// only Remaining, the plan's waves (its waves done cannot be counted);
+	// Done, Current and Total are 0. See waves.
 	Done      int `json:"done"`
+	Current   int `json:"current,omitempty"`
 	Remaining int `json:"remaining"`
 	Total     int `json:"total"`
 }
 
 // StatusWave is the plan's next wave.
 type StatusWave struct {
-	// Number of the wave in the whole rollout (1-based, see StatusWaves).
+	// Number of the wave in the whole rollout (1-based, see StatusWaves;
+	// 0 for a Deployment rolled by its controller).
 	Number int `json:"number"`
 	// Start: offset from now at which the plan starts it ("0s": now).
 	Start   string         `json:"start"`
@@ -225,31 +236,7 @@ func BuildStatus(r *facts.Rollout, wp plan.WorkloadPlan, inFlight map[string]str
 		st.Budgets = append(st.Budgets, StatusBudget{Name: b.Name, Type: b.Type, InUse: b.InUse, Limit: b.Limit, Advisory: b.Advisory, Source: b.Source})
 	}
 
-	// Waves: the plan holds what is left; a wave whose pods are in flight
-	// is still going on.
-	remaining := len(wp.Waves)
-	if len(inFlight) > 0 {
-		remaining++
-	}
-	if len(wp.Waves) > 0 {
-		per := wavePods(wp.Waves[0])
-		done := (doneUpdated + per - 1) / per
-		st.Waves = StatusWaves{Done: done, Remaining: remaining, Total: done + remaining}
-		next := wp.Waves[0]
-		cw := &StatusWave{Number: st.Waves.Total - len(wp.Waves) + 1, Start: next.Start, Actions: []StatusAction{}}
-		for _, a := range next.Actions {
-			sa := StatusAction{Type: a.Type, Pod: a.Pod, ReplicaSet: a.ReplicaSet, From: a.From, To: a.To, Reasons: a.Reasons}
-			if a.Pod == "" {
-				sa.Node = a.Node
-			}
-			cw.Actions = append(cw.Actions, sa)
-		}
-		st.CurrentWave = cw
-	} else if remaining > 0 {
-		// Only the pods in flight are left: the last wave.
-		st.Waves = StatusWaves{Done: (doneUpdated + len(inFlight) - 1) / len(inFlight), Remaining: remaining}
-		st.Waves.Total = st.Waves.Done + remaining
-	}
+	st.Waves, st.CurrentWave = waves(wp, len(inFlight), doneUpdated)
 
 	switch {
 	case len(wp.Halted)+len(wp.Denied) > 0:
@@ -263,7 +250,7 @@ func BuildStatus(r *facts.Rollout, wp plan.WorkloadPlan, inFlight map[string]str
 		st.State, st.Verdict = StatusRolledOut, "rolled out"
 		st.Waves = StatusWaves{Done: st.Waves.Total, Total: st.Waves.Total}
 	case w.Annotations[facts.AnnPaused] == "true":
-		st.State, st.Verdict = StatusPaused, "paused by rollplan pause (resume with rollplan resume)"
+		st.State, st.Verdict = StatusPaused, fmt.Sprintf("paused by rollplan pause (resume with `rollplan resume %s/%s -n %s`)", strings.ToLower(w.Kind), w.Name, w.Namespace)
 	case w.Paused && !w.Managed:
 		// A managed Deployment is held paused by rollplan: not a pause.
 		st.State, st.Verdict = StatusPaused, "paused"
@@ -271,7 +258,10 @@ func BuildStatus(r *facts.Rollout, wp plan.WorkloadPlan, inFlight map[string]str
 		st.State = StatusInProgress
 		switch {
 		case st.Waves.Total > 0:
-			st.Verdict = fmt.Sprintf("in progress: wave %d of %d", st.Waves.Done+1, st.Waves.Total)
+			st.Verdict = fmt.Sprintf("in progress: wave %d of %d", st.Waves.Current, st.Waves.Total)
+		case st.Waves.Remaining > 0:
+			// A Deployment rolled by its controller: see waves.
+			st.Verdict = fmt.Sprintf("in progress: rolled by the Deployment controller, %s left", plural(st.Waves.Remaining, "wave", "waves"))
 		case len(wp.Notes) > 0 && active >= w.Replicas && notUpdated(r, held) > 0:
 			st.Verdict = "in progress: nothing planned: " + wp.Notes[0]
 		default:
@@ -281,19 +271,94 @@ func BuildStatus(r *facts.Rollout, wp plan.WorkloadPlan, inFlight map[string]str
 	return st
 }
 
-// wavePods counts the pods a wave changes (at least 1): one per pod
-// action, and the pods a ReplicaSet scale-up adds.
+// waves numbers the rollout's waves, one story for the verdict, the table
+// and the progress line:
+//
+//	Total = Done + Remaining; Remaining = the current wave + the ones after it
+//
+// The current wave, number Current = Done+1, is the one going on now: the
+// pods in flight, joined by the plan's first wave when that starts now (the
+// budgets let apply add its pods to those in flight: one wave, not two);
+// with nothing in flight, the plan's first wave. A first wave that waits
+// for the pods in flight is the next one, Current+1. The returned
+// StatusWave is the plan's first wave with its number.
+//
+// rollplan keeps no history, so Done is an estimate: the updated pods not
+// in flight, counted in waves of the largest wave (of the plan, or the
+// current one). Not the first wave's size: one shrunk by the pods in flight
+// would count more waves done than there were, and the numbers would jump
+// as the rollout goes on.
+//
+// A Deployment rolled by its controller (the plan's waves scale
+// ReplicaSets) gets no number: its waves are the controller's syncs between
+// two waits, re-predicted from availability at every read, and a
+// scale-down moves no pod to the update revision, so counting updated pods
+// made a 6-pod Deployment end at "wave 7 of 7". Only what the plan has left
+// is known: Remaining is the plan's waves; Done, Current and Total stay 0,
+// and the verdict says "K waves left".
+func waves(wp plan.WorkloadPlan, inFlight, doneUpdated int) (StatusWaves, *StatusWave) {
+	var cw *StatusWave
+	if len(wp.Waves) > 0 {
+		first := wp.Waves[0]
+		cw = &StatusWave{Start: first.Start, Actions: []StatusAction{}}
+		for _, a := range first.Actions {
+			sa := StatusAction{Type: a.Type, Pod: a.Pod, ReplicaSet: a.ReplicaSet, From: a.From, To: a.To, Reasons: a.Reasons}
+			if a.Pod == "" {
+				sa.Node = a.Node
+			}
+			cw.Actions = append(cw.Actions, sa)
+		}
+	}
+	for _, w := range wp.Waves {
+		for _, a := range w.Actions {
+			if a.Type == plan.ActionScaleRS {
+				return StatusWaves{Remaining: len(wp.Waves)}, cw
+			}
+		}
+	}
+	if inFlight == 0 && cw == nil {
+		return StatusWaves{}, nil
+	}
+	// The current wave's pods, and the largest wave.
+	current, next, largest := inFlight, 1, 0
+	for i, w := range wp.Waves {
+		n := wavePods(w)
+		if i == 0 && (inFlight == 0 || startsNow(w)) {
+			current += n
+			next = 0
+			continue
+		}
+		largest = max(largest, n)
+	}
+	largest = max(largest, current, 1)
+	done := (doneUpdated + largest - 1) / largest
+	remaining := len(wp.Waves) + next
+	st := StatusWaves{Done: done, Current: done + 1, Remaining: remaining, Total: done + remaining}
+	if cw != nil {
+		cw.Number = st.Current + next
+	}
+	return st, cw
+}
+
+// startsNow: the plan starts the wave at once.
+func startsNow(w plan.Wave) bool { return w.Start == "" || w.Start == "0s" }
+
+// wavePods counts the pods a wave changes (at least 1).
 func wavePods(w plan.Wave) int {
 	n := 0
 	for _, a := range w.Actions {
-		switch {
-		case a.Pod != "":
+		if a.Pod != "" {
 			n++
-		case a.From != nil && a.To != nil && *a.To > *a.From:
-			n += *a.To - *a.From
 		}
 	}
 	return max(n, 1)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 func notUpdated(r *facts.Rollout, held map[string]bool) int {

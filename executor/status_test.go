@@ -48,16 +48,18 @@ func TestStatus(t *testing.T) {
 				if st.Revisions != (StatusRevisions{Current: oldRev, Update: newRev}) {
 					t.Errorf("revisions %+v", st.Revisions)
 				}
-				// Waves of one pod: two done, web-2's in flight is the third.
-				if st.Waves.Done != 2 || st.Waves.Total != st.Waves.Done+st.Waves.Remaining || st.Waves.Remaining < 2 {
-					t.Errorf("waves %+v, want 2 done and at least the in-flight and the next remaining", st.Waves)
+				// The plan's first wave (one pod, now) joins web-2 in
+				// flight: the current wave, of 2 pods, the largest; the
+				// two pods done make one wave; two waves of one pod follow.
+				if want := (StatusWaves{Done: 1, Current: 2, Remaining: 3, Total: 4}); st.Waves != want {
+					t.Errorf("waves %+v, want %+v", st.Waves, want)
 				}
-				if want := fmt.Sprintf("in progress: wave 3 of %d", st.Waves.Total); st.Verdict != want {
+				if want := "in progress: wave 2 of 4"; st.Verdict != want {
 					t.Errorf("verdict %q, want %q", st.Verdict, want)
 				}
 				cw := st.CurrentWave
-				if cw == nil || cw.Number != 4 || len(cw.Actions) != 1 || cw.Actions[0].Type != "InPlaceUpdate" {
-					t.Fatalf("current wave %+v, want wave 4 with one InPlaceUpdate (budget 2, one in use)", cw)
+				if cw == nil || cw.Number != 2 || len(cw.Actions) != 1 || cw.Actions[0].Type != "InPlaceUpdate" {
+					t.Fatalf("current wave %+v, want wave 2 with one InPlaceUpdate (budget 2, one in use)", cw)
 				}
 				if p := cw.Actions[0].Pod; p == "web-0" || p == "web-1" || p == "web-2" {
 					t.Errorf("the next wave updates %s again", p)
@@ -156,7 +158,7 @@ func TestStatusLastWaveInFlight(t *testing.T) {
 	if st.State != StatusInProgress || st.CurrentWave != nil || st.Pods.InFlight != 1 {
 		t.Errorf("status %+v", st)
 	}
-	if st.Waves != (StatusWaves{Done: 1, Remaining: 1, Total: 2}) || st.Verdict != "in progress: wave 2 of 2" {
+	if st.Waves != (StatusWaves{Done: 1, Current: 2, Remaining: 1, Total: 2}) || st.Verdict != "in progress: wave 2 of 2" {
 		t.Errorf("waves %+v verdict %q, want wave 2 of 2", st.Waves, st.Verdict)
 	}
 }

@@ -585,7 +585,8 @@ func (g *Gate) snapshotWith(ctx context.Context, req *admissionv1.AdmissionReque
 }
 
 // summarise words a plan for a warning: "will update 30 pods in 8 waves:
-// 25 in place, 5 recreated (spec.containers[app].env changed)".
+// 25 in place, 5 recreated (spec.containers[app].env changed)", or, when
+// no wave is planned, why: "3 pods to update, nothing planned: NOTE".
 func summarise(wp plan.WorkloadPlan) string {
 	s := wp.Summary
 	if len(wp.Halted) > 0 {
@@ -593,6 +594,14 @@ func summarise(wp plan.WorkloadPlan) string {
 	}
 	if s.ToUpdate == 0 {
 		return ""
+	}
+	if len(wp.Waves) == 0 {
+		// Pods to update but no wave: say why nothing is planned (the
+		// plan's first note), not "in 0 waves".
+		if len(wp.Notes) == 0 {
+			return ""
+		}
+		return fmt.Sprintf("%d pods to update, nothing planned: %s", s.ToUpdate, wp.Notes[0])
 	}
 	var why []string
 	for _, w := range wp.Waves {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -616,6 +618,41 @@ func TestWorkloadUpdates(t *testing.T) {
 		Resource: metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}, Object: runtime.RawExtension{Raw: raw}})
 	if !resp.Allowed || len(resp.Warnings) != 0 {
 		t.Errorf("create of a fine StatefulSet: allowed %v, warnings %q", resp.Allowed, resp.Warnings)
+	}
+}
+
+// A workload update whose plan has pods to update but no wave (a budget
+// that lets no pod go) is not "will update 10 pods in 0 waves": the warning
+// says why nothing is planned.
+func TestWorkloadUpdateWithoutWaves(t *testing.T) {
+	dir := t.TempDir()
+	freeze := "package rollplan.strategy\n\nbudgets := [{\"name\": \"freeze\", \"maxUnavailable\": 0, \"source\": \"test\"}]\n"
+	if err := os.WriteFile(filepath.Join(dir, "freeze.rego"), []byte(freeze), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, err := rego.LoadBundle([]string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := rego.New(context.Background(), b, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := statefulSet(10)
+	f := newFixture(t, Options{Engine: eng}, objs...)
+	old, cur := objs[0].(*appsv1.StatefulSet).DeepCopy(), objs[0].(*appsv1.StatefulSet).DeepCopy()
+	cur.Spec.Template.Spec.Containers[0].Image = "example.com/db:v2"
+	o, _ := json.Marshal(old)
+	n, _ := json.Marshal(cur)
+	resp, _ := f.review(&admissionv1.AdmissionRequest{UID: "u", Namespace: ns, Name: "db", Operation: admissionv1.Update,
+		Resource:  metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"},
+		OldObject: runtime.RawExtension{Raw: o}, Object: runtime.RawExtension{Raw: n}})
+	if !resp.Allowed {
+		t.Fatalf("image change denied: %v", resp.Result)
+	}
+	got := strings.Join(resp.Warnings, "\n")
+	if strings.Contains(got, "0 waves") || !strings.HasPrefix(got, "rollplan: 10 pods to update, nothing planned: ") || !strings.Contains(got, "freeze") {
+		t.Errorf("warnings %q, want \"rollplan: 10 pods to update, nothing planned: \" and why (budget freeze)", resp.Warnings)
 	}
 }
 

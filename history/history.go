@@ -40,7 +40,10 @@ type Revision struct {
 	// (Number 0): a held Deployment's new template before rollplan apply.
 	Pending     bool   `json:"pending,omitempty"`
 	ChangeCause string `json:"changeCause,omitempty"`
-	// Changes: what differs from the revision before it ("" for the first).
+	// Changes: what differs from the revision before it ("" for the
+	// first): "PATH, ... changed", plus " in place" when the revision is
+	// known to have been rolled out in place (a Deployment revision in the
+	// same ReplicaSet as the one before; see rolledInPlace).
 	Changes  string                  `json:"changes"`
 	Template *corev1.PodTemplateSpec `json:"-"`
 }
@@ -66,7 +69,7 @@ func List(ctx context.Context, c kubernetes.Interface, t executor.Target) ([]Rev
 	sort.SliceStable(revs, func(i, j int) bool { return revs[i].Number < revs[j].Number })
 	for i := range revs {
 		if i > 0 {
-			revs[i].Changes = summary(facts.Diff(revs[i-1].Template, revs[i].Template))
+			revs[i].Changes = summary(facts.Diff(revs[i-1].Template, revs[i].Template), rolledInPlace(t, revs[i-1], revs[i]))
 		}
 	}
 	// The current revision is the newest whose template is the workload's.
@@ -80,7 +83,7 @@ func List(ctx context.Context, c kubernetes.Interface, t executor.Target) ([]Rev
 	// a controller that has not synced yet) recorded it.
 	p := Revision{Source: "the workload's template", Pending: true, Current: true, Template: stripRevisionLabels(current)}
 	if len(revs) > 0 {
-		p.Changes = summary(facts.Diff(revs[len(revs)-1].Template, p.Template))
+		p.Changes = summary(facts.Diff(revs[len(revs)-1].Template, p.Template), false)
 	}
 	return append(revs, p), nil
 }
@@ -88,7 +91,7 @@ func List(ctx context.Context, c kubernetes.Interface, t executor.Target) ([]Rev
 func deploymentRevisions(ctx context.Context, c kubernetes.Interface, t executor.Target) ([]Revision, *corev1.PodTemplateSpec, error) {
 	d, err := c.AppsV1().Deployments(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", t, err)
+		return nil, nil, getError(t, err)
 	}
 	l, err := c.AppsV1().ReplicaSets(t.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -122,13 +125,13 @@ func controllerRevisions(ctx context.Context, c kubernetes.Interface, t executor
 	case capture.StatefulSet:
 		s, err := c.AppsV1().StatefulSets(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", t, err)
+			return nil, nil, getError(t, err)
 		}
 		uid, template = string(s.UID), &s.Spec.Template
 	default:
 		ds, err := c.AppsV1().DaemonSets(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", t, err)
+			return nil, nil, getError(t, err)
 		}
 		uid, template = string(ds.UID), &ds.Spec.Template
 	}
@@ -162,8 +165,12 @@ func stripRevisionLabels(t *corev1.PodTemplateSpec) *corev1.PodTemplateSpec {
 	return c
 }
 
-// summary says what changed in a few words: the paths, grouped by class.
-func summary(changes []facts.Change) string {
+// summary says what changed: the paths, and "changed in place" only when
+// the revision is known to have been rolled out in place (inPlace). Whether
+// a field could change in place (facts.Change.InPlace) says nothing of how
+// the revision was rolled out: a native rolling update recreates pods
+// whatever changed.
+func summary(changes []facts.Change, inPlace bool) string {
 	if len(changes) == 0 {
 		return "no change"
 	}
@@ -171,19 +178,26 @@ func summary(changes []facts.Change) string {
 	for _, c := range changes {
 		parts = append(parts, c.Path)
 	}
-	s := strings.Join(parts, ", ")
-	inPlace := true
-	for _, c := range changes {
-		inPlace = inPlace && c.InPlace
-	}
+	s := strings.Join(parts, ", ") + " changed"
 	if inPlace {
-		s += " (in place)"
+		s += " in place"
 	}
 	return s
 }
 
+// rolledInPlace: rev (the revision after prev) is known to have been
+// rolled out in place. Only a Deployment's history tells: rollplan updates
+// a Deployment in place within one ReplicaSet, recording the template it
+// replaced there, so two successive revisions recorded by the same
+// ReplicaSet went in place; a revision in another ReplicaSet got new pods.
+// A ControllerRevision does not record how its pods were updated.
+func rolledInPlace(t executor.Target, prev, rev Revision) bool {
+	return t.Kind == capture.Deployment && prev.Source == rev.Source && !rev.Pending
+}
+
 // Find is revision n of revs; n = 0 is the revision before the current
-// one, as kubectl rollout undo takes it.
+// one, as kubectl rollout undo takes it. Its errors say what is missing;
+// the caller adds how to list the revisions (the command line it takes).
 func Find(revs []Revision, t executor.Target, n int64) (*Revision, error) {
 	if n == 0 {
 		cur := -1
@@ -198,7 +212,7 @@ func Find(revs []Revision, t executor.Target, n int64) (*Revision, error) {
 				return &revs[i], nil
 			}
 		}
-		return nil, fmt.Errorf("%s: no previous revision to roll back to (see rollplan history)", t)
+		return nil, fmt.Errorf("%s: no previous revision to roll back to", t)
 	}
 	for i := range revs {
 		if revs[i].Number == n && !revs[i].Pending {
@@ -211,7 +225,7 @@ func Find(revs []Revision, t executor.Target, n int64) (*Revision, error) {
 			have = append(have, fmt.Sprint(r.Number))
 		}
 	}
-	return nil, fmt.Errorf("%s: revision %d not found (revisions: %s; see rollplan history)", t, n, strings.Join(have, ", "))
+	return nil, fmt.Errorf("%s: revision %d not found (revisions: %s)", t, n, strings.Join(have, ", "))
 }
 
 // Rollback sets the workload's pod template to the revision's (the
@@ -265,7 +279,19 @@ func Rollback(ctx context.Context, c kubernetes.Interface, t executor.Target, re
 		}
 	})
 	if err != nil {
+		if nf := capture.WorkloadNotFound(t.Kind, t.Name, t.Namespace, err); nf != err {
+			return false, nf
+		}
 		return false, fmt.Errorf("%s: roll the template back to revision %d: %w", t, rev.Number, err)
 	}
 	return changed, nil
+}
+
+// getError is the error of reading the workload: worded as rollplan
+// snapshot, status and apply word it when it does not exist.
+func getError(t executor.Target, err error) error {
+	if nf := capture.WorkloadNotFound(t.Kind, t.Name, t.Namespace, err); nf != err {
+		return nf
+	}
+	return fmt.Errorf("%s: %w", t, err)
 }

@@ -66,21 +66,24 @@ func TestListAndFind(t *testing.T) {
 		want     string
 		previous int64 // Find(revs, 0)
 	}{
+		// Revision 2 came with a new ReplicaSet (new pods): an image change,
+		// which could go in place, but did not. Revision 3 replaced it in
+		// place within api-b. The pending template is not rolled out yet.
 		{"at the newest revision", "v3", strings.Join([]string{
 			"1 ReplicaSet/api-a inPlace=false current=false pending=false v1 []",
-			"2 ReplicaSet/api-b inPlace=true current=false pending=false v2 [spec.containers[app].image (in place)]",
-			"3 ReplicaSet/api-b inPlace=false current=true pending=false v3 [spec.containers[app].image (in place)]",
+			"2 ReplicaSet/api-b inPlace=true current=false pending=false v2 [spec.containers[app].image changed]",
+			"3 ReplicaSet/api-b inPlace=false current=true pending=false v3 [spec.containers[app].image changed in place]",
 		}, "\n"), 2},
 		{"a new template no revision records yet", "v4", strings.Join([]string{
 			"1 ReplicaSet/api-a inPlace=false current=false pending=false v1 []",
-			"2 ReplicaSet/api-b inPlace=true current=false pending=false v2 [spec.containers[app].image (in place)]",
-			"3 ReplicaSet/api-b inPlace=false current=false pending=false v3 [spec.containers[app].image (in place)]",
-			"0 the workload's template inPlace=false current=true pending=true v4 [spec.containers[app].image (in place)]",
+			"2 ReplicaSet/api-b inPlace=true current=false pending=false v2 [spec.containers[app].image changed]",
+			"3 ReplicaSet/api-b inPlace=false current=false pending=false v3 [spec.containers[app].image changed in place]",
+			"0 the workload's template inPlace=false current=true pending=true v4 [spec.containers[app].image changed]",
 		}, "\n"), 3},
 		{"rolled back to an in-place revision's template", "v2", strings.Join([]string{
 			"1 ReplicaSet/api-a inPlace=false current=false pending=false v1 []",
-			"2 ReplicaSet/api-b inPlace=true current=true pending=false v2 [spec.containers[app].image (in place)]",
-			"3 ReplicaSet/api-b inPlace=false current=false pending=false v3 [spec.containers[app].image (in place)]",
+			"2 ReplicaSet/api-b inPlace=true current=true pending=false v2 [spec.containers[app].image changed]",
+			"3 ReplicaSet/api-b inPlace=false current=false pending=false v3 [spec.containers[app].image changed in place]",
 		}, "\n"), 3},
 	}
 	for _, tt := range tests {
@@ -100,6 +103,57 @@ func TestListAndFind(t *testing.T) {
 				t.Errorf("Find(9): %v, want an error listing the revisions", err)
 			}
 		})
+	}
+}
+
+// Revisions rolled out by the Deployment controller's RollingUpdate (one
+// ReplicaSet each, pods recreated) are not reported as in place, though an
+// image change could have gone in place; nor are a StatefulSet's, whose
+// ControllerRevisions do not record how the pods were updated.
+func TestListNativeRolloutsAreNotInPlace(t *testing.T) {
+	owner := []metav1.OwnerReference{{Kind: "Deployment", Name: "api", UID: "d", Controller: ptr.To(true)}}
+	objs := []runtime.Object{&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "api", UID: "d"},
+		Spec: appsv1.DeploymentSpec{Template: podTemplate("v3")}}}
+	for rev, image := range []string{"v1", "v2", "v3"} {
+		tmpl := podTemplate(image)
+		tmpl.Labels["pod-template-hash"] = image
+		objs = append(objs, &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "api-" + image, OwnerReferences: owner,
+			Annotations: map[string]string{"deployment.kubernetes.io/revision": fmt.Sprint(rev + 1)}},
+			Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To(int32(0)), Template: tmpl}})
+	}
+	revs, err := List(context.Background(), fake.NewClientset(objs...), executor.Target{Namespace: "ns", Kind: "Deployment", Name: "api"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Join([]string{
+		"1 ReplicaSet/api-v1 inPlace=false current=false pending=false v1 []",
+		"2 ReplicaSet/api-v2 inPlace=false current=false pending=false v2 [spec.containers[app].image changed]",
+		"3 ReplicaSet/api-v3 inPlace=false current=true pending=false v3 [spec.containers[app].image changed]",
+	}, "\n")
+	if got := describe(revs); got != want {
+		t.Errorf("List:\n%s\nwant:\n%s", got, want)
+	}
+
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "s"},
+		Spec: appsv1.StatefulSetSpec{Template: podTemplate("v2")}}
+	objs = []runtime.Object{sts}
+	for rev, image := range []string{"v1", "v2"} {
+		tmpl := podTemplate(image)
+		raw, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{"$patch": "replace", "metadata": tmpl.ObjectMeta, "spec": tmpl.Spec}}})
+		objs = append(objs, &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-" + image,
+			OwnerReferences: []metav1.OwnerReference{{Kind: "StatefulSet", Name: "web", UID: "s", Controller: ptr.To(true)}}},
+			Data: runtime.RawExtension{Raw: raw}, Revision: int64(rev + 1)})
+	}
+	revs, err = List(context.Background(), fake.NewClientset(objs...), executor.Target{Namespace: "ns", Kind: "StatefulSet", Name: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = strings.Join([]string{
+		"1 ControllerRevision/web-v1 inPlace=false current=false pending=false v1 []",
+		"2 ControllerRevision/web-v2 inPlace=false current=true pending=false v2 [spec.containers[app].image changed]",
+	}, "\n")
+	if got := describe(revs); got != want {
+		t.Errorf("List of a StatefulSet:\n%s\nwant:\n%s", got, want)
 	}
 }
 

@@ -166,6 +166,10 @@ func drive(cmd *cobra.Command, w *liveWorkload, o driveOptions) error {
 		prog = &progress{w: stderr}
 		opts.Log = slog.New(slog.NewTextHandler(prog, nil))
 		opts.Progress = prog.step
+		// The API server's warnings scroll above the line too.
+		defer kubeWarnings.redirect(prog)()
+	} else {
+		defer kubeWarnings.redirect(stderr)()
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -228,7 +232,9 @@ func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (func
 	}, nil
 }
 
-// report writes the final summary line.
+// report writes the final summary line. Pods are counted as rollplan
+// status counts them: updated out of the desired ones not held, so old
+// pods still terminating after a rolling update are not in the total.
 func report(w io.Writer, t executor.Target, dryRun bool, sum *executor.Summary, err error) {
 	if sum == nil || sum.Last == nil {
 		return
@@ -262,7 +268,7 @@ func report(w io.Writer, t executor.Target, dryRun bool, sum *executor.Summary, 
 		state = "done"
 	}
 	fmt.Fprintf(w, "%s: %s: %s in %d step(s); %d/%d pods updated, %d available, %d held, %d in flight\n",
-		t, state, strings.Join(acts, ", "), max(sum.Steps, 1), last.Updated, last.Pods-last.Held, last.Available, last.Held, len(last.InFlight))
+		t, state, strings.Join(acts, ", "), max(sum.Steps, 1), last.Updated, last.Desired-last.Held, last.Available, last.Held, len(last.InFlight))
 	if last.Note != "" && !last.Done {
 		fmt.Fprintf(w, "%s: %s\n", t, last.Note)
 	}

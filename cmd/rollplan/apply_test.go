@@ -132,3 +132,83 @@ func TestExitCodes(t *testing.T) {
 		}
 	}
 }
+
+// The summary counts pods as rollplan status does: updated out of the
+// desired pods not held; old pods still terminating are not in the total.
+func TestReport(t *testing.T) {
+	target := executor.Target{Namespace: "prod", Kind: "Deployment", Name: "api"}
+	tests := []struct {
+		name string
+		last executor.StepResult
+		want string
+	}{
+		{name: "a rolling update's old pods still terminating",
+			last: executor.StepResult{Done: true, Pods: 9, Desired: 6, Updated: 6, Available: 6},
+			want: "Deployment prod/api: done: no action in 10 step(s); 6/6 pods updated, 6 available, 0 held, 0 in flight\n"},
+		{name: "held pods are not in the total",
+			last: executor.StepResult{Done: true, Pods: 5, Desired: 5, Held: 2, Updated: 3, Available: 5},
+			want: "Deployment prod/api: done: no action in 10 step(s); 3/3 pods updated, 5 available, 2 held, 0 in flight\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b strings.Builder
+			report(&b, target, false, &executor.Summary{Steps: 10, Actions: map[string]int{}, Last: &tt.last}, nil)
+			if b.String() != tt.want {
+				t.Errorf("report %q, want %q", b.String(), tt.want)
+			}
+		})
+	}
+}
+
+// The error lines of a refusal and a halt: one line, the first reason,
+// what to do next.
+func TestApplyErrorLines(t *testing.T) {
+	march := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name     string
+		scenario string
+		args     []string
+		code     int
+		want     []string
+		not      []string
+	}{
+		{
+			name:     "an unmanaged Deployment: annotate it, apply holds it (README, Deployments in place)",
+			scenario: "deploy-rolling-4-25pct",
+			args:     []string{"apply", "deploy/api"}, code: exitError,
+			want: []string{"Deployment default/api: not managed by rollplan",
+				"`kubectl annotate deploy/api -n default rollplan.dev/managed=true rollplan.dev/pod-update-policy=InPlaceIfPossible`",
+				"holds the Deployment with spec.paused itself"},
+			not: []string{"set spec.paused"},
+		},
+		{
+			name:     "InPlaceOnly: the first reason of 4, how to go on, where the rest is",
+			scenario: "sts-inplaceonly-halt",
+			args:     []string{"apply", "sts/web", "--once"}, code: exitHalted,
+			want: []string{"StatefulSet default/web: rollout halted by policy: InPlaceOnly: pod web-0 cannot be updated in place: spec.containers[app].env (and 3 more)",
+				"`kubectl annotate sts/web -n default rollplan.dev/pod-update-policy=InPlaceIfPossible --overwrite`",
+				"revert the template change",
+				"every reason: `rollplan status sts/web -n default` (or `rollplan plan`)"},
+			not: []string{"web-1", "web-3"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fakeApply(t, march, tt.scenario)
+			_, line, code := execute(t, tt.args...)
+			if code != tt.code {
+				t.Fatalf("exit code %d, want %d: %s", code, tt.code, line)
+			}
+			for _, s := range tt.want {
+				if !strings.Contains(line, s) {
+					t.Errorf("error line lacks %q:\n%s", s, line)
+				}
+			}
+			for _, s := range tt.not {
+				if strings.Contains(line, s) {
+					t.Errorf("error line has %q:\n%s", s, line)
+				}
+			}
+		})
+	}
+}

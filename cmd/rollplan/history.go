@@ -43,8 +43,11 @@ the kubectl rollout history of rollplan. A Deployment's revisions are its
 ReplicaSets and, for a ReplicaSet rollplan updated in place, the templates
 it replaced (kept in the ReplicaSet's annotation rollplan.dev/revision-history,
 at most revisionHistoryLimit of them); a StatefulSet's and DaemonSet's are
-its ControllerRevisions. CHANGES says what differs from the revision before;
-* marks the revision the workload's template is at. A template no revision
+its ControllerRevisions. CHANGES says which fields differ from the revision
+before ("... changed"), and "changed in place" where the revision is known
+to have been rolled out in place (a Deployment revision rollplan applied
+within the previous revision's ReplicaSet; a ControllerRevision does not
+record how its pods were updated); * marks the revision the workload's template is at. A template no revision
 records yet (a held Deployment after kubectl set image, before rollplan
 apply) is listed last as "-*".`,
 		Example: `  rollplan history deploy/web -n prod
@@ -72,7 +75,7 @@ apply) is listed last as "-*".`,
 			if revision != 0 {
 				rev, err := history.Find(revs, t, revision)
 				if err != nil {
-					return err
+					return fmt.Errorf("%w: list them with `%s`", err, commandFor(&config, "rollplan history", t))
 				}
 				raw, err := yaml.Marshal(rev.Template)
 				if err != nil {
@@ -184,7 +187,7 @@ Exit codes as rollplan apply: 0 done, 1 error or timeout, 2 usage error,
 			}
 			rev, err := history.Find(revs, w.target, to)
 			if err != nil {
-				return err
+				return fmt.Errorf("%w: see `%s`", err, commandFor(&config, "rollplan history", w.target))
 			}
 			stderr := cmd.ErrOrStderr()
 			if dryRun == "client" {
@@ -209,7 +212,7 @@ Exit codes as rollplan apply: 0 done, 1 error or timeout, 2 usage error,
 				return err
 			}
 			if !managed {
-				fmt.Fprintf(stderr, "%s is not managed by rollplan (annotation %s): its controller rolls it back; follow it with kubectl rollout status\n", w.target, facts.AnnManaged)
+				fmt.Fprintf(stderr, "%s is not managed by rollplan (annotation %s): its controller rolls it back; follow it with `%s`\n", w.target, facts.AnnManaged, commandFor(&config, "kubectl rollout status", w.target))
 				return nil
 			}
 			return drive(cmd, w, o)
@@ -232,6 +235,15 @@ Exit codes as rollplan apply: 0 done, 1 error or timeout, 2 usage error,
 	return cmd
 }
 
+// workloadError is the error of reading the workload t: worded as rollplan
+// snapshot, status and apply word it when it does not exist.
+func workloadError(t executor.Target, err error) error {
+	if nf := capture.WorkloadNotFound(t.Kind, t.Name, t.Namespace, err); nf != err {
+		return nf
+	}
+	return fmt.Errorf("%s: %w", t, err)
+}
+
 // isManaged: rollplan apply drives the workload (annotation rollplan.dev/managed).
 func isManaged(w *liveWorkload) (bool, error) {
 	var ann map[string]string
@@ -240,19 +252,19 @@ func isManaged(w *liveWorkload) (bool, error) {
 	case capture.Deployment:
 		d, err := w.client.AppsV1().Deployments(t.Namespace).Get(w.ctx, t.Name, metav1.GetOptions{})
 		if err != nil {
-			return false, fmt.Errorf("%s: %w", t, err)
+			return false, workloadError(t, err)
 		}
 		ann = d.Annotations
 	case capture.StatefulSet:
 		s, err := w.client.AppsV1().StatefulSets(t.Namespace).Get(w.ctx, t.Name, metav1.GetOptions{})
 		if err != nil {
-			return false, fmt.Errorf("%s: %w", t, err)
+			return false, workloadError(t, err)
 		}
 		ann = s.Annotations
 	default:
 		ds, err := w.client.AppsV1().DaemonSets(t.Namespace).Get(w.ctx, t.Name, metav1.GetOptions{})
 		if err != nil {
-			return false, fmt.Errorf("%s: %w", t, err)
+			return false, workloadError(t, err)
 		}
 		ann = ds.Annotations
 	}
@@ -289,7 +301,7 @@ func previewRollback(w *liveWorkload, rev *history.Revision) (*plan.Plan, error)
 		}
 	}
 	if !found {
-		return nil, fmt.Errorf("%s not found", w.target)
+		return nil, capture.NotFoundError(w.target.Kind, w.target.Name, w.target.Namespace)
 	}
 	r, _, err := executor.Observe(snap, w.target, now, w.gates)
 	if err != nil {
@@ -341,14 +353,14 @@ stops too.`
 			}
 			t := executor.Target{Namespace: cl.namespace, Kind: ref.Kind, Name: ref.Name}
 			if err := executor.SetPaused(cmd.Context(), cl.client, t, pause, dryRun == "server"); err != nil {
-				return err
+				return capture.WorkloadNotFound(t.Kind, t.Name, t.Namespace, err)
 			}
 			suffix := ""
 			if dryRun == "server" {
 				suffix = " (server dry run, nothing changed)"
 			}
 			if pause {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s paused%s: no new action starts until `rollplan resume %s/%s`; pods being updated finish\n", t, suffix, strings.ToLower(t.Kind), t.Name)
+				fmt.Fprintf(cmd.OutOrStdout(), "%s paused%s: no new action starts until `%s`; pods being updated finish\n", t, suffix, commandFor(&config, "rollplan resume", t))
 			} else {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s resumed%s: rollplan apply carries on\n", t, suffix)
 			}

@@ -21,6 +21,7 @@ func TestHistoryUndoPause(t *testing.T) {
 		args           []string
 		code           int
 		stdout, stderr []string
+		err            string // the whole error, when given
 	}{
 		{name: "history lists the ReplicaSet revision", args: []string{"history", "deploy/api"},
 			stdout: []string{"Deployment default/api", "REVISION", "SOURCE", "ReplicaSet/api-647569c96f"}},
@@ -34,7 +35,13 @@ func TestHistoryUndoPause(t *testing.T) {
 			stdout: []string{"Deployment default/api"}, stderr: []string{"preview of the rollback to revision 1", "nothing changed"}},
 		{name: "undo to a missing revision", args: []string{"undo", "deploy/api", "--to-revision", "9"}, code: exitError},
 		{name: "bad undo --dry-run", args: []string{"undo", "deploy/api", "--dry-run=server"}, code: exitUsage},
-		{name: "pause", args: []string{"pause", "deploy/api"}, stdout: []string{"Deployment default/api paused", "rollplan resume deployment/api"}},
+		{name: "pause", args: []string{"pause", "deploy/api"}, stdout: []string{"Deployment default/api paused", "`rollplan resume deployment/api -n default`"}},
+		{name: "pause names the namespace and context to resume with", args: []string{"pause", "deploy/api", "-n", "default", "--context", "staging"},
+			stdout: []string{"`rollplan resume deployment/api -n default --context staging`"}},
+		{name: "undo to a missing revision says how to list them", args: []string{"undo", "deploy/api", "--to-revision", "9", "--context", "staging"}, code: exitError,
+			err: "Deployment default/api: revision 9 not found (revisions: 1): see `rollplan history deployment/api -n default --context staging`"},
+		{name: "history of a missing revision says how to list them", args: []string{"history", "deploy/api", "--revision", "9"}, code: exitError,
+			err: "Deployment default/api: revision 9 not found (revisions: 1): list them with `rollplan history deployment/api -n default`"},
 		{name: "resume", args: []string{"resume", "deploy/api"}, stdout: []string{"Deployment default/api resumed"}},
 		{name: "pause needs a workload", args: []string{"pause"}, code: exitUsage},
 	}
@@ -44,6 +51,9 @@ func TestHistoryUndoPause(t *testing.T) {
 			stdout, stderr, err := run(t, tt.args...)
 			if got := exitCode(err); got != tt.code {
 				t.Fatalf("exit code %d, want %d (err %v)\nstdout:\n%s\nstderr:\n%s", got, tt.code, err, stdout, stderr)
+			}
+			if tt.err != "" && (err == nil || err.Error() != tt.err) {
+				t.Errorf("error\n%v\nwant\n%s", err, tt.err)
 			}
 			for _, s := range tt.stdout {
 				if !strings.Contains(stdout, s) {
@@ -99,14 +109,55 @@ func TestHistoryStatefulSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The snapshot holds only the old revision: the new template is pending.
-	for _, want := range []string{"ControllerRevision/web-6545fdd768", "-*", "the workload's template (not rolled out yet)", "spec.containers[app].image (in place)"} {
+	for _, want := range []string{"ControllerRevision/web-6545fdd768", "-*", "the workload's template (not rolled out yet)", "spec.containers[app].image changed"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("history lacks %q:\n%s", want, out)
 		}
+	}
+	// Not rolled out: nothing went in place (the image could, which is no
+	// claim of how a revision was rolled out).
+	if strings.Contains(out, "(in place)") || strings.Contains(out, "changed in place") {
+		t.Errorf("history claims an in-place update that did not happen:\n%s", out)
 	}
 	out, stderr, err := run(t, "undo", "sts/web", "--dry-run=client")
 	if err != nil || !strings.Contains(stderr, "preview of the rollback to revision 1") {
 		t.Fatalf("undo --dry-run=client: %v\n%s\n%s", err, stderr, out)
 	}
 	t.Logf("history:\n%s", out)
+}
+
+// undo of a workload rollplan does not manage hands it to its controller
+// and names the kubectl command to follow it, with the namespace and the
+// context it ran with.
+func TestUndoUnmanagedHint(t *testing.T) {
+	fakeApply(t, time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), "deploy-rolling-4-25pct")
+	_, stderr, err := run(t, "undo", "deploy/api", "--context", "staging")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "its controller rolls it back; follow it with `kubectl rollout status deployment/api -n default --context staging`\n"; !strings.HasSuffix(stderr, want) {
+		t.Errorf("stderr %q, want it to end %q", stderr, want)
+	}
+}
+
+// A workload that does not exist is named the same way by every command
+// that reads one from the cluster: as rollplan snapshot, status and apply
+// word it.
+func TestWorkloadNotFoundWording(t *testing.T) {
+	for _, ref := range []string{"sts/nope", "deploy/nope", "ds/nope"} {
+		kind := map[string]string{"sts": "statefulset", "deploy": "deployment", "ds": "daemonset"}[strings.Split(ref, "/")[0]]
+		want := kind + ` "nope" not found in namespace "prod"`
+		for _, args := range [][]string{
+			{"snapshot"}, {"status"}, {"apply"},
+			{"pause"}, {"resume"}, {"history"}, {"history", "--revision", "1"}, {"undo"}, {"undo", "--dry-run=client"},
+		} {
+			t.Run(ref+" "+strings.Join(args, " "), func(t *testing.T) {
+				fakeApply(t, time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), "deploy-inplace-managed")
+				_, errLine, code := execute(t, append([]string{args[0], ref, "-n", "prod"}, args[1:]...)...)
+				if code != exitError || errLine != "error: "+want {
+					t.Errorf("exit %d, %q; want exit %d, %q", code, errLine, exitError, "error: "+want)
+				}
+			})
+		}
+	}
 }

@@ -150,6 +150,9 @@ func (f *planFlags) engineKind() (string, error) {
 	default:
 		return "", usageError{fmt.Errorf("--engine %q: want rego, cel or native", f.engine)}
 	}
+	if err := checkPolicyPaths(f.policies); err != nil {
+		return "", err
+	}
 	if f.engine == "native" {
 		if len(f.policies) > 0 {
 			return "", usageError{fmt.Errorf("--engine native runs the built-in default strategy only: drop --policy, or pick --engine rego or cel")}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Policy files that do not fit the engine are named, with what to do,
@@ -156,5 +157,34 @@ func TestPlanPolicyWarnings(t *testing.T) {
 	}
 	if !strings.Contains(out, "Deployment default/api") {
 		t.Errorf("no plan:\n%s", out)
+	}
+}
+
+// A --policy path that is not there is one line naming it as the flag took
+// it (not "policy PATH: stat PATH: ..."), exit 1, for every command taking
+// --policy, whatever the engine.
+func TestMissingPolicyPath(t *testing.T) {
+	fakeApply(t, time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), "deploy-inplace-managed")
+	missing := filepath.Join(t.TempDir(), "nonexistent", "policy")
+	want := "error: --policy " + missing + ": no such file or directory: pass a policy file or directory"
+	for _, args := range [][]string{
+		{"plan", "-f", "testdata/scenarios/deploy-rolling-10-25pct/snapshot.yaml"},
+		{"plan", "-f", "testdata/scenarios/deploy-rolling-10-25pct/snapshot.yaml", "--engine", "cel"},
+		{"plan", "-f", "testdata/scenarios/deploy-rolling-10-25pct/snapshot.yaml", "--engine", "rego"},
+		{"explain", "api-0", "-f", "testdata/scenarios/deploy-rolling-10-25pct/snapshot.yaml"},
+		{"apply", "deploy/api"},
+		{"status", "deploy/api"},
+		{"undo", "deploy/api", "--dry-run=client"},
+		{"gate", "--tls-cert-file", "tls.crt", "--tls-private-key-file", "tls.key"}, // checked before the certificate is read
+		{"gate", "manifests", "--image", "registry.example/rollplan:v1"},
+	} {
+		// An existing policy first: the missing one is found among several.
+		args := append(args, "--policy", "policies/examples/leader-last", "--policy", missing)
+		t.Run(strings.Join(args[:2], " "), func(t *testing.T) {
+			_, line, code := execute(t, args...)
+			if code != exitError || line != want {
+				t.Errorf("rollplan %s: exit %d, %q; want exit %d, %q", strings.Join(args, " "), code, line, exitError, want)
+			}
+		})
 	}
 }

@@ -66,12 +66,16 @@ func (p *progress) done() {
 	p.clear()
 }
 
-// progressLine: waves done/total, pods updated/available, budgets in use.
+// progressLine: waves done/total (when counted), pods updated/available,
+// budgets in use.
 func progressLine(st *executor.RolloutStatus) string {
 	desired := st.Pods.Desired - st.Pods.Held
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s/%s: waves %d/%d, pods %d/%d updated, %d available", st.Workload.Namespace, st.Workload.Name,
-		st.Waves.Done, st.Waves.Total, st.Pods.Updated, desired, st.Pods.Available)
+	fmt.Fprintf(&b, "%s/%s: ", st.Workload.Namespace, st.Workload.Name)
+	if st.Waves.Total > 0 { // a controller's rollout has no count (the verdict says what is left)
+		fmt.Fprintf(&b, "waves %d/%d, ", st.Waves.Done, st.Waves.Total)
+	}
+	fmt.Fprintf(&b, "pods %d/%d updated, %d available", st.Pods.Updated, desired, st.Pods.Available)
 	if st.Pods.InFlight > 0 {
 		fmt.Fprintf(&b, ", %d in flight", st.Pods.InFlight)
 	}

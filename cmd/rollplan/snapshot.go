@@ -80,6 +80,9 @@ func connectKubeconfig(k *kubeFlags) (*cluster, error) {
 	}
 	rc.UserAgent = "rollplan/" + version
 	rc.QPS, rc.Burst = 20, 50
+	// The API server's warnings as plain "warning: ..." lines, each once,
+	// not klog lines (see warningPrinter).
+	rc.WarningHandler, rc.WarningHandlerWithContext = kubeWarnings, nil
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
@@ -140,6 +143,11 @@ KIND is deployment (deploy), statefulset (sts) or daemonset (ds).`,
 			opts.Namespace = "default"
 			if err := opts.Validate(); err != nil {
 				return usageError{err}
+			}
+			if outputFile != "" {
+				if err := checkOutputFile(outputFile); err != nil {
+					return err
+				}
 			}
 			cl, err := connectCluster(&config)
 			if err != nil {
@@ -202,6 +210,7 @@ func plural(n int, one, many string) string {
 
 // writeFileAtomic writes data to a temporary file beside path and renames
 // it over path, so that a failed write leaves the previous file whole.
+// Errors name path, not the temporary file.
 func writeFileAtomic(path string, data []byte) error {
 	dir, base := filepath.Split(path)
 	if dir == "" {
@@ -209,22 +218,22 @@ func writeFileAtomic(path string, data []byte) error {
 	}
 	f, err := os.CreateTemp(dir, "."+strings.TrimPrefix(base, ".")+".tmp-*")
 	if err != nil {
-		return fmt.Errorf("write snapshot: %w", err)
+		return outputFileError(path, err)
 	}
 	defer os.Remove(f.Name()) // after a successful rename there is nothing to remove
 	if _, err := f.Write(data); err != nil {
 		f.Close()
-		return fmt.Errorf("write snapshot %s: %w", path, err)
+		return outputFileError(path, err)
 	}
 	if err := f.Chmod(0o644); err != nil {
 		f.Close()
-		return fmt.Errorf("write snapshot %s: %w", path, err)
+		return outputFileError(path, err)
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("write snapshot %s: %w", path, err)
+		return outputFileError(path, err)
 	}
 	if err := os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("write snapshot %s: %w", path, err)
+		return outputFileError(path, err)
 	}
 	return nil
 }

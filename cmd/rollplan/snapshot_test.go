@@ -243,3 +243,31 @@ func TestSnapshotErrors(t *testing.T) {
 		t.Errorf("temporary files left behind: %v", entries)
 	}
 }
+
+// An --output-file that cannot be written is one line naming the path as
+// given (never the temporary file beside it), exit 1, before any capture.
+func TestSnapshotOutputFileErrors(t *testing.T) {
+	fakeCluster(t, time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), "testdata/scenarios/deploy-rolling-10-25pct/snapshot.yaml")
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "nonexistent", "dir")
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ path, want string }{
+		{filepath.Join(missing, "x.yaml"), "--output-file " + filepath.Join(missing, "x.yaml") + ": directory " + missing + " does not exist: create it or pass a file in an existing directory"},
+		{filepath.Join(file, "x.yaml"), "--output-file " + filepath.Join(file, "x.yaml") + ": " + file + " is not a directory: pass a file in an existing directory"},
+		{dir, "--output-file " + dir + ": is a directory: pass a file name"},
+	} {
+		out, line, code := execute(t, "snapshot", "--output-file", c.path)
+		if code != exitError || line != "error: "+c.want || out != "" {
+			t.Errorf("snapshot --output-file %s: exit %d, %q, stdout %q; want exit %d, %q", c.path, code, line, out, exitError, "error: "+c.want)
+		}
+	}
+	// The write itself (the directory gone after the check) names the path too.
+	path := filepath.Join(missing, "x.yaml")
+	err := writeFileAtomic(path, []byte("x"))
+	if want := "--output-file " + path + ": directory " + missing + " does not exist: create it or pass a file in an existing directory"; err == nil || err.Error() != want {
+		t.Errorf("writeFileAtomic: %v, want %q", err, want)
+	}
+}

@@ -50,13 +50,19 @@ the revisions (current → update); the pods: total, updated, available, held
 and its actions; every budget with its use and limit; the policy's halt and
 deny reasons; and a one-line verdict: "rolled out", "in progress: wave 2 of
 5", "halted: ...", or "paused" (a paused Deployment rollplan does not
-manage, or a rollout paused with rollplan pause).
+manage, or a rollout paused with rollplan pause). A Deployment its
+controller rolls shows "in progress: rolled by the Deployment controller, 2
+waves left": its waves are the controller's, re-planned at every read, so
+they are not numbered.
 
 It only reads, so it works for every workload rollplan plans: Deployments,
 StatefulSets and DaemonSets, rolled by their controller or by rollplan
 apply. The state is read and planned exactly as each step of rollplan apply
 reads and plans it (same policy flags). Waves done are an estimate: rollplan
-keeps no history, so they are counted from the pods already updated.
+keeps no history, so they are counted from the pods already updated. The
+current wave is the pods in flight (with the plan's first wave when that
+starts now), else the plan's first wave; "wave N of M" is the waves done,
+plus the current one, plus the ones after it.
 
 With --watch it reads from informer caches, again on every change (at most
 every 0.2s) and every 2s, and prints again until the rollout is
@@ -247,18 +253,37 @@ func writeStatus(w io.Writer, st *executor.RolloutStatus, format string) error {
 	fmt.Fprintf(tw, "Revisions:\t%s\n", rev)
 	p := st.Pods
 	fmt.Fprintf(tw, "Pods:\t%d desired, %d total: %d updated, %d available, %d held, %d in flight\n", p.Desired, p.Total, p.Updated, p.Available, p.Held, p.InFlight)
-	if st.Waves.Total > 0 {
-		fmt.Fprintf(tw, "Waves:\t%d of %d done (estimated), %d remaining\n", st.Waves.Done, st.Waves.Total, st.Waves.Remaining)
+	// The numbers the verdict uses (executor's waves): done + the current
+	// wave + the ones after it; the pods in flight are the current wave.
+	wv := st.Waves
+	switch {
+	case wv.Total > 0 && st.State == executor.StatusRolledOut:
+		fmt.Fprintf(tw, "Waves:\t%d done (estimated)\n", wv.Done)
+	case wv.Total > 0:
+		fmt.Fprintf(tw, "Waves:\twave %d of %d: %d done (estimated), %d after it\n", wv.Current, wv.Total, wv.Done, wv.Remaining-1)
+	case wv.Remaining > 0:
+		fmt.Fprintf(tw, "Waves:\t%d left, as planned now (the Deployment controller's; waves done are not counted)\n", wv.Remaining)
 	}
 	tw.Flush()
-	podList(&b, "In flight", st.InFlight)
+	inFlight := "In flight"
+	if wv.Current > 0 {
+		inFlight = fmt.Sprintf("In flight (wave %d)", wv.Current)
+	}
+	podList(&b, inFlight, st.InFlight)
 	podList(&b, "Held", st.Held)
 	if cw := st.CurrentWave; cw != nil {
 		when := "now"
 		if cw.Start != "" && cw.Start != "0s" {
 			when = "in " + cw.Start
 		}
-		fmt.Fprintf(&b, "Current wave %d (starts %s):\n", cw.Number, when)
+		title := "Current wave"
+		if cw.Number > wv.Current {
+			title = "Next wave" // it waits for the pods in flight
+		}
+		if cw.Number > 0 {
+			title += fmt.Sprintf(" %d", cw.Number)
+		}
+		fmt.Fprintf(&b, "%s (starts %s):\n", title, when)
 		tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 		for _, a := range cw.Actions {
 			what := a.Pod

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -15,6 +16,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/rollplan/rollplan/executor"
+	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/plan"
 )
 
 func TestStatusCommand(t *testing.T) {
@@ -46,8 +49,12 @@ func TestStatusCommand(t *testing.T) {
 			scenario: "captured-deploy-rolling-10-25pct-step-1", now: captured,
 			args: []string{"status", "deploy/app", "-n", "deploy-rolling-10-25pct", "-o", "json"}, code: exitOK,
 			check: func(t *testing.T, st *executor.RolloutStatus) {
-				if st.State != executor.StatusInProgress || st.Verdict != "in progress: wave 2 of 3" {
-					t.Errorf("state %s %q, want in progress: wave 2 of 3", st.State, st.Verdict)
+				// The controller's waves are not numbered (TestStatusWaveNumbers).
+				if want := "in progress: rolled by the Deployment controller, 2 waves left"; st.State != executor.StatusInProgress || st.Verdict != want {
+					t.Errorf("state %s %q, want in progress: %q", st.State, st.Verdict, want)
+				}
+				if st.Waves != (executor.StatusWaves{Remaining: 2}) {
+					t.Errorf("waves %+v, want only 2 remaining", st.Waves)
 				}
 				want := executor.StatusPods{Desired: 10, Total: 13, Updated: 5, Available: 13}
 				if st.Pods != want {
@@ -56,7 +63,7 @@ func TestStatusCommand(t *testing.T) {
 				if st.Revisions != (executor.StatusRevisions{Current: "app-df7bb4cc9", Update: "app-67cf9b44b6"}) {
 					t.Errorf("revisions %+v", st.Revisions)
 				}
-				if st.CurrentWave == nil || st.CurrentWave.Number != 2 || len(st.CurrentWave.Actions) == 0 || st.CurrentWave.Actions[0].Type != "ScaleReplicaSet" {
+				if st.CurrentWave == nil || st.CurrentWave.Number != 0 || len(st.CurrentWave.Actions) == 0 || st.CurrentWave.Actions[0].Type != "ScaleReplicaSet" {
 					t.Errorf("current wave %+v", st.CurrentWave)
 				}
 				if len(st.Budgets) != 2 || st.Budgets[0].Limit != 2 || st.Budgets[1].Limit != 3 {
@@ -281,5 +288,150 @@ func TestStatusWatchStops(t *testing.T) {
 	err := cmd.ExecuteContext(ctx)
 	if exitCode(err) != exitError || err == nil || !strings.Contains(err.Error(), "in progress: wave 1 of 4") {
 		t.Errorf("err %v, want exit 1 naming the verdict", err)
+	}
+}
+
+// The verdict, the table and the progress line tell one story of waves:
+// the waves done, the current one (the pods in flight, joined by the
+// plan's first wave when that starts now) and the ones after it; a
+// Deployment its controller rolls is not numbered.
+func TestStatusWaveNumbers(t *testing.T) {
+	type podState struct {
+		updated, available bool
+	}
+	sts := func(n int, updated, inFlight []int) (*facts.Rollout, map[string]string) {
+		r := &facts.Rollout{Workload: facts.Workload{Kind: "StatefulSet", Namespace: "prod", Name: "web", Replicas: n, Managed: true,
+			Strategy: facts.Strategy{Type: "OnDelete"}, PodUpdatePolicy: "InPlaceIfPossible", CurrentRevision: "web-1", UpdateRevision: "web-2"}}
+		st := make([]podState, n)
+		for i := range st {
+			st[i].available = true
+		}
+		for _, i := range updated {
+			st[i].updated = true
+		}
+		fl := map[string]string{}
+		for _, i := range inFlight {
+			st[i] = podState{updated: true}
+			fl[fmt.Sprintf("web-%d", i)] = "spec says example.com/app:v2, the container runs example.com/app:v1"
+		}
+		for i, s := range st {
+			r.Pods = append(r.Pods, facts.Pod{Name: fmt.Sprintf("web-%d", i), Updated: s.updated, Available: s.available, Ready: s.available})
+		}
+		return r, fl
+	}
+	inPlace := func(start string, pods ...int) plan.Wave {
+		w := plan.Wave{Start: start}
+		for _, i := range pods {
+			w.Actions = append(w.Actions, plan.Action{Type: plan.ActionInPlace, Pod: fmt.Sprintf("web-%d", i)})
+		}
+		return w
+	}
+	// deploy: 6 pods of the new ReplicaSet (unavailable: the last ones),
+	// old pods beside them, rolled by the controller.
+	deploy := func(updated, unavailable, old int) *facts.Rollout {
+		r := &facts.Rollout{Workload: facts.Workload{Kind: "Deployment", Namespace: "prod", Name: "api", Replicas: 6,
+			Strategy: facts.Strategy{Type: "RollingUpdate"}, CurrentRevision: "api-1", UpdateRevision: "api-2"}}
+		for i := range updated {
+			r.Pods = append(r.Pods, facts.Pod{Name: fmt.Sprintf("api-2-%d", i), Updated: true, Available: i < updated-unavailable})
+		}
+		for i := range old {
+			r.Pods = append(r.Pods, facts.Pod{Name: fmt.Sprintf("api-1-%d", i), Available: true})
+		}
+		return r
+	}
+	scale := func(rs string, from, to int) plan.Wave {
+		return plan.Wave{Start: "0s", Actions: []plan.Action{{Type: plan.ActionScaleRS, ReplicaSet: rs, From: &from, To: &to}}}
+	}
+	tests := []struct {
+		name     string
+		rollout  *facts.Rollout
+		inFlight map[string]string
+		waves    []plan.Wave
+		verdict  string
+		waveNums executor.StatusWaves
+		table    []string // substrings of the table
+		not      []string
+	}{
+		{
+			name: "nothing in flight: the plan's first wave is the current one",
+			rollout: func() *facts.Rollout {
+				r, _ := sts(4, nil, nil)
+				return r
+			}(),
+			waves:    []plan.Wave{inPlace("0s", 0), inPlace("20s", 1), inPlace("40s", 2), inPlace("1m", 3)},
+			verdict:  "in progress: wave 1 of 4",
+			waveNums: executor.StatusWaves{Done: 0, Current: 1, Remaining: 4, Total: 4},
+			table:    []string{"Waves:      wave 1 of 4: 0 done (estimated), 3 after it", "Current wave 1 (starts now):"},
+		},
+		{
+			name: "pods in flight and the next wave waits for them: in flight is wave 2, the next wave 3",
+			rollout: func() *facts.Rollout {
+				r, _ := sts(10, []int{0, 1}, []int{2, 3})
+				return r
+			}(),
+			inFlight: func() map[string]string { _, fl := sts(10, []int{0, 1}, []int{2, 3}); return fl }(),
+			waves:    []plan.Wave{inPlace("1m", 4, 5), inPlace("2m", 6, 7), inPlace("3m", 8, 9)},
+			verdict:  "in progress: wave 2 of 5",
+			waveNums: executor.StatusWaves{Done: 1, Current: 2, Remaining: 4, Total: 5},
+			table:    []string{"wave 2 of 5: 1 done (estimated), 3 after it", "In flight (wave 2):", "Next wave 3 (starts in 1m):"},
+			not:      []string{"Current wave 3"},
+		},
+		{
+			name: "the next wave starts now beside the pods in flight: one wave",
+			rollout: func() *facts.Rollout {
+				r, _ := sts(6, []int{0, 1}, []int{2})
+				return r
+			}(),
+			inFlight: func() map[string]string { _, fl := sts(6, []int{0, 1}, []int{2}); return fl }(),
+			waves:    []plan.Wave{inPlace("0s", 5), inPlace("20s", 4), inPlace("40s", 3)},
+			verdict:  "in progress: wave 2 of 4",
+			waveNums: executor.StatusWaves{Done: 1, Current: 2, Remaining: 3, Total: 4},
+			table:    []string{"In flight (wave 2):", "Current wave 2 (starts now):"},
+		},
+		{
+			name:     "a Deployment its controller rolls, first waves: not numbered",
+			rollout:  deploy(2, 2, 5),
+			waves:    []plan.Wave{scale("api-2", 2, 3), scale("api-1", 5, 3), scale("api-2", 3, 6)},
+			verdict:  "in progress: rolled by the Deployment controller, 3 waves left",
+			waveNums: executor.StatusWaves{Remaining: 3},
+			table:    []string{"Waves:      3 left, as planned now", "Current wave (starts now):"},
+			not:      []string{" of "},
+		},
+		{
+			name:     "a Deployment its controller rolls, last wave with a pod unavailable: not wave 7 of 7",
+			rollout:  deploy(6, 1, 1),
+			waves:    []plan.Wave{scale("api-1", 1, 0)},
+			verdict:  "in progress: rolled by the Deployment controller, 1 wave left",
+			waveNums: executor.StatusWaves{Remaining: 1},
+			table:    []string{"6 desired, 7 total: 6 updated, 6 available"},
+			not:      []string{"7 of 7", "wave 7"},
+		},
+	}
+	now := time.Date(2026, 11, 22, 8, 14, 20, 0, time.UTC)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wp := plan.WorkloadPlan{Kind: tt.rollout.Workload.Kind, Namespace: "prod", Name: tt.rollout.Workload.Name, Waves: tt.waves}
+			st := executor.BuildStatus(tt.rollout, wp, tt.inFlight, now)
+			if st.Verdict != tt.verdict || st.Waves != tt.waveNums {
+				t.Errorf("verdict %q, waves %+v; want %q, %+v", st.Verdict, st.Waves, tt.verdict, tt.waveNums)
+			}
+			var b bytes.Buffer
+			if err := writeStatus(&b, st, "table"); err != nil {
+				t.Fatal(err)
+			}
+			statusLine(&b, st)
+			b.WriteString(progressLine(st) + "\n")
+			out := b.String()
+			for _, s := range append(tt.table, tt.verdict) {
+				if !strings.Contains(out, s) {
+					t.Errorf("output lacks %q:\n%s", s, out)
+				}
+			}
+			for _, s := range tt.not {
+				if strings.Contains(out, s) {
+					t.Errorf("output has %q:\n%s", s, out)
+				}
+			}
+		})
 	}
 }

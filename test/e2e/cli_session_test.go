@@ -96,7 +96,7 @@ func TestDeploymentCLISession(t *testing.T) {
 
 	out = e.cli(0, "history", "deploy/"+name)
 	t.Logf("rollplan history:\n%s", out)
-	for _, want := range []string{"REVISION", "(replaced in place)", "2*", "spec.containers[app].image (in place)"} {
+	for _, want := range []string{"REVISION", "(replaced in place)", "2*", "spec.containers[app].image changed in place"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("history lacks %q:\n%s", want, out)
 		}

@@ -323,7 +323,7 @@ func TestDeploymentFallbackHistoryUndoPause(t *testing.T) {
 	if got := describe(revs); !prefixes(got, want) {
 		t.Errorf("3. history:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
 	}
-	if !strings.Contains(revs[2].Changes, "spec.containers[app].image (in place)") {
+	if !strings.Contains(revs[2].Changes, "spec.containers[app].image changed in place") {
 		t.Errorf("3. revision 3 changes %q", revs[2].Changes)
 	}
 

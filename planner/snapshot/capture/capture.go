@@ -213,7 +213,7 @@ func (c *capturer) workloads(ctx context.Context) error {
 				return fmt.Errorf("%s: kind must be %s, %s or %s", ref, Deployment, StatefulSet, DaemonSet)
 			}
 			if apierrors.IsNotFound(err) {
-				return fmt.Errorf("%s %q %w %s", strings.ToLower(ref.Kind), ref.Name, ErrNotFound, where(ns))
+				return NotFoundError(ref.Kind, ref.Name, ns)
 			}
 			if err != nil {
 				return fmt.Errorf("get %s %q %s: %w", strings.ToLower(ref.Kind), ref.Name, where(ns), err)
@@ -475,6 +475,28 @@ const pageSize = 500
 // ErrNotFound is wrapped by the error for a named workload that does not
 // exist, so that callers can tell it from a failed read.
 var ErrNotFound = errors.New("not found")
+
+// NotFoundError is the error for the named workload (kind Deployment,
+// StatefulSet or DaemonSet) that does not exist in namespace ns, worded
+// as every command words it: `statefulset "web" not found in namespace
+// "prod"`. It wraps ErrNotFound.
+func NotFoundError(kind, name, ns string) error {
+	return fmt.Errorf("%s %q %w %s", strings.ToLower(kind), name, ErrNotFound, where(ns))
+}
+
+// WorkloadNotFound is err, a read or write of the named workload, as
+// NotFoundError when the API server answered that the workload does not
+// exist; other errors are returned as they are.
+func WorkloadNotFound(kind, name, ns string, err error) error {
+	var status apierrors.APIStatus
+	if !apierrors.IsNotFound(err) || !errors.As(err, &status) {
+		return err
+	}
+	if d := status.Status().Details; d != nil && d.Name != "" && d.Name != name {
+		return err // another object's
+	}
+	return NotFoundError(kind, name, ns)
+}
 
 // listAll reads every page of a list.
 func listAll[L interface{ GetContinue() string }, T any](ctx context.Context, what string, list func(context.Context, metav1.ListOptions) (L, error), opts metav1.ListOptions, items func(L) []T) ([]*T, error) {
