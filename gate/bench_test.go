@@ -284,11 +284,7 @@ func benchEngines(tb testing.TB) []engine.Engine {
 // benchRego compiles the Rego policy at paths (none: the default strategy).
 func benchRego(tb testing.TB, paths ...string) engine.Engine {
 	tb.Helper()
-	bundle, err := rego.LoadBundle(paths)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	re, err := rego.New(context.Background(), bundle, 2*time.Second)
+	re, err := rego.Load(context.Background(), paths, 2*time.Second)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -98,12 +98,7 @@ var (
 // defaultEngine: the built-in strategy in Rego, compiled once for the tests.
 func defaultEngine(t testing.TB) engine.Engine {
 	engineOnce.Do(func() {
-		b, err := rego.LoadBundle(nil)
-		if err != nil {
-			engineErr = err
-			return
-		}
-		defaultEng, engineErr = rego.New(context.Background(), b, time.Minute)
+		defaultEng, engineErr = rego.Load(context.Background(), nil, time.Minute)
 	})
 	if engineErr != nil {
 		t.Fatal(engineErr)

@@ -76,11 +76,7 @@ func hintTimeout(err error) error {
 func buildEngine(ctx context.Context, kind string, paths []string, timeout time.Duration) (engine.Engine, error) {
 	switch kind {
 	case policytest.EngineRego:
-		bundle, err := rego.LoadBundle(paths)
-		if err != nil {
-			return nil, err
-		}
-		return rego.New(ctx, bundle, timeout)
+		return rego.Load(ctx, paths, timeout)
 	case policytest.EngineCEL:
 		ps, err := cel.Load(paths)
 		if err != nil {

@@ -27,11 +27,7 @@ func TestNodePreparationKeepsInvariants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := rego.LoadBundle([]string{"../../policies/examples/cordon-nodes"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := rego.New(context.Background(), b, time.Minute)
+	eng, err := rego.Load(context.Background(), []string{"../../policies/examples/cordon-nodes"}, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

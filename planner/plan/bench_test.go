@@ -18,11 +18,7 @@ import (
 
 func newEngine(tb testing.TB) *rego.Engine {
 	tb.Helper()
-	b, err := rego.LoadBundle(nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	e, err := rego.New(context.Background(), b, 10*time.Minute)
+	e, err := rego.Load(context.Background(), nil, 10*time.Minute)
 	if err != nil {
 		tb.Fatal(err)
 	}

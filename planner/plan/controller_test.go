@@ -26,11 +26,7 @@ func regoPolicy(t *testing.T, src string) engine.Engine {
 		}
 		paths = []string{f}
 	}
-	b, err := rego.LoadBundle(paths)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := rego.New(context.Background(), b, time.Minute)
+	e, err := rego.Load(context.Background(), paths, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,11 +71,7 @@ func (s *syncBuffer) String() string {
 
 func (e *env) startGate(policies []string) *admission {
 	e.t.Helper()
-	bundle, err := rego.LoadBundle(policies)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	eng, err := rego.New(e.ctx, bundle, time.Minute)
+	eng, err := rego.Load(e.ctx, policies, time.Minute)
 	if err != nil {
 		e.t.Fatal(err)
 	}

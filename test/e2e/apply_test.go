@@ -377,11 +377,7 @@ func (e *env) executorFor(kind, name string, policies []string, log io.Writer, d
 // rollplan apply does, a run that is not a dry run reads from informer
 // caches (an InformerReader) and steps on their changes.
 func (e *env) executorIn(ctx context.Context, kind, name string, policies []string, log io.Writer, dryRun bool) (*executor.Executor, error) {
-	bundle, err := rego.LoadBundle(policies)
-	if err != nil {
-		return nil, err
-	}
-	eng, err := rego.New(e.ctx, bundle, time.Minute)
+	eng, err := rego.Load(e.ctx, policies, time.Minute)
 	if err != nil {
 		return nil, err
 	}

@@ -232,11 +232,7 @@ func rollout50(t *testing.T, native bool, maxUnavailable string) cmpResult {
 		if err != nil {
 			t.Fatal(err)
 		}
-		bundle, err := rego.LoadBundle(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		eng, err := rego.New(e.ctx, bundle, time.Minute)
+		eng, err := rego.Load(e.ctx, nil, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}

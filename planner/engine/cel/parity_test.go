@@ -34,11 +34,7 @@ func scenarioRollouts(t *testing.T) map[string][]*facts.Rollout {
 }
 
 func regoEngine(t testing.TB) engine.Engine {
-	b, err := rego.LoadBundle(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := rego.New(context.Background(), b, time.Minute)
+	e, err := rego.Load(context.Background(), nil, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

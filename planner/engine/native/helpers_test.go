@@ -17,11 +17,7 @@ import (
 // regoDefaults is the Rego engine with the default policy only, compiled once
 // per test binary.
 var regoDefaults = sync.OnceValues(func() (*rego.Engine, error) {
-	b, err := rego.LoadBundle(nil)
-	if err != nil {
-		return nil, fmt.Errorf("load default bundle: %w", err)
-	}
-	return rego.New(context.Background(), b, 10*time.Minute)
+	return rego.Load(context.Background(), nil, 10*time.Minute)
 })
 
 func regoEngine(tb testing.TB) *rego.Engine {

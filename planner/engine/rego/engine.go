@@ -73,6 +73,16 @@ func New(ctx context.Context, b *Bundle, timeout time.Duration) (*Engine, error)
 	return &Engine{bundle: b, query: pq, budgets: bq, timeout: timeout, noClock: noClock, upstream: b.upstream()}, nil
 }
 
+// Load parses the policy files under paths (none: the default strategy
+// alone) and compiles them: LoadBundle, then New.
+func Load(ctx context.Context, paths []string, timeout time.Duration) (*Engine, error) {
+	b, err := LoadBundle(paths)
+	if err != nil {
+		return nil, err
+	}
+	return New(ctx, b, timeout)
+}
+
 // BudgetsIgnoreClock implements engine.ClockFree.
 func (e *Engine) BudgetsIgnoreClock() bool { return e.noClock }
 
