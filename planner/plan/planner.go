@@ -308,7 +308,23 @@ func inUse(r *facts.Rollout, b engine.Budget, typ string) int {
 	for _, c := range perGroup {
 		best = max(best, c)
 	}
+	if r.Workload.Kind == "StatefulSet" && b.GroupBy == "" && b.PDB == "" {
+		// A replica with no pod at all (deleted, not recreated yet) is
+		// unavailable too, as upstream counts replicas (§4.7).
+		best += missingReplicas(r)
+	}
 	return n + best
+}
+
+// missingReplicas: a StatefulSet's indexes 0..replicas-1 that no pod holds.
+func missingReplicas(r *facts.Rollout) int {
+	held := map[int]bool{}
+	for _, p := range r.Pods {
+		if p.Index >= 0 && p.Index < r.Workload.Replicas {
+			held[p.Index] = true
+		}
+	}
+	return r.Workload.Replicas - len(held)
 }
 
 // CountsAgainstDesired: a budget of type typ counts as upstream counts a
