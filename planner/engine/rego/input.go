@@ -34,17 +34,28 @@ func inputValue(r *facts.Rollout) (ast.Value, error) {
 	}
 	obj := v.(ast.Object)
 	pods := make([]*ast.Term, len(r.Pods))
-	// facts.Build gives the pods of one revision one shared change list;
-	// convert each list once. The cache is keyed by the list itself, not by
-	// the revision name: pods whose revision is not in the snapshot have
-	// changes of their own (diffed from their own spec), which may differ
-	// between pods of one revision, and each pod must be judged on its own.
-	changeTerms := map[changesKey]*ast.Term{}
+	c := converter{changes: map[changesKey]*ast.Term{}, strings: map[string]*ast.Term{}}
 	for i := range r.Pods {
-		pods[i] = podTerm(&r.Pods[i], changeTerms)
+		pods[i] = c.pod(&r.Pods[i])
 	}
 	obj.Insert(kPods, ast.ArrayTerm(pods...))
 	return obj, nil
+}
+
+// converter builds the pods' terms of one input, sharing the terms that
+// repeat from pod to pod (terms are immutable, so one input may hold a term
+// many times, as OPA's own interned terms are held).
+type converter struct {
+	// changes: facts.Build gives the pods of one revision one shared change
+	// list; each list is converted once. The cache is keyed by the list
+	// itself, not by the revision name: pods whose revision is not in the
+	// snapshot have changes of their own (diffed from their own spec), which
+	// may differ between pods of one revision, and each pod must be judged
+	// on its own.
+	changes map[changesKey]*ast.Term
+	// strings: the values few pods differ in (revision, node, zone, phase,
+	// owner, label keys and values, PDB names), one term each.
+	strings map[string]*ast.Term
 }
 
 // changesKey identifies a change list by its backing array and length.
@@ -60,50 +71,60 @@ func keyOf(cs []facts.Change) changesKey {
 	return changesKey{&cs[0], len(cs)}
 }
 
-func podTerm(p *facts.Pod, cache map[changesKey]*ast.Term) *ast.Term {
+// str is the shared term of a repeated string.
+func (c *converter) str(s string) *ast.Term {
+	t, ok := c.strings[s]
+	if !ok {
+		t = ast.StringTerm(s)
+		c.strings[s] = t
+	}
+	return t
+}
+
+func (c *converter) pod(p *facts.Pod) *ast.Term {
 	k := keyOf(p.Changes)
-	changes, ok := cache[k]
+	changes, ok := c.changes[k]
 	if !ok {
 		cs := make([]*ast.Term, len(p.Changes))
-		for i, c := range p.Changes {
+		for i, ch := range p.Changes {
 			cs[i] = ast.ObjectTerm(
-				ast.Item(kPath, ast.StringTerm(c.Path)),
-				ast.Item(kClass, ast.StringTerm(c.Class)),
-				ast.Item(kInPlace, ast.BooleanTerm(c.InPlace)),
-				ast.Item(kDetail, ast.StringTerm(c.Detail)),
+				ast.Item(kPath, ast.StringTerm(ch.Path)),
+				ast.Item(kClass, ast.StringTerm(ch.Class)),
+				ast.Item(kInPlace, ast.InternedTerm(ch.InPlace)),
+				ast.Item(kDetail, ast.StringTerm(ch.Detail)),
 			)
 		}
 		changes = ast.ArrayTerm(cs...)
-		cache[k] = changes
+		c.changes[k] = changes
 	}
 	labels := make([][2]*ast.Term, 0, len(p.Labels))
 	for k, v := range p.Labels {
-		labels = append(labels, ast.Item(ast.StringTerm(k), ast.StringTerm(v)))
+		labels = append(labels, ast.Item(c.str(k), c.str(v)))
 	}
 	pdbs := make([]*ast.Term, len(p.PDBs))
 	for i, n := range p.PDBs {
-		pdbs[i] = ast.StringTerm(n)
+		pdbs[i] = c.str(n)
 	}
 	return ast.ObjectTerm(
 		ast.Item(kName, ast.StringTerm(p.Name)),
 		ast.Item(kUID, ast.StringTerm(p.UID)),
-		ast.Item(kRevision, ast.StringTerm(p.Revision)),
-		ast.Item(kUpdated, ast.BooleanTerm(p.Updated)),
+		ast.Item(kRevision, c.str(p.Revision)),
+		ast.Item(kUpdated, ast.InternedTerm(p.Updated)),
 		ast.Item(kOrdinal, ast.IntNumberTerm(p.Ordinal)),
 		ast.Item(kIndex, ast.IntNumberTerm(p.Index)),
-		ast.Item(kNode, ast.StringTerm(p.Node)),
-		ast.Item(kZone, ast.StringTerm(p.Zone)),
-		ast.Item(kPhase, ast.StringTerm(p.Phase)),
-		ast.Item(kScheduled, ast.BooleanTerm(p.Scheduled)),
-		ast.Item(kReady, ast.BooleanTerm(p.Ready)),
+		ast.Item(kNode, c.str(p.Node)),
+		ast.Item(kZone, c.str(p.Zone)),
+		ast.Item(kPhase, c.str(p.Phase)),
+		ast.Item(kScheduled, ast.InternedTerm(p.Scheduled)),
+		ast.Item(kReady, ast.InternedTerm(p.Ready)),
 		ast.Item(kReadySeconds, ast.IntNumberTerm(int(p.ReadySeconds))),
-		ast.Item(kAvailable, ast.BooleanTerm(p.Available)),
+		ast.Item(kAvailable, ast.InternedTerm(p.Available)),
 		ast.Item(kUnavailableSeconds, ast.IntNumberTerm(int(p.UnavailableSeconds))),
-		ast.Item(kTerminating, ast.BooleanTerm(p.Terminating)),
-		ast.Item(kTerminal, ast.BooleanTerm(p.Terminal)),
+		ast.Item(kTerminating, ast.InternedTerm(p.Terminating)),
+		ast.Item(kTerminal, ast.InternedTerm(p.Terminal)),
 		ast.Item(kRestarts, ast.IntNumberTerm(p.Restarts)),
 		ast.Item(kSidecar, ast.IntNumberTerm(p.SidecarRestarts)),
-		ast.Item(kOwner, ast.StringTerm(p.Owner)),
+		ast.Item(kOwner, c.str(p.Owner)),
 		ast.Item(kLabels, ast.ObjectTerm(labels...)),
 		ast.Item(kDeletionCost, ast.IntNumberTerm(p.DeletionCost)),
 		ast.Item(kColocated, ast.IntNumberTerm(p.Colocated)),

@@ -276,7 +276,7 @@ func (b *Bundle) resolver() string {
 		fmt.Fprintf(&sb, "import data.%s as s\n", EntryPackage)
 	}
 	fmt.Fprintf(&sb, "import data.%s as d\n\n", DefaultsPackage)
-	fmt.Fprintf(&sb, "pods := [[i, %s.scope(p), %s.eligibility(p), %s.order(p)] | some i, p in input.pods; not p.updated]\n\n",
+	fmt.Fprintf(&sb, "pods := [[i, %s.scope(p), %s.eligibility(p), %s.order(p)] | some i, p in input.pods; p.updated == false]\n\n",
 		b.source("scope"), b.source("eligibility"), b.source("order"))
 	fmt.Fprintf(&sb, "decisions := {\"pods\": pods, \"budgets\": %s.budgets, \"pacing\": %s.pacing, \"nodePreparation\": %s.node_preparation, \"halt\": %s.halt, \"deny\": %s.deny}\n",
 		b.source("budgets"), b.source("pacing"), b.source("node_preparation"), b.source("halt"), b.source("deny"))
