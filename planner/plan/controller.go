@@ -12,24 +12,39 @@ import (
 	"github.com/rollplan/rollplan/planner/facts"
 )
 
-// controllerDecisions: a workload rollplan does not drive (not annotated
-// rollplan.dev/managed) is rolled out by its own controller, which follows
-// upstream's rules whatever a policy says. The plan shows what runs, so
-// for such a workload the answers the controller makes for itself — which
-// pods are in the rollout, Recreate, the order (StatefulSet: highest
-// ordinal first; ReplicaSet: its deletion ranking), the pacing and the
-// budgets it paces by — are upstream's, as the native engine gives them
-// (the default strategy, which reproduces upstream). A policy's own
-// budgets stay, advisory: the controller does not pace by them (rollplan
-// gate, running with the policy, holds it to them). Halt and deny rules
-// are the policy's. Each answer the policy changed is named in a warning,
-// and per pod in det.Overrides.
+// controllerDecisions: a workload rollplan does not drive is rolled out by
+// its own controller, which follows upstream's rules whatever a policy
+// says: one not annotated rollplan.dev/managed; a managed StatefulSet or
+// DaemonSet whose updateStrategy is not OnDelete (rollplan apply refuses
+// it); a managed Deployment whose rollout falls back to the upstream rolling
+// update (apply unpauses it and the Deployment controller rolls it). The
+// plan shows what runs, so for such a workload the answers the controller
+// makes for itself — which pods are in the rollout, Recreate, the order
+// (StatefulSet: highest ordinal first; ReplicaSet: its deletion ranking),
+// the pacing and the budgets it paces by — are upstream's, as the native
+// engine gives them for an unmanaged workload (the default strategy, which
+// reproduces upstream). A policy's own budgets stay, advisory: the
+// controller does not pace by them (rollplan gate, running with the
+// policy, holds it to them). Halt and deny rules are the policy's. Each
+// answer the policy changed is named in a warning, and per pod in
+// det.Overrides.
 func controllerDecisions(r *facts.Rollout, d *engine.Decisions, det *Detail) (*engine.Decisions, []string) {
 	w := &r.Workload
-	if w.Managed || d.Upstream&engine.ControllerPoints == engine.ControllerPoints {
+	if drivenByRollplan(r, d) || (w.Managed && len(d.Halt) > 0) {
+		return d, nil // rollplan apply follows the policy, or halts
+	}
+	if !w.Managed && d.Upstream&engine.ControllerPoints == engine.ControllerPoints {
 		return d, nil // nothing to compare: every answer is upstream's already
 	}
-	up, err := native.New().Decide(context.Background(), r)
+	cr := r
+	if w.Managed {
+		// The default strategy answers a managed workload as rollplan drives
+		// it; the controller's answers are those of an unmanaged one.
+		c := *r
+		c.Workload.Managed = false
+		cr = &c
+	}
+	up, err := native.New().Decide(context.Background(), cr)
 	if err != nil {
 		return d, []string{fmt.Sprintf("not managed by rollplan, but the %s controller's own rollout could not be modelled (%v): the waves follow the policy, which the controller does not", w.Kind, err)}
 	}
@@ -50,6 +65,7 @@ func controllerDecisions(r *facts.Rollout, d *engine.Decisions, det *Detail) (*e
 	// A DaemonSet's controller has no order of its own among nodes (it
 	// walks a map), so any order the policy gives is one it may take.
 	controllerOrders := w.Kind != "DaemonSet"
+	fallback := w.Managed && w.Kind == "Deployment"
 	var pending []int
 	for i, p := range r.Pods {
 		if p.Updated {
@@ -64,8 +80,12 @@ func controllerDecisions(r *facts.Rollout, d *engine.Decisions, det *Detail) (*e
 		}
 		if pd.Action != ud.Action {
 			pd.Action, pd.Reasons = ud.Action, ud.Reasons
-			note("eligibility")
-			override(p.Name, fmt.Sprintf("eligibility: %s, as the %s controller does", ud.Action, w.Kind))
+			// A managed Deployment falls back precisely because some pod
+			// cannot go in place: the plan's note says so already.
+			if !fallback {
+				note("eligibility")
+				override(p.Name, fmt.Sprintf("eligibility: %s, as the %s controller does", ud.Action, w.Kind))
+			}
 		}
 	}
 	// Equal keys (the default strategy's) need no sorting to compare.
@@ -119,16 +139,49 @@ func controllerDecisions(r *facts.Rollout, d *engine.Decisions, det *Detail) (*e
 	if len(changed) == 0 {
 		return d, nil
 	}
-	msg := fmt.Sprintf("not managed by rollplan: the %s controller rolls this workload out by its own %s, not the policy's, so the waves follow the controller", w.Kind, strings.Join(changed, ", "))
+	why := "not managed by rollplan"
+	switch {
+	case w.Managed && w.Kind == "Deployment":
+		why = "managed, but the rollout falls back to the upstream rolling update (not every pod goes in place)"
+	case w.Managed:
+		why = fmt.Sprintf("managed, but updateStrategy %s: rollplan apply leaves it to its controller", w.Strategy.Type)
+	}
+	msg := fmt.Sprintf("%s: the %s controller rolls this workload out by its own %s, not the policy's, so the waves follow the controller", why, w.Kind, strings.Join(changed, ", "))
 	if len(advisory) > 0 {
 		msg += fmt.Sprintf("; the policy's budget(s) %s are advisory here (rollplan gate, if it runs with this policy, holds the controller to them)", strings.Join(advisory, ", "))
 	}
-	how := ""
-	if w.Kind != "Deployment" {
-		how = " with updateStrategy OnDelete"
+	switch {
+	case w.Managed && w.Kind == "Deployment":
+		msg += ". To roll it out by the policy, every change must be able to go in place under pod update policy InPlaceIfPossible or InPlaceOnly"
+	case w.Managed:
+		msg += ". To roll it out by the policy, set updateStrategy.type OnDelete and use rollplan apply"
+	default:
+		how := ""
+		if w.Kind != "Deployment" {
+			how = " with updateStrategy OnDelete"
+		}
+		msg += fmt.Sprintf(". To roll it out by the policy, annotate it %s=\"true\"%s and use rollplan apply", facts.AnnManaged, how)
 	}
-	msg += fmt.Sprintf(". To roll it out by the policy, annotate it %s=\"true\"%s and use rollplan apply", facts.AnnManaged, how)
 	return &out, []string{msg}
+}
+
+// drivenByRollplan: rollplan apply drives the rollout, so the policy's
+// answers are what runs: a managed StatefulSet or DaemonSet with
+// updateStrategy OnDelete (apply refuses the others), or a managed
+// Deployment whose pods all go in place by the policy's answers (otherwise
+// it falls back to the Deployment controller).
+func drivenByRollplan(r *facts.Rollout, d *engine.Decisions) bool {
+	w := &r.Workload
+	if !w.Managed {
+		return false
+	}
+	switch w.Kind {
+	case "Deployment":
+		return inPlaceDeployment(r, d)
+	case "StatefulSet", "DaemonSet":
+		return w.Strategy.Type == "OnDelete"
+	}
+	return false
 }
 
 func inOrHeld(pd engine.PodDecision) string {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/engine/rego"
+	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/scenario"
 )
 
@@ -172,5 +173,98 @@ func TestControllerDrivenWavesKeepBudget(t *testing.T) {
 		if len(w.Actions) > 1 {
 			t.Errorf("wave %d has %d actions under maxUnavailable 1: %+v", w.Index, len(w.Actions), w.Actions)
 		}
+	}
+}
+
+// A managed workload that its controller rolls all the same — a
+// StatefulSet left at updateStrategy RollingUpdate (rollplan apply refuses
+// it), a Deployment whose rollout falls back to the upstream rolling
+// update — is planned as the controller rolls it: a pod the policy holds is
+// not shown held while the controller replaces it.
+func TestManagedButControllerDriven(t *testing.T) {
+	const pinOrdinal4 = `package rollplan.strategy
+import data.rollplan.defaults
+scope(p) := {"in": false, "reason": "pinned"} if p.ordinal == 4 else := defaults.scope(p)
+`
+	cases := []struct {
+		name, scenario, kind, policy string
+		// managed: mark the workload managed (the rollplan.dev/managed annotation).
+		managed bool
+		warn    string
+	}{
+		{name: "StatefulSet RollingUpdate", scenario: "sts-partition-parallel-gate-on", kind: "StatefulSet", policy: pinOrdinal4, managed: true,
+			warn: "managed, but updateStrategy RollingUpdate: rollplan apply leaves it to its controller: the StatefulSet controller rolls this workload out by its own scope"},
+		{name: "Deployment falling back", scenario: "stall-event-due-now", kind: "Deployment", policy: `package rollplan.strategy
+import data.rollplan.defaults
+scope(p) := {"in": false, "reason": "pinned"} if p.name == input.pods[0].name else := defaults.scope(p)
+`,
+			warn: "managed, but the rollout falls back to the upstream rolling update (not every pod goes in place): the Deployment controller rolls this workload out by its own scope"},
+	}
+	ctx := context.Background()
+	defaults := regoPolicy(t, "")
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rs, err := scenario.Rollouts("../../testdata/scenarios", c.scenario)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r *facts.Rollout
+			for _, x := range rs {
+				if x.Workload.Kind == c.kind {
+					r = x
+				}
+			}
+			if r == nil {
+				t.Fatalf("no %s in %s", c.kind, c.scenario)
+			}
+			if c.managed {
+				r.Workload.Managed = true
+			}
+			if !r.Workload.Managed {
+				t.Fatalf("%s is not managed", c.scenario)
+			}
+			// What the controller does: the default strategy's plan of the
+			// workload as if unmanaged (a Deployment's fallback: the default
+			// strategy's own plan, which falls back too).
+			native := *r
+			if c.kind != "Deployment" {
+				native.Workload.Managed = false
+			}
+			dd, err := defaults.Decide(ctx, &native)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _ := Workload(&native, dd, DefaultOptions)
+			if len(want.Waves) == 0 {
+				t.Fatal("the controller's plan has no wave: pick another scenario")
+			}
+
+			d, err := regoPolicy(t, c.policy).Decide(ctx, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held := 0
+			for i := range d.Pods {
+				if !r.Pods[i].Updated && !d.Pods[i].InScope {
+					held++
+				}
+			}
+			if held == 0 {
+				t.Fatal("the policy holds no pod: the test would prove nothing")
+			}
+			got, det := Workload(r, d, DefaultOptions)
+			if !reflect.DeepEqual(got.Waves, want.Waves) {
+				t.Errorf("waves differ from the controller's\n got: %+v\nwant: %+v", got.Waves, want.Waves)
+			}
+			if !reflect.DeepEqual(got.Held, want.Held) {
+				t.Errorf("held %+v, want the controller's %+v", got.Held, want.Held)
+			}
+			if w := strings.Join(got.Warnings, "\n"); !strings.Contains(w, c.warn) {
+				t.Errorf("warnings lack %q:\n%s", c.warn, w)
+			}
+			if len(det.Overrides) == 0 {
+				t.Error("no pod names the scope it was given instead of the policy's")
+			}
+		})
 	}
 }
