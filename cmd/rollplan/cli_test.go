@@ -131,6 +131,21 @@ func TestExplain(t *testing.T) {
 	if _, _, err := run(t, "explain", "nope", "-f", "testdata/scenarios/sts-partition-gate-off/snapshot.yaml"); err == nil || !strings.Contains(err.Error(), "pod nope is not a pod") {
 		t.Errorf("explain of an unknown pod: %v", err)
 	}
+	// A pod the policy holds but the controller of a native StatefulSet
+	// replaces anyway: explain says both, and the wave the plan gives it.
+	pin := filepath.Join(t.TempDir(), "pin.rego")
+	if err := os.WriteFile(pin, []byte("package rollplan.strategy\nimport data.rollplan.defaults\nscope(p) := {\"in\": false, \"reason\": \"pinned\"} if p.name == \"web-4\" else := defaults.scope(p)\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = run(t, "explain", "web-4", "-f", "testdata/scenarios/sts-partition-parallel-gate-on/snapshot.yaml", "--now", "2026-03-01T12:00:00Z", "--policy", pin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"scope:       held: pinned", "(Go overrode the policy: scope: the StatefulSet controller's (in this rollout))", "wave:        2 of 3"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("explain of a pod the policy holds and the controller replaces lacks %q:\n%s", want, out)
+		}
+	}
 }
 
 // execute runs rollplan as main does and returns the error line main

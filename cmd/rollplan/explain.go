@@ -87,11 +87,18 @@ func explain(out io.Writer, res *plan.Result, arg, namespace string) error {
 				fmt.Fprintf(out, "    - %s (%s): %s\n", c.Path, c.Class, how)
 			}
 			pd := det.Decisions.Pods[i]
+			override, overridden := det.Overrides[p.Name]
 			if !pd.InScope {
 				fmt.Fprintf(out, "  scope:       held: %s\n", pd.HeldReason)
-				return nil
+				if !overridden {
+					return nil
+				}
+				// The policy holds it, but its controller rolls it anyway:
+				// the rest is what the plan does with it.
+				fmt.Fprintf(out, "               (Go overrode the policy: %s)\n", override)
+			} else {
+				fmt.Fprintln(out, "  scope:       in this rollout")
 			}
-			fmt.Fprintln(out, "  scope:       in this rollout")
 			fmt.Fprintf(out, "  eligibility: %s: %s\n", pd.Action, strings.Join(pd.Reasons, "; "))
 			if w := r.Workload; canInPlace && pd.Action == engine.Recreate && (!w.Managed || w.PodUpdatePolicy == "" || w.PodUpdatePolicy == "Recreate") {
 				how := fmt.Sprintf("%s=\"true\" and %s=InPlaceIfPossible", facts.AnnManaged, facts.AnnPodUpdatePolicy)
@@ -100,8 +107,8 @@ func explain(out io.Writer, res *plan.Result, arg, namespace string) error {
 				}
 				fmt.Fprintf(out, "               (every change could go in place, but %s %s does not opt in: annotate it %s)\n", w.Kind, w.Name, how)
 			}
-			if o, ok := det.Overrides[p.Name]; ok {
-				fmt.Fprintf(out, "               (Go overrode the policy: %s)\n", o)
+			if overridden && pd.InScope {
+				fmt.Fprintf(out, "               (Go overrode the policy: %s)\n", override)
 			}
 			fmt.Fprintf(out, "  order key:   %v\n", pd.Order)
 			if len(wp.Halted) > 0 {

@@ -82,7 +82,9 @@ func controllerDecisions(r *facts.Rollout, d *engine.Decisions, det *Detail) (*e
 			pd.Action, pd.Reasons = ud.Action, ud.Reasons
 			// A managed Deployment falls back precisely because some pod
 			// cannot go in place: the plan's note says so already.
-			if !fallback {
+			if fallback {
+				override(p.Name, fmt.Sprintf("eligibility: %s: the rollout falls back to the Deployment controller", ud.Action))
+			} else {
 				note("eligibility")
 				override(p.Name, fmt.Sprintf("eligibility: %s, as the %s controller does", ud.Action, w.Kind))
 			}
