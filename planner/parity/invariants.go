@@ -133,8 +133,8 @@ func CheckOptions(res *plan.Result, o plan.Options) []Violation {
 }
 
 // CheckWorkload verifies one workload plan against the facts and decisions
-// behind it (det.Decisions after Go's feasibility override, as plan.Build
-// leaves them).
+// behind it (det.Planned: the answers the waves were planned from, after
+// Go's controller and feasibility overrides).
 func CheckWorkload(wp *plan.WorkloadPlan, det *plan.Detail, o plan.Options) []Violation {
 	c := &checker{wp: wp, o: o, id: fmt.Sprintf("%s %s/%s", wp.Kind, wp.Namespace, wp.Name)}
 	if det == nil || det.Facts == nil || det.Decisions == nil {
@@ -142,6 +142,9 @@ func CheckWorkload(wp *plan.WorkloadPlan, det *plan.Detail, o plan.Options) []Vi
 		return c.out
 	}
 	c.r, c.d = det.Facts, det.Decisions
+	if det.Planned != nil {
+		c.d = det.Planned // what the waves were planned from
+	}
 	if len(c.d.Pods) != len(c.r.Pods) {
 		c.add(RuleStructure, 0, "", "%d pod decisions for %d pods", len(c.d.Pods), len(c.r.Pods))
 		return c.out

@@ -31,8 +31,13 @@ var DefaultOptions = Options{RecreateSeconds: 60, InPlaceSeconds: 20, TerminateS
 
 // Detail is everything that placed a workload's pods, for `explain`.
 type Detail struct {
-	Facts     *facts.Rollout
+	Facts *facts.Rollout
+	// Decisions: the policy's answers (explain and policy tests show them).
 	Decisions *engine.Decisions
+	// Planned: the answers the waves were planned from — the policy's, or
+	// its controller's for a workload rollplan does not drive (Overrides
+	// says where they differ), after Go's feasibility override.
+	Planned *engine.Decisions
 	// Wave: pod name → wave index (0 when not in a wave).
 	Wave map[string]int
 	// Overrides: pod name → why Go changed the policy's answer.
@@ -96,6 +101,7 @@ func Workload(r *facts.Rollout, d *engine.Decisions, o Options) (WorkloadPlan, *
 	wp.Pacing = d.Pacing
 	wp.Warnings = append(wp.Warnings, notes...)
 	enforceFeasibility(r, d, det)
+	det.Planned = d
 
 	wp.Summary.Pods = len(r.Pods)
 	for i, p := range r.Pods {
