@@ -93,6 +93,12 @@ budgets := array.concat(defaults.budgets, [{"name": "one", "maxUnavailable": 1}]
 			warn: []string{`budget(s) "one" are advisory`, `wave(s) 1, 2, 3 leave more pods unavailable than budget "one" allows (1): the DaemonSet controller does not pace by it`},
 		},
 		{
+			// The same for a Deployment: its simulation once checked PDBs only.
+			name: "native Deployment, tighter policy budget", scenario: "deploy-rolling-10-25pct", policy: oneAtATime,
+			asDefault: true, advisory: []string{"one"},
+			warn: []string{`budget(s) "one" are advisory`, `wave(s) 1 (2 unavailable), 2 (2 unavailable), 3 (2 unavailable) leave more pods unavailable than budget "one" allows (1): the Deployment controller does not pace by it`},
+		},
+		{
 			name: "native Deployment, default strategy", scenario: "deploy-rolling-10-25pct",
 			asDefault: true,
 		},

@@ -48,31 +48,37 @@ func (rs *simRS) avail(t float64) int {
 }
 
 type deploySim struct {
-	r        *facts.Rollout
-	d        *engine.Decisions
-	o        Options
-	D        int
-	surge    int
-	unavail  int
-	old      []*simRS // oldest first
-	newRS    *simRS
-	t        float64
-	actions  []Action
-	created  int
-	pdbs     []Budget
-	pdbWaves map[string][]string // PDB budget → waves that break it
+	r       *facts.Rollout
+	d       *engine.Decisions
+	o       Options
+	D       int
+	surge   int
+	unavail int
+	old     []*simRS // oldest first
+	newRS   *simRS
+	t       float64
+	actions []Action
+	created int
+	// advisory: the budgets the controller does not pace by (PDBs, a
+	// policy's own) that the simulation can count: ungrouped unavailable
+	// and surge budgets (a new pod's zone or node is the scheduler's).
+	advisory      []Budget
+	advisoryWaves map[string][]string // budget → waves that break it
+	unchecked     []string            // advisory grouped budgets, not checked
 }
 
 func simulateDeployment(r *facts.Rollout, d *engine.Decisions, o Options) *simulation {
-	s := &deploySim{r: r, d: d, o: o, D: r.Workload.Replicas, pdbWaves: map[string][]string{}}
+	s := &deploySim{r: r, d: d, o: o, D: r.Workload.Replicas, advisoryWaves: map[string][]string{}}
 	for _, b := range ResolveBudgets(r, d) {
 		switch {
-		case b.Name == "maxSurge" && b.Type == "surge":
+		case b.Name == "maxSurge" && b.Type == "surge" && !b.Advisory:
 			s.surge = b.Limit
-		case b.Name == "maxUnavailable" && b.Type == "unavailable":
+		case b.Name == "maxUnavailable" && b.Type == "unavailable" && !b.Advisory:
 			s.unavail = b.Limit
-		case b.PDB != "" && b.Type == "unavailable":
-			s.pdbs = append(s.pdbs, b)
+		case (b.PDB != "" || b.Advisory) && (b.Type == "unavailable" || b.Type == "surge") && b.GroupBy == "":
+			s.advisory = append(s.advisory, b)
+		case b.Advisory:
+			s.unchecked = append(s.unchecked, b.Name)
 		}
 	}
 	sim := &simulation{}
@@ -342,7 +348,7 @@ func (s *deploySim) run(sim *simulation) {
 			return
 		}
 		sim.waves = append(sim.waves, Wave{Index: len(sim.waves) + 1, Start: formatDuration(waveStart), Actions: s.actions})
-		s.checkPDBs(sim, len(sim.waves))
+		s.checkAdvisory(len(sim.waves))
 		s.actions, waveStart = nil, -1
 	}
 	for i := 0; i < 100000; i++ {
@@ -374,10 +380,13 @@ func (s *deploySim) run(sim *simulation) {
 		s.t = next
 	}
 	closeWave()
-	for _, b := range s.pdbs {
-		if waves := s.pdbWaves[b.Name]; len(waves) > 0 {
-			sim.warnings = append(sim.warnings, fmt.Sprintf("wave(s) %s leave more pods selected by PodDisruptionBudget %s unavailable than its limit of %d: the Deployment controller does not honour PDBs (annotate %s=\"true\" to let rollplan pace the rollout by it)", strings.Join(waves, ", "), b.PDB, b.Limit, facts.AnnManaged))
+	for _, b := range s.advisory {
+		if waves := s.advisoryWaves[b.Name]; len(waves) > 0 {
+			sim.warnings = append(sim.warnings, advisoryWarning(waves, b, "Deployment"))
 		}
+	}
+	if len(s.unchecked) > 0 {
+		sim.notes = append(sim.notes, fmt.Sprintf("advisory budget(s) %s are per group: the plan does not check a Deployment's waves against them (the scheduler places the new pods)", strings.Join(s.unchecked, ", ")))
 	}
 	sim.end = s.t
 	if s.newRS == nil || s.newRS.spec != s.D || sumSpec(s.old) != 0 || s.newRS.avail(math.Inf(1)) < s.D {
@@ -387,22 +396,26 @@ func (s *deploySim) run(sim *simulation) {
 	sim.end = math.Floor(sim.end + 0.5)
 }
 
-// checkPDBs warns when the pods of a PDB would be more unavailable than it
-// allows after a wave's actions: upstream rollouts ignore PDBs.
-func (s *deploySim) checkPDBs(sim *simulation, wave int) {
-	for _, b := range s.pdbs {
-		available := 0
-		for _, rs := range s.all() {
-			available += rs.avail(s.t)
-		}
-		unavailable := max(0, s.D-available)
-		for _, pdb := range s.r.PDBs {
-			if pdb.Name == b.PDB {
-				unavailable += pdb.UnavailableElsewhere
+// checkAdvisory records the advisory budgets a wave's actions break:
+// upstream rollouts pace by neither PDBs nor a policy's own budgets.
+func (s *deploySim) checkAdvisory(wave int) {
+	available, pods := 0, 0
+	for _, rs := range s.all() {
+		available += rs.avail(s.t)
+		pods += len(rs.pods)
+	}
+	for _, b := range s.advisory {
+		use := max(0, pods-s.D) // surge
+		if b.Type == "unavailable" {
+			use = max(0, s.D-available)
+			for _, pdb := range s.r.PDBs {
+				if b.PDB != "" && pdb.Name == b.PDB {
+					use += pdb.UnavailableElsewhere
+				}
 			}
 		}
-		if unavailable > b.Limit {
-			s.pdbWaves[b.Name] = append(s.pdbWaves[b.Name], fmt.Sprintf("%d (%d unavailable)", wave, unavailable))
+		if use > b.Limit {
+			s.advisoryWaves[b.Name] = append(s.advisoryWaves[b.Name], fmt.Sprintf("%d (%d %s)", wave, use, map[string]string{"unavailable": "unavailable", "surge": "surge"}[b.Type]))
 		}
 	}
 }

@@ -22,7 +22,7 @@ func rsWith(name string, spec, avail int) *simRS {
 }
 
 func newDeploySim(d, surge, unavail int, old, newRS *simRS) *deploySim {
-	s := &deploySim{r: &facts.Rollout{Workload: facts.Workload{UpdateRevision: "new"}}, o: DefaultOptions, D: d, surge: surge, unavail: unavail, newRS: newRS, pdbWaves: map[string][]string{}}
+	s := &deploySim{r: &facts.Rollout{Workload: facts.Workload{UpdateRevision: "new"}}, o: DefaultOptions, D: d, surge: surge, unavail: unavail, newRS: newRS, advisoryWaves: map[string][]string{}}
 	if old != nil {
 		s.old = []*simRS{old}
 	}

@@ -1065,18 +1065,23 @@ func (s *podSim) advisoryWarnings() []string {
 		for i, w := range waves {
 			ws[i] = strconv.Itoa(w)
 		}
-		what := map[string]string{"unavailable": "pods unavailable", "surge": "surge pods", "groups": "groups with pods in flight"}[b.Type]
-		per := ""
-		if b.GroupBy != "" && b.Type == "unavailable" {
-			per = " per " + b.GroupBy
-		}
-		if b.PDB != "" {
-			out = append(out, fmt.Sprintf("wave(s) %s leave more pods selected by PodDisruptionBudget %s unavailable than its limit of %d: the %s controller does not honour PDBs (annotate %s=\"true\" to let rollplan pace the rollout by it)", strings.Join(ws, ", "), b.PDB, b.Limit, kind, facts.AnnManaged))
-			continue
-		}
-		out = append(out, fmt.Sprintf("wave(s) %s leave more %s than budget %q allows (%d%s): the %s controller does not pace by it; rollplan gate, running with the policy, holds the controller to it", strings.Join(ws, ", "), what, b.Name, b.Limit, per, kind))
+		out = append(out, advisoryWarning(ws, b, kind))
 	}
 	return out
+}
+
+// advisoryWarning: the waves (as the plan numbers them, with any detail)
+// that break advisory budget b of a workload its kind's controller rolls.
+func advisoryWarning(waves []string, b Budget, kind string) string {
+	if b.PDB != "" {
+		return fmt.Sprintf("wave(s) %s leave more pods selected by PodDisruptionBudget %s unavailable than its limit of %d: the %s controller does not honour PDBs (annotate %s=\"true\" to let rollplan pace the rollout by it)", strings.Join(waves, ", "), b.PDB, b.Limit, kind, facts.AnnManaged)
+	}
+	what := map[string]string{"unavailable": "pods unavailable", "surge": "surge pods", "groups": "groups with pods in flight"}[b.Type]
+	per := ""
+	if b.GroupBy != "" && b.Type == "unavailable" {
+		per = " per " + b.GroupBy
+	}
+	return fmt.Sprintf("wave(s) %s leave more %s than budget %q allows (%d%s): the %s controller does not pace by it; rollplan gate, running with the policy, holds the controller to it", strings.Join(waves, ", "), what, b.Name, b.Limit, per, kind)
 }
 
 // completeDue completes every item whose event is due by t.
