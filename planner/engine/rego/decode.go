@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
@@ -49,6 +50,9 @@ func decodeBudget(i int, t *ast.Term) (engine.Budget, error) {
 			return b, fmt.Errorf("%s: name: want a string, got %s", which, describe(n))
 		}
 		b.Name = string(s)
+		if err := formatted("name", b.Name); err != nil {
+			return b, fmt.Errorf("%s: %w", which, err)
+		}
 		if b.Name != "" {
 			which = fmt.Sprintf("budget %q", b.Name)
 		}
@@ -86,6 +90,9 @@ func decodeBudget(i int, t *ast.Term) (engine.Budget, error) {
 		if err != nil {
 			return b, fmt.Errorf("%s: %s: %w", which, string(key), err)
 		}
+	}
+	if err := formatted("source", b.Source); err != nil {
+		return b, fmt.Errorf("%s: %w", which, err)
 	}
 	return b, nil
 }
@@ -127,8 +134,8 @@ func stringField(t *ast.Term, into *string) error {
 }
 
 // decodeStrings reads a list (or set) of strings, the answer of halt and
-// deny.
-func decodeStrings(t *ast.Term) ([]string, error) {
+// deny; what names one ("reason", "message").
+func decodeStrings(t *ast.Term, what string) ([]string, error) {
 	elems, ok := listElems(t)
 	if !ok {
 		return nil, fmt.Errorf("want a list (or set) of strings, got %s", describe(t))
@@ -139,9 +146,82 @@ func decodeStrings(t *ast.Term) ([]string, error) {
 		if !ok {
 			return nil, fmt.Errorf("want a list (or set) of strings, got %s at index %d", describe(el), i)
 		}
+		if err := formatted(what, string(s)); err != nil {
+			return nil, err
+		}
 		out = append(out, string(s))
 	}
 	return out, nil
+}
+
+// formatted fails when a string of an answer holds the mark Go's fmt leaves
+// for a verb it could not fill: OPA's sprintf is fmt.Sprintf, so a format
+// with fewer values than verbs yields "%!s(MISSING)" and no error. what names
+// the string ("reason"). The substring test keeps the common path free of
+// allocations: every pod's answers pass here.
+func formatted(what, s string) error {
+	if !strings.Contains(s, "%!") {
+		return nil
+	}
+	return fmtMark(what, s)
+}
+
+func fmtMark(what, s string) error {
+	for rest := s; ; {
+		i := strings.Index(rest, "%!")
+		if i < 0 {
+			return nil
+		}
+		rest = rest[i+2:]
+		// A verb, then the mark; NOVERB, EXTRA, BADWIDTH and BADPREC have
+		// no verb.
+		verb, m := "", rest
+		if m != "" && m[0] != '(' {
+			_, n := utf8.DecodeRuneInString(m)
+			verb, m = m[:n], m[n:]
+		}
+		m, ok := strings.CutPrefix(m, "(")
+		if !ok {
+			continue
+		}
+		var why string
+		switch {
+		case verb != "" && strings.HasPrefix(m, "MISSING)"):
+			why = "sprintf got fewer values than its format has verbs"
+		case verb == "" && strings.HasPrefix(m, "EXTRA "):
+			why = "sprintf got more values than its format has verbs"
+		case verb != "" && strings.HasPrefix(m, "BADINDEX)"):
+			why = "an argument index ([n]) of the sprintf format is out of range"
+		case verb == "" && strings.HasPrefix(m, "NOVERB)"):
+			why = "the sprintf format ends in a lone % (write %% for a percent sign)"
+		case verb == "" && (strings.HasPrefix(m, "BADWIDTH)") || strings.HasPrefix(m, "BADPREC)")):
+			why = "a width or precision (*) of the sprintf format is not a number"
+		case verb != "":
+			// %!d(string=abc): the value does not suit the verb.
+			typ, _, ok := strings.Cut(m, "=")
+			if !ok || typ == "" || strings.ContainsAny(typ, " ()") {
+				continue
+			}
+			why = fmt.Sprintf("sprintf's %%%s cannot format %s (%%v formats any value)", verb, regoType(typ))
+		default:
+			continue
+		}
+		return fmt.Errorf("%s %q has a formatting error: %s", what, s, why)
+	}
+}
+
+// regoType names the Go type OPA's sprintf hands fmt for a value in policy
+// terms.
+func regoType(goType string) string {
+	switch goType {
+	case "string":
+		return "a string"
+	case "int64", "*big.Int":
+		return "an integer"
+	case "float64":
+		return "a number with a fraction"
+	}
+	return "a " + goType
 }
 
 // decodeString reads a string answer (pacing, node_preparation).

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -103,7 +105,7 @@ func (e *Engine) DecideBudgets(parent context.Context, r *facts.Rollout) ([]engi
 		return nil, e.evalError(parent, ctx, r, err)
 	}
 	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
-		return nil, fmt.Errorf("policy %s: rule budgets is undefined for %s", e.bundle.where("budgets"), workloadID(r))
+		return nil, e.undefined("budgets", workloadID(r))
 	}
 	term, ok := rs[0].Expressions[0].Value.(*ast.Term)
 	if !ok {
@@ -184,10 +186,39 @@ func (e *Engine) Decide(parent context.Context, r *facts.Rollout) (*engine.Decis
 func (e *Engine) diagnoseUndefined(ctx context.Context, r *facts.Rollout, in ast.Value) error {
 	for _, rule := range workloadRules {
 		if !e.defined(ctx, in, "data."+resolverPackage+".probe_"+rule) {
-			return fmt.Errorf("policy %s: rule %s is undefined for %s", e.bundle.where(rule), rule, workloadID(r))
+			return e.undefined(rule, workloadID(r))
 		}
 	}
 	return fmt.Errorf("policy evaluation for %s: no decisions (undefined)", workloadID(r))
+}
+
+// undefined reports a contract rule without a value for what (a workload,
+// or a pod of one), at the rule's first definition, with the usual cause.
+func (e *Engine) undefined(rule, what string) error {
+	fields := workloadFields
+	if slices.Contains(podRules, rule) {
+		fields = podFields
+	}
+	return fmt.Errorf("policy %s: rule %s is undefined for %s (a reference to an input field that does not exist makes a rule undefined: check field names against the facts (%s) or add an else branch)",
+		e.bundle.whereRule(rule), rule, what, fields)
+}
+
+// podFields and workloadFields list the facts' JSON names, from the Go
+// types, so that the hint follows the contract.
+var (
+	podFields      = "pod fields: " + strings.Join(jsonFields(reflect.TypeFor[facts.Pod]()), ", ")
+	workloadFields = "input.workload fields: " + strings.Join(jsonFields(reflect.TypeFor[facts.Workload]()), ", ")
+)
+
+func jsonFields(t reflect.Type) []string {
+	var out []string
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name != "" && name != "-" && f.IsExported() {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 func (e *Engine) defined(ctx context.Context, in ast.Value, query string) bool {
@@ -248,10 +279,10 @@ func (e *Engine) decode(ctx context.Context, r *facts.Rollout, in ast.Value, ter
 	if d.NodePreparation, ok = decodeString(obj.Get(ast.StringTerm("nodePreparation"))); !ok || !engine.ValidNodePreparation(d.NodePreparation) {
 		return nil, fmt.Errorf("policy %s: rule node_preparation for %s: want \"none\", \"cordon\" or \"drain\", got %s", e.bundle.where("node_preparation"), id, describe(obj.Get(ast.StringTerm("nodePreparation"))))
 	}
-	if d.Halt, err = decodeStrings(obj.Get(ast.StringTerm("halt"))); err != nil {
+	if d.Halt, err = decodeStrings(obj.Get(ast.StringTerm("halt")), "reason"); err != nil {
 		return nil, fmt.Errorf("policy %s: rule halt for %s: %w", e.bundle.where("halt"), id, err)
 	}
-	if d.Deny, err = decodeStrings(obj.Get(ast.StringTerm("deny"))); err != nil {
+	if d.Deny, err = decodeStrings(obj.Get(ast.StringTerm("deny")), "message"); err != nil {
 		return nil, fmt.Errorf("policy %s: rule deny for %s: %w", e.bundle.where("deny"), id, err)
 	}
 	// A set answer arrives sorted; a list keeps the policy's order. Sorting
@@ -272,7 +303,7 @@ func (e *Engine) diagnosePod(ctx context.Context, r *facts.Rollout, in ast.Value
 	single.Insert(kPods, ast.ArrayTerm(pods.Elem(i)))
 	for _, rule := range podRules {
 		if !e.defined(ctx, single, fmt.Sprintf("data.%s.probe_%s(input.pods[0])", resolverPackage, rule)) {
-			return fmt.Errorf("policy %s: rule %s is undefined for pod %s of %s", e.bundle.where(rule), rule, r.Pods[i].Name, workloadID(r))
+			return e.undefined(rule, "pod "+r.Pods[i].Name+" of "+workloadID(r))
 		}
 	}
 	return fmt.Errorf("policy evaluation for %s: no decision for pod %s", workloadID(r), r.Pods[i].Name)
@@ -298,6 +329,9 @@ func decodeScope(t *ast.Term, p *engine.PodDecision) error {
 			return fmt.Errorf("want \"reason\" to be a string, got %v", r)
 		}
 		p.HeldReason = string(s)
+		if err := formatted("reason", p.HeldReason); err != nil {
+			return err
+		}
 	}
 	if !p.InScope && p.HeldReason == "" {
 		return errors.New("a held pod needs a reason")
@@ -330,6 +364,9 @@ func decodeEligibility(t *ast.Term, p *engine.PodDecision) error {
 			if !ok {
 				return fmt.Errorf("reasons must be strings, got %v", arr.Elem(i))
 			}
+			if err := formatted("reason", string(s)); err != nil {
+				return err
+			}
 			p.Reasons = append(p.Reasons, string(s))
 		}
 	}
@@ -353,6 +390,9 @@ func decodeOrder(t *ast.Term, p *engine.PodDecision) error {
 				return fmt.Errorf("order key %v is out of range", v)
 			}
 		case ast.String:
+			if err := formatted("order key", string(v)); err != nil {
+				return err
+			}
 			p.Order[i] = string(v)
 		default:
 			return fmt.Errorf("order keys must be numbers or strings, got %v", v)

@@ -3,6 +3,7 @@ package rego
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -283,5 +284,173 @@ func TestLoadBundleNotRego(t *testing.T) {
 				t.Fatalf("error %v, want %q", err, "policy "+f+tt.want)
 			}
 		})
+	}
+}
+
+// A rule of the entry package that is no decision point and that no rule
+// uses has no effect: usually a misspelt contract rule, whose decision falls
+// back to the defaults without a word. Helpers are used, by their short
+// name in the package or by their path from another.
+func TestUnreferencedRuleWarnings(t *testing.T) {
+	const entry = "package rollplan.strategy\n\n"
+	warn := func(row int, rule, hint string) string {
+		w := fmt.Sprintf("policy %s:%d: rule %s is not a decision point of package rollplan.strategy and no rule uses it: it has no effect", userFile, row, rule)
+		if hint != "" {
+			w += " (did you mean " + hint + "?)"
+		}
+		return w
+	}
+	tests := []struct {
+		name  string
+		files map[string]string
+		warn  []string
+	}{
+		{"plural scope", userPolicy(`scopes(pod) := {"in": false, "reason": "pinned"} if pod.labels.pinned == "true"`), []string{warn(3, "scopes", "scope")}},
+		{"singular budgets", userPolicy(`budget := []`), []string{warn(3, "budget", "budgets")}},
+		{"plural order", userPolicy(`orders(pod) := [pod.name]`), []string{warn(3, "orders", "order")}},
+		{"camel case", userPolicy(`nodePreparation := "drain"`), []string{warn(3, "nodePreparation", "node_preparation")}},
+		{"upper case", userPolicy(`Pacing := "rolling"`), []string{warn(3, "Pacing", "pacing")}},
+		{"two edits", userPolicy(`eligibilty(pod) := {"action": "Recreate"}`), []string{warn(3, "eligibilty", "eligibility")}},
+		{"unused and like no rule", userPolicy("order(pod) := [pod.name]\n\nunused := 1"), []string{warn(5, "unused", "")}},
+		{"several definitions warn once", userPolicy("halts contains \"a\"\n\nhalts contains \"b\""), []string{warn(3, "halts", "halt")}},
+		{"helper by its short name", userPolicy("key(pod) := 1\n\norder(pod) := [key(pod), pod.name]"), nil},
+		{"helper in an else branch", userPolicy("limit := 2\n\npacing := \"wave\" if input.workload.replicas > limit\nelse := \"rolling\""), nil},
+		{"helper of a helper", userPolicy("a := 1\n\nb := a + 1\n\nhalt := [\"x\"] if b > 5"), nil},
+		{"helper in another file of the package", map[string]string{
+			userFile: entry + "order(pod) := [rank(pod)]\n", "user/rank.rego": entry + "rank(pod) := pod.ordinal\n"}, nil},
+		{"helper read by path from a library", map[string]string{
+			userFile:        entry + "import data.lib\n\nlimit := 1\n\nbudgets := lib.budgets\n",
+			"user/lib.rego": "package lib\n\nbudgets := [{\"name\": \"x\", \"maxUnavailable\": data.rollplan.strategy.limit}]\n"}, nil},
+		{"helper read through an import alias", map[string]string{
+			userFile:        entry + "import data.lib\n\nlimit := 1\n\nbudgets := lib.budgets\n",
+			"user/lib.rego": "package lib\n\nimport data.rollplan.strategy as s\n\nbudgets := [{\"name\": \"x\", \"maxUnavailable\": s.limit}]\n"}, nil},
+		{"helper imported by name", map[string]string{
+			userFile:        entry + "import data.lib\n\nlimit := 1\n\nbudgets := lib.budgets\n",
+			"user/lib.rego": "package lib\n\nimport data.rollplan.strategy.limit\n\nbudgets := [{\"name\": \"x\", \"maxUnavailable\": limit}]\n"}, nil},
+		{"package read as a whole", map[string]string{
+			userFile:        entry + "import data.lib\n\nlimit := 1\n\nhalt := lib.halt\n",
+			"user/lib.rego": "package lib\n\nhalt := [k | some k, _ in data.rollplan.strategy; k == \"stop\"]\n"}, nil},
+		{"tests are for opa test", userPolicy("order(pod) := [pod.name]\n\ntest_order if order({\"name\": \"a\"}) == [\"a\"]"), nil},
+		{"a library's rule of the same name", map[string]string{
+			userFile:        entry + "import data.lib\n\nlimit := 1\n\nhalt := lib.halt\n",
+			"user/lib.rego": "package lib\n\nlimit := 2\n\nhalt := [\"x\"] if limit > 5\n"},
+			[]string{"policy " + userFile + ":5: rule limit is not a decision point of package rollplan.strategy and no rule uses it: it has no effect"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := parseBundle(tt.files, []string{"test"})
+			if err != nil {
+				t.Fatalf("parseBundle: %v", err)
+			}
+			if !reflect.DeepEqual(b.Warnings, tt.warn) {
+				t.Errorf("warnings\n%q\nwant\n%q", b.Warnings, tt.warn)
+			}
+		})
+	}
+}
+
+// OPA's sprintf is Go's fmt.Sprintf: a format with fewer values than verbs
+// gives "%!s(MISSING)", no error. Such a string in an answer is an error
+// naming the rule, the pod and the workload, not a reason in the plan.
+func TestDecideFormattingErrors(t *testing.T) {
+	const prefix = "policy " + userFile + " (package rollplan.strategy): rule "
+	const pod = " for pod web-0 of StatefulSet default/web: "
+	const wl = " for StatefulSet default/web: "
+	tests := []struct {
+		name, body, want string
+	}{
+		{"scope reason missing a value", `scope(pod) := {"in": false, "reason": sprintf("pod %s on %s is pinned", [pod.name])}`,
+			prefix + "scope" + pod + `reason "pod web-0 on %!s(MISSING) is pinned" has a formatting error: sprintf got fewer values than its format has verbs`},
+		{"eligibility reason with an extra value", `eligibility(pod) := {"action": "Recreate", "reasons": ["ok", sprintf("pod %s", [pod.name, pod.node])]}`,
+			prefix + "eligibility" + pod + `reason "pod web-0%!(EXTRA string=node-0)" has a formatting error: sprintf got more values than its format has verbs`},
+		{"order key of the wrong type", `order(pod) := [sprintf("%d", [pod.name])]`,
+			prefix + "order" + pod + `order key "%!d(string=web-0)" has a formatting error: sprintf's %d cannot format a string (%v formats any value)`},
+		{"halt reason with a bad index", `halt := [sprintf("%[2]s", ["a"])]`,
+			prefix + "halt" + wl + `reason "%!s(BADINDEX)" has a formatting error: an argument index ([n]) of the sprintf format is out of range`},
+		{"deny message ending in a lone percent", `deny := {sprintf("at most 25%", [])}`,
+			prefix + "deny" + wl + `message "at most 25%!(NOVERB)" has a formatting error: the sprintf format ends in a lone % (write %% for a percent sign)`},
+		{"budget source", `budgets := [{"name": "x", "maxUnavailable": 1, "source": sprintf("%s=%d", ["a"])}]`,
+			prefix + "budgets" + wl + `budget "x": source "a=%!d(MISSING)" has a formatting error: sprintf got fewer values than its format has verbs`},
+		{"budget name", `budgets := [{"name": sprintf("%s", []), "maxUnavailable": 1}]`,
+			prefix + "budgets" + wl + `budget 0: name "%!s(MISSING)" has a formatting error: sprintf got fewer values than its format has verbs`},
+		{"a number where a string goes", `halt := [sprintf("%s restarts", [3])]`,
+			prefix + "halt" + wl + `reason "%!s(int64=3) restarts" has a formatting error: sprintf's %s cannot format an integer (%v formats any value)`},
+		{"a percent and a bang", `deny := ["disk at 100%! (limit 90%)", sprintf("%d%%!", [5])]`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEngine(t, userPolicy(tt.body))
+			_, err := e.Decide(context.Background(), stsRollout())
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("Decide: %v", err)
+				}
+				return
+			}
+			if err == nil || err.Error() != tt.want {
+				t.Fatalf("Decide: error\n%v\nwant\n%s", err, tt.want)
+			}
+			checkOneClearLine(t, err)
+			if strings.Contains(tt.want, "rule budgets") {
+				_, err := e.DecideBudgets(context.Background(), stsRollout())
+				if err == nil || err.Error() != tt.want {
+					t.Fatalf("DecideBudgets: error\n%v\nwant\n%s", err, tt.want)
+				}
+			}
+		})
+	}
+}
+
+// Every pod's answers pass the formatting check: a string without "%!"
+// costs no allocation.
+func TestFormattedDoesNotAllocate(t *testing.T) {
+	if n := testing.AllocsPerRun(100, func() { _ = formatted("reason", "ordinal 0 below partition 1: 100% done") }); n != 0 {
+		t.Errorf("formatted allocates %v times per call", n)
+	}
+}
+
+// An undefined rule is named at its definition, with the usual cause (a
+// misspelt input field) and the fields the facts have.
+func TestUndefinedRuleHints(t *testing.T) {
+	const hint = " (a reference to an input field that does not exist makes a rule undefined: check field names against the facts (%s) or add an else branch)"
+	tests := []struct {
+		name, body, want string
+		budgets          bool
+	}{
+		{"misspelt pod field", "order(pod) := [pod.zones]",
+			"policy " + userFile + ":3 (package rollplan.strategy): rule order is undefined for pod web-0 of StatefulSet default/web" + fmt.Sprintf(hint, podFields), false},
+		{"second definition", "scope(pod) := {\"in\": true} if pod.zones == \"a\"\n\nscope(pod) := {\"in\": true} if pod.nodes == \"b\"",
+			"policy " + userFile + ":3 (package rollplan.strategy): rule scope is undefined for pod web-0 of StatefulSet default/web" + fmt.Sprintf(hint, podFields), false},
+		{"misspelt workload field", "pacing := \"wave\"\n\nhalt := [] if input.workload.kinds == \"StatefulSet\"",
+			"policy " + userFile + ":5 (package rollplan.strategy): rule halt is undefined for StatefulSet default/web" + fmt.Sprintf(hint, workloadFields), false},
+		{"budgets", "budgets := [] if input.workload.replica > 0",
+			"policy " + userFile + ":3 (package rollplan.strategy): rule budgets is undefined for StatefulSet default/web" + fmt.Sprintf(hint, workloadFields), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEngine(t, userPolicy(tt.body))
+			_, err := e.Decide(context.Background(), stsRollout())
+			if err == nil || err.Error() != tt.want {
+				t.Fatalf("Decide: error\n%v\nwant\n%s", err, tt.want)
+			}
+			checkOneClearLine(t, err)
+			if tt.budgets {
+				_, err := e.DecideBudgets(context.Background(), stsRollout())
+				if err == nil || err.Error() != tt.want {
+					t.Fatalf("DecideBudgets: error\n%v\nwant\n%s", err, tt.want)
+				}
+			}
+		})
+	}
+	// The field lists are the facts' JSON names.
+	for _, w := range []string{"pod fields: name, uid, revision, updated, ordinal, index, node, zone, ", "readySeconds", "pdbs"} {
+		if !strings.Contains(podFields, w) {
+			t.Errorf("pod fields %q lack %q", podFields, w)
+		}
+	}
+	for _, w := range []string{"input.workload fields: kind, namespace, name, ", "replicas", "strategy"} {
+		if !strings.Contains(workloadFields, w) {
+			t.Errorf("workload fields %q lack %q", workloadFields, w)
+		}
 	}
 }

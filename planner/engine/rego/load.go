@@ -135,6 +135,173 @@ func unreferencedPackages(names []string, modules map[string]*ast.Module) []stri
 	return out
 }
 
+// unreferencedRules warns about each rule of the entry package that is no
+// decision point and that no rule of the bundle uses: the resolver never asks
+// for it, which is usually a misspelt contract rule (scopes, nodePreparation)
+// whose decision silently falls back to the defaults.
+func unreferencedRules(names []string, modules map[string]*ast.Module) []string {
+	entry := ast.MustParseRef("data." + EntryPackage)
+	used := map[string]bool{}
+	whole := false // something reads the entry package as a document: any rule may be used
+	// use marks what a reference to data reaches.
+	use := func(r ast.Ref) {
+		c := r.ConstantPrefix()
+		switch {
+		case len(c) > len(entry) && c.HasPrefix(entry):
+			if s, ok := c[len(entry)].Value.(ast.String); ok {
+				used[string(s)] = true
+			}
+		case entry.HasPrefix(c):
+			whole = true
+		}
+	}
+	for _, n := range names {
+		m := modules[n]
+		aliases := map[ast.Var]ast.Ref{}
+		for _, imp := range m.Imports {
+			if r, ok := imp.Path.Value.(ast.Ref); ok && r.HasPrefix(ast.DefaultRootRef) {
+				aliases[imp.Name()] = r
+				// An import of one rule may be used as a bare variable,
+				// which is no ref.
+				if len(r) > len(entry) {
+					use(r)
+				}
+			}
+		}
+		inEntry := m.Package.Path.Equal(entry)
+		for _, rule := range m.Rules {
+			for _, x := range ruleParts(rule) {
+				ast.WalkRefs(x, func(r ast.Ref) bool {
+					head, _ := r[0].Value.(ast.Var)
+					if path, ok := aliases[head]; ok {
+						use(path.Concat(r[1:]))
+					} else if r.HasPrefix(ast.DefaultRootRef) {
+						use(r)
+					}
+					return false
+				})
+				if inEntry {
+					// Within the package a rule is called by its short name.
+					ast.WalkVars(x, func(v ast.Var) bool {
+						used[string(v)] = true
+						return false
+					})
+				}
+			}
+		}
+	}
+	if whole {
+		return nil
+	}
+	var out []string
+	warned := map[string]bool{}
+	for _, n := range names {
+		m := modules[n]
+		if !m.Package.Path.Equal(entry) {
+			continue
+		}
+		for _, r := range m.Rules {
+			name := ruleName(r)
+			if used[name] || warned[name] || isContractRule(name) || strings.HasPrefix(name, "test_") || strings.HasPrefix(name, "todo_test_") {
+				continue // tests (test_*) are for opa test
+			}
+			warned[name] = true
+			loc := n
+			if r.Location != nil {
+				loc = fmt.Sprintf("%s:%d", n, r.Location.Row)
+			}
+			w := fmt.Sprintf("policy %s: rule %s is not a decision point of package %s and no rule uses it: it has no effect", loc, name, EntryPackage)
+			if c := closestContractRule(name); c != "" {
+				w += " (did you mean " + c + "?)"
+			}
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// ruleParts are the parts of a rule that can use other rules: everything
+// but its own name.
+func ruleParts(r *ast.Rule) []any {
+	var out []any
+	for ; r != nil; r = r.Else {
+		out = append(out, r.Body, r.Head.Args)
+		if r.Head.Key != nil {
+			out = append(out, r.Head.Key)
+		}
+		if r.Head.Value != nil {
+			out = append(out, r.Head.Value)
+		}
+		if len(r.Head.Reference) > 1 {
+			out = append(out, r.Head.Reference[1:])
+		}
+	}
+	return out
+}
+
+// ruleName is the first segment of a rule's name (a for a.b.c := ...).
+func ruleName(r *ast.Rule) string {
+	name := r.Head.Name.String()
+	if name == "" && len(r.Head.Reference) > 0 {
+		name = r.Head.Reference[0].String()
+	}
+	return name
+}
+
+func isContractRule(name string) bool {
+	for _, rs := range [][]string{podRules, workloadRules} {
+		for _, r := range rs {
+			if name == r {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// closestContractRule is the contract rule a name likely misspells ("" for
+// none): the same up to case, underscores and a plural s (Scope,
+// nodePreparation, budget), or within two edits (eligibilty).
+func closestContractRule(name string) string {
+	norm := func(s string) string { return strings.ReplaceAll(strings.ToLower(s), "_", "") }
+	n := norm(name)
+	best, bestDist := "", 3
+	for _, rs := range [][]string{podRules, workloadRules} {
+		for _, r := range rs {
+			c := norm(r)
+			if n == c || strings.TrimSuffix(n, "s") == strings.TrimSuffix(c, "s") {
+				return r
+			}
+			if d := editDistance(n, c); d < bestDist {
+				best, bestDist = r, d
+			}
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b (bytes: rule
+// names are ASCII).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
 // LoadBundle parses the default library and the Rego files under paths
 // (files or directories, recursively; *_test.rego files are skipped).
 func LoadBundle(paths []string) (*Bundle, error) {
@@ -207,10 +374,7 @@ func parseBundle(files map[string]string, sources []string) (*Bundle, error) {
 		case EntryPackage:
 			hasEntry = true
 			for _, r := range m.Rules {
-				name := r.Head.Name.String()
-				if name == "" && len(r.Head.Reference) > 0 {
-					name = r.Head.Reference[0].String()
-				}
+				name := ruleName(r)
 				if err := checkRuleShape(n, r, name); err != nil {
 					return nil, err
 				}
@@ -231,7 +395,7 @@ func parseBundle(files map[string]string, sources []string) (*Bundle, error) {
 		return nil, fmt.Errorf("policy %s: no file declares package %s (%s): the entry package must be %s; library packages it imports may sit beside it",
 			strings.Join(sources, ", "), EntryPackage, strings.Join(others, "; "), EntryPackage)
 	}
-	b.Warnings = unreferencedPackages(names, b.Modules)
+	b.Warnings = append(unreferencedPackages(names, b.Modules), unreferencedRules(names, b.Modules)...)
 	b.shippedDefaults = !hasDefaults
 	if !hasDefaults {
 		const n = "rollplan/defaults.rego"
@@ -266,6 +430,23 @@ func (b *Bundle) where(rule string) string {
 		return fmt.Sprintf("%s (package %s)", f, EntryPackage)
 	}
 	return "the default strategy (package " + DefaultsPackage + ")"
+}
+
+// whereRule is where plus the row of the rule's first definition, when the
+// entry package defines it.
+func (b *Bundle) whereRule(rule string) string {
+	f, ok := b.Defines[rule]
+	if !ok {
+		return b.where(rule)
+	}
+	if m := b.Modules[f]; m != nil {
+		for _, r := range m.Rules {
+			if ruleName(r) == rule && r.Location != nil {
+				return fmt.Sprintf("%s:%d (package %s)", f, r.Location.Row, EntryPackage)
+			}
+		}
+	}
+	return b.where(rule)
 }
 
 // resolver generates the module that picks each rule's answer.
