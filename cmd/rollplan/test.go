@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rollplan/rollplan/planner/engine/rego"
 	"github.com/rollplan/rollplan/planner/policytest"
 )
 
@@ -88,18 +89,46 @@ coverage is below --fail-under), 2 for usage errors.`,
 // errTestsFailed makes the exit status 1 after the report is printed.
 var errTestsFailed = errors.New("policy tests failed")
 
+// warnOnce prints each warning once, as a "warning: ..." line.
+func warnOnce(w io.Writer) func(string) {
+	seen := map[string]bool{}
+	return func(msg string) {
+		if !seen[msg] {
+			seen[msg] = true
+			fmt.Fprintf(w, "warning: %s\n", msg)
+		}
+	}
+}
+
 func runTests(ctx context.Context, stdout, stderr io.Writer, paths []string, o testOptions) error {
 	in, err := policytest.Discover(paths)
 	if err != nil {
 		return err
 	}
 	var results []policytest.Result
-	rr, err := policytest.RunRego(ctx, policytest.GroupRego(in.Rego), policytest.RegoOptions{Coverage: o.coverage, Timeout: o.timeout})
+	suites := policytest.GroupRego(in.Rego)
+	warn := warnOnce(stderr)
+	for _, s := range suites {
+		// What plan would warn about the policy under test (a rule
+		// nothing uses, say a misspelt scopes), tests warn about too.
+		var policy []string
+		for _, f := range s.Files {
+			if !strings.HasSuffix(f, "_test.rego") {
+				policy = append(policy, f)
+			}
+		}
+		if b, err := rego.LoadBundle(policy); err == nil && len(policy) > 0 {
+			for _, w := range b.Warnings {
+				warn(w)
+			}
+		}
+	}
+	rr, err := policytest.RunRego(ctx, suites, policytest.RegoOptions{Coverage: o.coverage, Timeout: o.timeout})
 	if err != nil {
 		return err
 	}
 	results = append(results, rr.Results...)
-	runner := &policytest.Runner{Engines: testEngines(time.Minute), Plan: testPlan, Timeout: o.timeout}
+	runner := &policytest.Runner{Engines: testEngines(time.Minute, warn), Plan: testPlan, Timeout: o.timeout}
 	for _, f := range in.YAML {
 		suites, err := policytest.LoadFile(f)
 		if err != nil {

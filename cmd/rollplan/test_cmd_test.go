@@ -346,3 +346,27 @@ func TestTestUsageAndPaths(t *testing.T) {
 		t.Errorf("a PATH without tests: got %v", err)
 	}
 }
+
+// rollplan test warns about what plan would warn about in the policy under
+// test: a misspelt decision rule has no effect, and its tests may pass.
+func TestTestWarnsAboutThePolicy(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"policy.rego": "package rollplan.strategy\n\nscopes(pod) := {\"in\": false, \"reason\": \"pinned\"} if pod.labels.pinned == \"true\"\n",
+		"policy_test.rego": "package rollplan.strategy_test\n\nimport data.rollplan.strategy\n\n" +
+			"test_pinned if strategy.scopes({\"labels\": {\"pinned\": \"true\"}}).in == false\n",
+	}
+	for name, src := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, errOut, err := run(t, "test", dir)
+	if err != nil {
+		t.Fatalf("rollplan test: %v\n%s%s", err, out, errOut)
+	}
+	want := "warning: policy " + filepath.Join(dir, "policy.rego") + ":3: rule scopes is not a decision point of package rollplan.strategy and no rule uses it: it has no effect (did you mean scope?)"
+	if strings.Count(errOut, want) != 1 {
+		t.Errorf("stderr should hold once:\n%s\ngot:\n%s", want, errOut)
+	}
+}

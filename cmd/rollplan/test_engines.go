@@ -92,10 +92,17 @@ func buildEngine(ctx context.Context, kind string, paths []string, timeout time.
 	return nil, fmt.Errorf("unknown engine %q: want rego, cel or native", kind)
 }
 
-// testEngines is the engine factory of rollplan test.
-func testEngines(timeout time.Duration) policytest.EngineFactory {
+// testEngines is the engine factory of rollplan test; warn gets the
+// warnings of each engine it builds.
+func testEngines(timeout time.Duration, warn func(string)) policytest.EngineFactory {
 	return func(ctx context.Context, kind string, paths []string) (engine.Engine, error) {
-		return buildEngine(ctx, kind, paths, timeout)
+		e, err := buildEngine(ctx, kind, paths, timeout)
+		if err == nil {
+			for _, w := range engineWarnings(e) {
+				warn(w)
+			}
+		}
+		return e, err
 	}
 }
 
