@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/rollplan/rollplan/internal/measure"
 	"github.com/rollplan/rollplan/planner/engine/native"
@@ -15,7 +16,21 @@ import (
 // engine only (facts built outside the timer).
 // go test ./planner/engine/cel -run '^$' -bench Decide -benchmem
 func BenchmarkDecide(b *testing.B) {
-	e := celEngine(b)
+	benchmarkDecide(b, celEngine(b))
+}
+
+// BenchmarkDecideTimeout: as BenchmarkDecide under a policy timeout, as
+// every rollplan command runs the engine (evaluations then watch the
+// deadline).
+func BenchmarkDecideTimeout(b *testing.B) {
+	e, err := New(nil, Options{Timeout: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchmarkDecide(b, e)
+}
+
+func benchmarkDecide(b *testing.B, e *Engine) {
 	for _, n := range []int{1000, 10000, 150000} {
 		rs, err := facts.Build(synth.Snapshot(n), facts.Options{Now: synth.Now})
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -34,6 +35,8 @@ type Engine struct {
 	// noClock: no budget reads a clock fact (budgetsIgnoreClock).
 	noClock bool
 	timeout time.Duration
+	// warnings: see Warnings.
+	warnings []string
 }
 
 var (
@@ -79,6 +82,7 @@ func New(ps []*RolloutPolicy, o Options) (*Engine, error) {
 	}
 	e.digest = "sha256:" + hex.EncodeToString(h.Sum(nil))
 	e.noClock = e.budgetsIgnoreClock()
+	e.warnings = overrideWarnings(e.policies)
 	return e, nil
 }
 
@@ -120,7 +124,7 @@ func (e *Engine) Decide(parent context.Context, r *facts.Rollout) (*engine.Decis
 		defer cancel()
 	}
 	// stopped reports a deadline or cancellation, checked between
-	// evaluations (an expression runs to its cost limit).
+	// evaluations; comprehensions check it too (interruptEvery).
 	stopped := func() error {
 		if !engine.Stopped(ctx) {
 			return nil
@@ -133,11 +137,29 @@ func (e *Engine) Decide(parent context.Context, r *facts.Rollout) (*engine.Decis
 		}
 		return fmt.Errorf("policy evaluation for %s stopped: %w", id, context.DeadlineExceeded)
 	}
+	d, err := e.decide(ctx, r, id, stopped)
+	if err != nil {
+		// An interrupted expression fails with whatever error it was
+		// wrapped in (or one its reader made of it): report the
+		// timeout or the cancellation instead.
+		if serr := stopped(); serr != nil {
+			return nil, serr
+		}
+		return nil, err
+	}
+	return d, nil
+}
+
+func (e *Engine) decide(ctx context.Context, r *facts.Rollout, id string, stopped func() error) (*engine.Decisions, error) {
 	wv, err := workloadView(&r.Workload)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", id, err)
 	}
 	b := &bindings{workload: wv, rollout: r, featureGates: r.FeatureGates}
+	if ctx.Done() != nil {
+		// Only a context that can end needs the interruptible evaluation.
+		b.ctx = ctx
+	}
 	if b.featureGates == nil {
 		b.featureGates = map[string]bool{}
 	}
@@ -168,8 +190,15 @@ func (e *Engine) Decide(parent context.Context, r *facts.Rollout) (*engine.Decis
 	}
 
 	d := &engine.Decisions{Pods: make([]engine.PodDecision, len(r.Pods)), Upstream: upstream(acts[1:], orderBy, pacingBy, acts[0])}
+	done := ctx.Done()
 	for i := range r.Pods {
+		select {
+		case <-done:
+			return nil, stopped()
+		default:
+		}
 		if i%1024 == 0 {
+			// A context's timer may fire late: also look at the clock.
 			if err := stopped(); err != nil {
 				return nil, err
 			}
@@ -327,6 +356,9 @@ type bindings struct {
 	workload     *Workload
 	rollout      *facts.Rollout
 	featureGates map[string]bool
+	// ctx: the call's context when it can end (then every evaluation
+	// watches it), else nil.
+	ctx context.Context
 }
 
 // activation resolves names for one policy during one Decide call: it is
@@ -438,20 +470,88 @@ func (a *activation) variable(i int) ref.Val {
 	if a.vars[i] != nil && a.varGen[i] == want {
 		return a.vars[i]
 	}
-	out, _, err := prg.prg.Eval(a)
+	out, err := a.run(prg)
 	if err != nil {
-		out = types.WrapErr(fmt.Errorf("%s: %s: %w", a.c.policy.where(), prg.field, err))
+		out = types.WrapErr(a.evalErr(prg, err))
 	}
 	a.vars[i], a.varGen[i] = out, want
 	return out
 }
 
-func (a *activation) eval(p *program) (ref.Val, error) {
+// run evaluates p; under a context that can end, its comprehensions
+// check it every interruptEvery iterations. Programs without one run
+// without the context: it could not stop them, and ContextEval allocates
+// on every call (a third more CPU for the default strategy when every
+// program used it, BenchmarkDecideTimeout).
+func (a *activation) run(p *program) (ref.Val, error) {
+	if a.b.ctx != nil && p.loops {
+		out, _, err := p.prg.ContextEval(a.b.ctx, a)
+		return out, err
+	}
 	out, _, err := p.prg.Eval(a)
+	return out, err
+}
+
+func (a *activation) eval(p *program) (ref.Val, error) {
+	out, err := a.run(p)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %s: %w", a.c.policy.where(), p.field, err)
+		return nil, a.evalErr(p, err)
 	}
 	return out, nil
+}
+
+// evalErr names the policy and the field of an expression that failed.
+// When the failure comes from a variable it read, the variable's error
+// already names them: it is kept, with p as its reader.
+func (a *activation) evalErr(p *program, err error) error {
+	var inner *evalError
+	if errors.As(err, &inner) {
+		e := *inner // a cached variable's error may have other readers
+		e.readBy = p.field
+		if w := a.c.policy.where(); w != e.where {
+			e.readBy += " of " + w
+		}
+		return &e
+	}
+	return &evalError{where: a.c.policy.where(), field: p.field, limit: a.c.costLimit, err: err}
+}
+
+// evalError: an expression that did not evaluate, named once however many
+// variables it went through.
+type evalError struct {
+	where, field string
+	// readBy: the expression that read the failing variable, if any.
+	readBy string
+	limit  uint64
+	err    error
+}
+
+func (e *evalError) Error() string {
+	field := e.field
+	if e.readBy != "" {
+		field += ", read by " + e.readBy
+	}
+	var ce interpreter.EvalCancelledError
+	if errors.As(e.err, &ce) && ce.Cause == interpreter.CostLimitExceeded {
+		// The limit is per call (docs/policy-contract.md): splitting the
+		// work into variables is a way out, not only simplifying.
+		return fmt.Sprintf("%s: %s: CEL cost limit exceeded: one evaluation of this expression costs more than the per-call limit of %s: "+
+			"simplify it (fewer elements, fewer nested comprehensions), "+
+			"or move work into variables (each variable is a call of its own, and one that does not read pod is evaluated once per workload)",
+			e.where, field, thousands(e.limit))
+	}
+	return fmt.Sprintf("%s: %s: %v", e.where, field, e.err)
+}
+
+func (e *evalError) Unwrap() error { return e.err }
+
+// thousands writes n with comma separators, as the contract writes the limit.
+func thousands(n uint64) string {
+	s := strconv.FormatUint(n, 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 func (a *activation) boolean(p *program) (bool, error) {

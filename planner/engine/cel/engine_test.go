@@ -2,6 +2,7 @@ package cel
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -219,4 +220,82 @@ func TestEligibilityPerPodChanges(t *testing.T) {
 	if len(inPlaceOnly) != 1 || !strings.Contains(inPlaceOnly[0], "pod db-0 cannot be updated in place") {
 		t.Errorf("InPlaceOnly halts %q, want db-0's only", inPlaceOnly)
 	}
+}
+
+// Two policies that both answer order, pacing or node preparation for one
+// workload: the first by name wins (unchanged), and loading says which
+// answer is ignored, once per pair, when their matchConstraints let them
+// match one workload.
+func TestOverrideWarnings(t *testing.T) {
+	named := func(name, spec string) *RolloutPolicy {
+		ps, err := Parse(name+".yaml", []byte("apiVersion: rollplan.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: "+name+"\nspec:\n"+spec))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ps[0]
+	}
+	const (
+		order   = "  order:\n  - keys: [pod.name]\n"
+		pacing  = "  pacing:\n    expression: \"'rolling'\"\n"
+		ssOnly  = "  matchConstraints:\n    kinds: [StatefulSet]\n"
+		why     = ": that policy defines "
+		tail    = " too and comes first by metadata.name (one policy answers order, pacing and node preparation)"
+		a, b, c = "policy a.yaml (RolloutPolicy a)", "policy b.yaml (RolloutPolicy b)", "policy c.yaml (RolloutPolicy c)"
+	)
+	never := func(later, points, first string) string {
+		verb := map[bool]string{true: "are", false: "is"}[strings.Contains(points, " and ")]
+		return later + ": " + points + " " + verb + " never used: " + first + " matches every workload this one matches" + why + points + tail
+	}
+	some := func(later, points, first string) string {
+		return later + ": " + points + " is ignored for the workloads " + first + " also matches" + why + points + tail
+	}
+	tests := []struct {
+		name  string
+		specs []string // policies a, b, c...
+		want  []string
+	}{
+		{"both answer order everywhere", []string{order, order}, []string{never(b, "spec.order", a)}},
+		{"one warning per pair, naming every point", []string{order + pacing, order + pacing}, []string{never(b, "spec.order and spec.pacing", a)}},
+		{"only one answers order", []string{order, pacing}, nil},
+		{"disjoint kinds", []string{order + ssOnly, order + "  matchConstraints:\n    kinds: [Deployment]\n"}, nil},
+		{"disjoint namespaces", []string{order + "  matchConstraints:\n    namespaces: [a]\n", order + "  matchConstraints:\n    namespaces: [b]\n"}, nil},
+		{"contradicting selectors", []string{
+			order + "  matchConstraints:\n    labelSelector: {matchLabels: {tier: critical}}\n",
+			order + "  matchConstraints:\n    labelSelector: {matchExpressions: [{key: tier, operator: NotIn, values: [critical]}]}\n"}, nil},
+		{"selectors that may meet", []string{
+			order + "  matchConstraints:\n    labelSelector: {matchLabels: {tier: critical}}\n",
+			order + "  matchConstraints:\n    labelSelector: {matchLabels: {app: db}}\n"}, []string{some(b, "spec.order", a)}},
+		{"the first matches fewer workloads", []string{order + ssOnly, order}, []string{some(b, "spec.order", a)}},
+		{"the first matches more workloads", []string{order, order + ssOnly}, []string{never(b, "spec.order", a)}},
+		{"three policies: every pair, in name order", []string{pacing, pacing, pacing},
+			[]string{never(b, "spec.pacing", a), never(c, "spec.pacing", a), never(c, "spec.pacing", b)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var ps []*RolloutPolicy
+			for i, s := range tt.specs {
+				ps = append(ps, named(string(rune('a'+i)), s))
+			}
+			e, err := New(ps, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := e.Warnings(); !slices.Equal(got, tt.want) {
+				t.Fatalf("warnings\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+	t.Run("the first by name still wins", func(t *testing.T) {
+		e, err := New([]*RolloutPolicy{named("a", "  pacing:\n    expression: \"'rolling'\"\n"), named("b", "  pacing:\n    expression: \"'wave'\"\n")}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := e.Decide(context.Background(), rollout())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Pacing != engine.PacingRolling {
+			t.Fatalf("pacing %q, want rolling from policy a", d.Pacing)
+		}
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -35,7 +36,8 @@ type RolloutPolicy struct {
 }
 
 // Spec holds one expression (or list) per decision point; every point is
-// optional. See docs/policy-contract.md (CEL).
+// optional. See docs/policy-contract.md (CEL). Fields tagged cel:"expr" hold
+// CEL expressions: Parse says how to quote a value YAML read as a number.
 type Spec struct {
 	MatchConstraints *MatchConstraints `json:"matchConstraints,omitempty"`
 	// Params are available to every expression as `params`.
@@ -67,58 +69,58 @@ type MatchConstraints struct {
 // workload.
 type Variable struct {
 	Name       string `json:"name"`
-	Expression string `json:"expression"`
+	Expression string `json:"expression" cel:"expr"`
 }
 
 // Scope: expression (bool) true keeps the pod in this rollout;
 // messageExpression (string) says why a pod is held.
 type Scope struct {
-	Expression        string `json:"expression"`
-	MessageExpression string `json:"messageExpression"`
+	Expression        string `json:"expression" cel:"expr"`
+	MessageExpression string `json:"messageExpression" cel:"expr"`
 }
 
 // Eligibility: expression (bool) true asks for an in-place update;
 // reasonsExpression (list of strings) explains the answer.
 type Eligibility struct {
-	Expression        string `json:"expression"`
-	ReasonsExpression string `json:"reasonsExpression,omitempty"`
+	Expression        string `json:"expression" cel:"expr"`
+	ReasonsExpression string `json:"reasonsExpression,omitempty" cel:"expr"`
 }
 
 // OrderKeys is one variant of the sort key: the first variant whose `when`
 // holds (no `when`: always) gives the keys. A key that evaluates to a list
 // is spliced in (so `defaults.order` composes).
 type OrderKeys struct {
-	When string   `json:"when,omitempty"`
-	Keys []string `json:"keys"`
+	When string   `json:"when,omitempty" cel:"expr"`
+	Keys []string `json:"keys" cel:"expr"`
 }
 
 // BudgetSpec is one budget, or one per element of forEach (bound as `item`).
 // Name is a literal; every other field is an expression.
 type BudgetSpec struct {
 	Name           string `json:"name,omitempty"`
-	NameExpression string `json:"nameExpression,omitempty"`
-	ForEach        string `json:"forEach,omitempty"`
-	When           string `json:"when,omitempty"`
-	MaxUnavailable string `json:"maxUnavailable,omitempty"`
-	MaxSurge       string `json:"maxSurge,omitempty"`
-	GroupBy        string `json:"groupBy,omitempty"`
-	MaxGroups      string `json:"maxGroups,omitempty"`
-	PDB            string `json:"pdb,omitempty"`
-	Advisory       string `json:"advisory,omitempty"`
-	Source         string `json:"source,omitempty"`
+	NameExpression string `json:"nameExpression,omitempty" cel:"expr"`
+	ForEach        string `json:"forEach,omitempty" cel:"expr"`
+	When           string `json:"when,omitempty" cel:"expr"`
+	MaxUnavailable string `json:"maxUnavailable,omitempty" cel:"expr"`
+	MaxSurge       string `json:"maxSurge,omitempty" cel:"expr"`
+	GroupBy        string `json:"groupBy,omitempty" cel:"expr"`
+	MaxGroups      string `json:"maxGroups,omitempty" cel:"expr"`
+	PDB            string `json:"pdb,omitempty" cel:"expr"`
+	Advisory       string `json:"advisory,omitempty" cel:"expr"`
+	Source         string `json:"source,omitempty" cel:"expr"`
 }
 
 // Expression is a single expression.
 type Expression struct {
-	Expression string `json:"expression"`
+	Expression string `json:"expression" cel:"expr"`
 }
 
 // MessageRule: when expression (bool) holds, messageExpression (string) is
 // reported. A halt rule that reads `pod` is evaluated for every pod.
 type MessageRule struct {
 	Name              string `json:"name,omitempty"`
-	Expression        string `json:"expression"`
-	MessageExpression string `json:"messageExpression"`
+	Expression        string `json:"expression" cel:"expr"`
+	MessageExpression string `json:"messageExpression" cel:"expr"`
 }
 
 // Load reads RolloutPolicy documents from files and directories (recursive;
@@ -186,21 +188,47 @@ func IsPolicyFile(path string) bool {
 	return false
 }
 
-// Parse decodes the RolloutPolicy documents of one file strictly: an unknown
-// field is an error naming the file, document and field.
+// Parse decodes the RolloutPolicy documents of one file strictly. Errors
+// name the file, the policy (or the document before its name is known) and
+// the field path; an unknown field lists the valid ones.
 func Parse(file string, data []byte) ([]*RolloutPolicy, error) {
 	var out []*RolloutPolicy
 	err := snapshot.EachDocument("policy "+file, data, func(doc int, js []byte) error {
 		where := fmt.Sprintf("policy %s: document %d", file, doc)
-		var p RolloutPolicy
+		var generic any
 		dec := json.NewDecoder(bytes.NewReader(js))
+		dec.UseNumber()
+		if err := dec.Decode(&generic); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		m, ok := generic.(map[string]any)
+		if !ok {
+			return fmt.Errorf("%s: want a RolloutPolicy (apiVersion, kind, metadata, spec), got %s", where, valueKind(generic))
+		}
+		// The kind first: fields of another kind are not typos.
+		apiVersion, _ := m["apiVersion"].(string)
+		kind, _ := m["kind"].(string)
+		if kind != Kind || apiVersion != APIVersion {
+			return fmt.Errorf("%s: want apiVersion %s, kind %s; got apiVersion %q, kind %q", where, APIVersion, Kind, apiVersion, kind)
+		}
+		if md, ok := m["metadata"].(map[string]any); ok {
+			if name, ok := md["name"].(string); ok && name != "" {
+				where = (&RolloutPolicy{File: file, Metadata: metav1.ObjectMeta{Name: name}}).where()
+			}
+		}
+		if path, msg := checkFields(m, reflect.TypeFor[RolloutPolicy](), ""); msg != "" {
+			if path == "" {
+				return fmt.Errorf("%s: %s", where, msg)
+			}
+			return fmt.Errorf("%s: %s: %s", where, path, msg)
+		}
+		var p RolloutPolicy
+		dec = json.NewDecoder(bytes.NewReader(js))
 		dec.DisallowUnknownFields()
 		dec.UseNumber() // params keep integers as integers
 		if err := dec.Decode(&p); err != nil {
+			// checkFields accepts only what decodes; this is a safety net.
 			return fmt.Errorf("%s: %w", where, err)
-		}
-		if p.Kind != Kind || p.APIVersion != APIVersion {
-			return fmt.Errorf("%s: want apiVersion %s, kind %s; got apiVersion %q, kind %q", where, APIVersion, Kind, p.APIVersion, p.Kind)
 		}
 		if p.Metadata.Name == "" {
 			return fmt.Errorf("%s: metadata.name is required", where)
