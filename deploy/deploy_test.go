@@ -384,3 +384,28 @@ func TestPodsWebhookMatchConditions(t *testing.T) {
 		})
 	}
 }
+
+// Least privilege: cluster-wide, the gate only reads; it writes nothing but
+// its reservation ConfigMaps, in its own namespace (the Role). It emits no
+// events, so it may not create any.
+func TestRBACLeastPrivilege(t *testing.T) {
+	out, err := Render(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := decodeAll(t, out)
+	for _, rule := range find[*rbacv1.ClusterRole](t, objs).Rules {
+		for _, verb := range rule.Verbs {
+			if !slices.Contains([]string{"get", "list", "watch"}, verb) {
+				t.Errorf("ClusterRole grants %s on %v %v: the gate only reads cluster-wide", verb, rule.APIGroups, rule.Resources)
+			}
+		}
+		if slices.Contains(rule.Resources, "events") || slices.Contains(rule.Resources, "secrets") {
+			t.Errorf("ClusterRole grants %v on %v: the gate uses neither", rule.Verbs, rule.Resources)
+		}
+	}
+	role := find[*rbacv1.Role](t, objs)
+	if role.Namespace != DefaultNamespace || len(role.Rules) != 1 || !slices.Equal(role.Rules[0].Resources, []string{"configmaps"}) {
+		t.Errorf("Role %s/%s rules %+v: want ConfigMaps of the gate's namespace only", role.Namespace, role.Name, role.Rules)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/rollplan/rollplan/executor"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/plan"
@@ -25,6 +26,11 @@ type shortfall struct {
 	Missing int
 	// Preparing: daemon pods being updated (preparing), by node.
 	Preparing map[string]string
+	// OtherWorkloads: the unavailable pods of other workloads that a PDB
+	// budget counts (plan.UnavailableElsewhere); Elsewhere: their names,
+	// when known.
+	OtherWorkloads int
+	Elsewhere      []string
 }
 
 func (s *shortfall) String() string {
@@ -41,40 +47,121 @@ func (s *shortfall) String() string {
 	if s.Missing > 0 {
 		parts = append(parts, fmt.Sprintf("%d pod(s) missing (deleted, not replaced yet)", s.Missing))
 	}
+	switch n := s.OtherWorkloads; {
+	case n == 0:
+	case len(s.Elsewhere) == n:
+		parts = append(parts, fmt.Sprintf("%s (other workloads' %s selected by PodDisruptionBudget %s)", strings.Join(s.Elsewhere, ", "), plural(n, "pod", "pods"), s.Budget.PDB))
+	default:
+		parts = append(parts, fmt.Sprintf("%d pod(s) of other workloads selected by PodDisruptionBudget %s", n, s.Budget.PDB))
+	}
 	down := "none"
 	if len(parts) > 0 {
 		down = strings.Join(parts, ", ")
 	}
-	what := "pods unavailable"
+	what := plural(s.Budget.Limit, "pod", "pods") + " unavailable"
 	if s.Budget.Type == "groups" {
-		what = "groups (" + s.Budget.GroupBy + ") with pods unavailable"
+		what = plural(s.Budget.Limit, "group", "groups") + " (" + s.Budget.GroupBy + ") with pods unavailable"
+	}
+	if s.Budget.Limit == 0 {
+		out := fmt.Sprintf("budget %s allows 0 %s (%s): it admits no disruption of an available pod", s.Budget.Name, what, s.Budget.Source)
+		if len(parts) > 0 {
+			out += " (already unavailable: " + down + ")"
+		}
+		return out
 	}
 	return fmt.Sprintf("budget %s allows %d %s, this would make %d (already unavailable: %s)", s.Budget.Name, s.Budget.Limit, what, s.Use, down)
+}
+
+// advice says what to do about the shortfall of a disruption of a pod of
+// t: wait for pods to be available again, unless the budget admits none.
+func (s *shortfall) advice(t executor.Target) string {
+	if s.Budget.Limit > 0 {
+		return "retry once pods are available again"
+	}
+	change := fmt.Sprintf("change the budget of %s (%s)", t, s.Budget.Source)
+	if s.Budget.PDB != "" {
+		change = fmt.Sprintf("change PodDisruptionBudget %s/%s to allow a disruption", t.Namespace, s.Budget.PDB)
+	}
+	return fmt.Sprintf("retrying will not help: %s, or let the gate admit disruptions of this workload: kubectl annotate --overwrite %s %s -n %s %s=%s (or %s)",
+		change, strings.ToLower(t.Kind), t.Name, t.Namespace, AnnEnforcement, Warn, DryRun)
+}
+
+// plural: "1 pod", "2 pods".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// surplus returns what says why a pod of r is one the workload no longer
+// wants, which its controller removes whatever the budgets say: a
+// StatefulSet pod whose ordinal is outside [ordinals.start,
+// ordinals.start+replicas) (a scale-down in progress), or a daemon pod on
+// a node that should no longer run it (an untolerated NoExecute taint, a
+// node selector or affinity it no longer matches). Upstream counts
+// unavailability against the desired replicas, which such a pod is not
+// one of: disrupting it costs no budget, and its own unavailability
+// costs the others none.
+func surplus(r *facts.Rollout) func(*facts.Pod) string {
+	switch r.Workload.Kind {
+	case "StatefulSet":
+		start, end := r.Workload.OrdinalsStart, r.Workload.OrdinalsStart+r.Workload.Replicas
+		return func(p *facts.Pod) string {
+			if p.Ordinal < 0 || (p.Ordinal >= start && p.Ordinal < end) {
+				return ""
+			}
+			return fmt.Sprintf("its ordinal %d is outside the StatefulSet's ordinals %d to %d (%d %s): the StatefulSet removes it", p.Ordinal, start, end-1, r.Workload.Replicas, plural(r.Workload.Replicas, "replica", "replicas"))
+		}
+	case "DaemonSet":
+		leaving := map[string]bool{}
+		for _, n := range r.Nodes {
+			if !n.ShouldContinueRunning {
+				leaving[n.Name] = true
+			}
+		}
+		return func(p *facts.Pod) string {
+			if !leaving[p.Node] {
+				return ""
+			}
+			return fmt.Sprintf("node %s should no longer run it (an untolerated NoExecute taint, or a node selector or affinity it no longer matches): the DaemonSet removes it", p.Node)
+		}
+	}
+	return func(*facts.Pod) string { return "" }
 }
 
 // fits checks a disruption of pod on top of the live state and the pods
 // reserved by disruptions admitted before (extra). It answers nil when
 // every enforced budget keeps room, else the first budget it breaks.
 //
-// Counting is relative to the desired replicas. Pods the workload has
-// beyond them (a surge pod, a scale-down in progress) are surplus: while
-// the available pods other than this one still reach the desired count,
-// disrupting it costs no budget. Otherwise a budget holds the pods that are
-// not available (terminating ones only through the hole they leave:
-// desired minus the pods not terminating), per group for a grouped budget,
-// plus a PDB's unavailable pods elsewhere; a Deployment's ungrouped budget
-// holds no more than desired minus available, as upstream counts it, so a
-// surge pod still starting does not count.
+// Counting is relative to the desired replicas. A pod the workload no
+// longer wants (surplus: its controller removes it anyway) costs nothing,
+// and counts neither as unavailable nor as covering for another. Other
+// pods beyond the desired replicas (a surge pod, a Deployment's
+// scale-down in progress) cover: while the available pods other than this
+// one still reach the desired count, disrupting it costs no budget.
+// Otherwise a budget holds the pods that are not available (terminating
+// ones only through the hole they leave: desired minus the pods not
+// terminating), per group for a grouped budget, plus a PDB's unavailable
+// pods elsewhere; a Deployment's ungrouped budget holds no more than
+// desired minus available, as upstream counts it, so a surge pod still
+// starting does not count.
 // Every budget is enforced, advisory ones too: an advisory PDB budget only
 // means upstream controllers do not pace by it, and the gate speaks for
 // the PDB on deletes the Eviction API never sees.
 func fits(r *facts.Rollout, budgets []plan.Budget, pod string, extra map[string]bool) *shortfall {
+	leaving := surplus(r)
+	if p := factPod(r, pod); p != nil && leaving(p) != "" {
+		return nil
+	}
 	prep := preparing(r)
-	down := func(p *facts.Pod) bool { return !p.Available || p.Name == pod || extra[p.Name] || prep[p.Name] != "" }
+	down := func(p *facts.Pod) bool {
+		return leaving(p) == "" && (!p.Available || p.Name == pod || extra[p.Name] || prep[p.Name] != "")
+	}
 	available, active := 0, 0
 	for i := range r.Pods {
 		p := &r.Pods[i]
-		if p.Terminating || p.Terminal {
+		if p.Terminating || p.Terminal || leaving(p) != "" {
 			continue
 		}
 		active++
@@ -83,7 +170,7 @@ func fits(r *facts.Rollout, budgets []plan.Budget, pod string, extra map[string]
 		}
 	}
 	if available >= r.Workload.Replicas {
-		return nil // surplus
+		return nil // extra pods cover it
 	}
 	missing := max(0, r.Workload.Replicas-active)
 	for _, b := range budgets {
@@ -98,7 +185,8 @@ func fits(r *facts.Rollout, budgets []plan.Budget, pod string, extra map[string]
 			use = min(use, max(0, r.Workload.Replicas-available)+plan.UnavailableElsewhere(r, b.PDB))
 		}
 		if use > b.Limit {
-			return &shortfall{Budget: b, Use: use, Down: without(names, pod), Reserved: extra, Missing: missing, Preparing: prep}
+			return &shortfall{Budget: b, Use: use, Down: without(names, pod), Reserved: extra, Missing: missing, Preparing: prep,
+				OtherWorkloads: plan.UnavailableElsewhere(r, b.PDB)}
 		}
 	}
 	return nil

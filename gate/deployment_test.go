@@ -92,7 +92,7 @@ func TestDeploymentSurgePodIsNotUnavailable(t *testing.T) {
 	if resp.Allowed {
 		t.Fatal("a second old pod's delete admitted: 2 of 4 unavailable under maxUnavailable 1")
 	}
-	for _, want := range []string{"Deployment shop/front", "budget maxUnavailable allows 1 pods unavailable, this would make 2"} {
+	for _, want := range []string{"Deployment shop/front", "budget maxUnavailable allows 1 pod unavailable, this would make 2"} {
 		if !strings.Contains(resp.Result.Message, want) {
 			t.Errorf("denial %q does not say %q", resp.Result.Message, want)
 		}

@@ -7,8 +7,9 @@
 //     container) is a disruption: it is admitted while every budget of the
 //     pod's workload, resolved by the policy exactly as the planner
 //     resolves it (PDBs included), keeps room (see fits). A pod that is
-//     already unavailable may always go; pods without an owning workload
-//     are not the gate's business.
+//     already unavailable may always go; pods without an owning workload,
+//     or whose owner is gone or being deleted (the garbage collector's to
+//     remove), are not the gate's business.
 //   - a Deployment, StatefulSet or DaemonSet CREATE or UPDATE is denied by
 //     the policy's deny rules; otherwise the response carries a warning
 //     that summarises the plan the change produces.
@@ -32,6 +33,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -164,12 +166,34 @@ const (
 
 // verdict is a decision before enforcement.
 type verdict struct {
-	allow    bool
+	allow bool
+	// what a refusal names ("eviction of pod ns/x"), when it is worded
+	// "<what> denied: <reason>" (see text); "" when reason says it all.
+	what     string
 	reason   string   // why, for the log (and the message when denied)
+	next     string   // what to do about a denial: in deny mode's message only
 	warnings []string // for the user
 	workload string   // "Kind namespace/name", when one was resolved
 	mode     string   // enforcement for this workload
 	failed   bool     // the decision could not be made
+	dryRun   bool     // a dry run: nothing is reserved
+}
+
+// text words the verdict for the log and a denial.
+func (v *verdict) text() string {
+	if v.what == "" {
+		return v.reason
+	}
+	return v.what + " denied: " + v.reason
+}
+
+// warnText words a denial that warn mode admitted: the request went
+// through, so no retry advice.
+func (v *verdict) warnText() string {
+	if v.what == "" {
+		return "would be denied in deny mode: " + v.reason
+	}
+	return v.what + " would be denied in deny mode: " + v.reason
 }
 
 // Review answers one admission request. It never returns nil.
@@ -183,7 +207,7 @@ func (g *Gate) Review(ctx context.Context, req *admissionv1.AdmissionRequest) (*
 	case v.allow:
 	case v.mode == Warn:
 		decision = WouldDeny
-		resp.Warnings = append(resp.Warnings, denyPrefix+"would deny: "+v.reason)
+		resp.Warnings = append(resp.Warnings, denyPrefix+v.warnText())
 	case v.mode == DryRun:
 		decision = WouldDeny
 	default:
@@ -192,7 +216,11 @@ func (g *Gate) Review(ctx context.Context, req *admissionv1.AdmissionRequest) (*
 			decision = Errored
 		}
 		resp.Allowed = false
-		resp.Result = &metav1.Status{Status: metav1.StatusFailure, Code: 403, Reason: metav1.StatusReasonForbidden, Message: denyPrefix + v.reason}
+		msg := v.text()
+		if v.next != "" {
+			msg += "; " + v.next
+		}
+		resp.Result = &metav1.Status{Status: metav1.StatusFailure, Code: 403, Reason: metav1.StatusReasonForbidden, Message: denyPrefix + msg}
 		if req.SubResource == "eviction" {
 			// kubectl drain and the Eviction API clients retry a 429.
 			resp.Result.Code, resp.Result.Reason = 429, metav1.StatusReasonTooManyRequests
@@ -202,12 +230,19 @@ func (g *Gate) Review(ctx context.Context, req *admissionv1.AdmissionRequest) (*
 }
 
 func (g *Gate) decide(ctx context.Context, req *admissionv1.AdmissionRequest) verdict {
+	dryRun := isDryRun(req)
+	v := g.judge(ctx, req, dryRun)
+	v.dryRun = dryRun
+	return v
+}
+
+func (g *Gate) judge(ctx context.Context, req *admissionv1.AdmissionRequest, dryRun bool) verdict {
 	if g.exempt[req.Namespace] {
 		return verdict{allow: true, reason: "namespace " + req.Namespace + " is exempt"}
 	}
 	switch {
 	case req.Resource.Group == "" && req.Resource.Resource == "pods":
-		return g.pod(ctx, req)
+		return g.pod(ctx, req, dryRun)
 	case req.Resource.Group == "apps" && req.SubResource == "" &&
 		(req.Operation == admissionv1.Create || req.Operation == admissionv1.Update):
 		switch req.Resource.Resource {
@@ -218,8 +253,8 @@ func (g *Gate) decide(ctx context.Context, req *admissionv1.AdmissionRequest) ve
 	return verdict{allow: true, reason: "not a request the gate judges"}
 }
 
-// pod judges the pod requests that disrupt.
-func (g *Gate) pod(ctx context.Context, req *admissionv1.AdmissionRequest) verdict {
+// pod judges the pod requests that disrupt; a dry run reserves nothing.
+func (g *Gate) pod(ctx context.Context, req *admissionv1.AdmissionRequest, dryRun bool) verdict {
 	var pod *corev1.Pod
 	var images map[string]string // an update's new images: when the cache shows them, it shows the update
 	what := ""
@@ -260,7 +295,26 @@ func (g *Gate) pod(ctx context.Context, req *admissionv1.AdmissionRequest) verdi
 			return verdict{allow: true, failed: true, reason: fmt.Sprintf("read pod %s/%s from the cache: %v", req.Namespace, req.Name, err)}
 		}
 	}
-	return g.disruption(ctx, pod, images, what, req.DryRun != nil && *req.DryRun)
+	return g.disruption(ctx, pod, images, what, dryRun)
+}
+
+// isDryRun: the request changes nothing. An eviction says so in its
+// Eviction's deleteOptions (policy/v1 or v1beta1: the same fields):
+// kubectl drain --dry-run=server sets only those, the request's own
+// dryRun stays false. An Eviction that cannot be read is judged as a
+// real one.
+func isDryRun(req *admissionv1.AdmissionRequest) bool {
+	if req.DryRun != nil && *req.DryRun {
+		return true
+	}
+	if req.Resource.Group != "" || req.Resource.Resource != "pods" || req.SubResource != "eviction" || req.Operation != admissionv1.Create {
+		return false
+	}
+	var e policyv1.Eviction
+	if decode(req.Object.Raw, &e) != nil || e.DeleteOptions == nil {
+		return false
+	}
+	return slices.Contains(e.DeleteOptions.DryRun, metav1.DryRunAll)
 }
 
 // restarts says why an update of a pod restarts a container: an image
@@ -294,47 +348,84 @@ func restarts(old, cur *corev1.Pod) string {
 }
 
 // owner resolves the workload that controls a pod: its StatefulSet,
-// DaemonSet, or the Deployment of its ReplicaSet.
-func (g *Gate) owner(pod *corev1.Pod) (capture.Ref, bool, error) {
-	ref := snapshot.ControllerOf(pod)
-	if ref == nil {
-		return capture.Ref{}, false, nil
+// DaemonSet, or the Deployment of its ReplicaSet (Kind "" for none).
+// released, when not "", says why the pod is no budget's business any
+// more: its owner, or the ReplicaSet between, is gone or being deleted
+// (another object of the same name is not its owner). The garbage
+// collector then deletes the pods, and must be let through: a foreground
+// delete waits for every pod to go, and no replacement ever comes.
+func (g *Gate) owner(ctx context.Context, pod *corev1.Pod) (ref capture.Ref, released string, err error) {
+	c := snapshot.ControllerOf(pod)
+	if c == nil {
+		return capture.Ref{}, "", nil
 	}
-	switch ref.Kind {
-	case capture.StatefulSet, capture.DaemonSet:
-		return capture.Ref{Kind: ref.Kind, Name: ref.Name}, true, nil
+	ns := pod.Namespace
+	switch c.Kind {
+	case capture.StatefulSet:
+		o, err := g.opts.Cache.StatefulSet(ctx, ns, c.Name)
+		released, err = ownerLife(capture.StatefulSet, ns, c, o, err)
+		return capture.Ref{Kind: c.Kind, Name: c.Name}, released, err
+	case capture.DaemonSet:
+		o, err := g.opts.Cache.DaemonSet(ctx, ns, c.Name)
+		released, err = ownerLife(capture.DaemonSet, ns, c, o, err)
+		return capture.Ref{Kind: c.Kind, Name: c.Name}, released, err
 	case "ReplicaSet":
-		rs, err := g.opts.Cache.ReplicaSet(pod.Namespace, ref.Name)
-		if apierrors.IsNotFound(err) {
-			return capture.Ref{}, false, nil
+		rs, err := g.opts.Cache.ReplicaSet(ns, c.Name)
+		if released, err := ownerLife("ReplicaSet", ns, c, rs, err); released != "" || err != nil {
+			return capture.Ref{}, released, err
 		}
-		if err != nil {
-			return capture.Ref{}, false, fmt.Errorf("read replicaset %s/%s from the cache: %w", pod.Namespace, ref.Name, err)
+		d := snapshot.ControllerOf(rs)
+		if d == nil || d.Kind != capture.Deployment {
+			return capture.Ref{}, "", nil
 		}
-		if d := snapshot.ControllerOf(rs); d != nil && d.Kind == capture.Deployment {
-			return capture.Ref{Kind: capture.Deployment, Name: d.Name}, true, nil
-		}
+		o, err := g.opts.Cache.Deployment(ctx, ns, d.Name)
+		released, err = ownerLife(capture.Deployment, ns, d, o, err)
+		return capture.Ref{Kind: capture.Deployment, Name: d.Name}, released, err
 	}
-	return capture.Ref{}, false, nil
+	return capture.Ref{}, "", nil
+}
+
+// ownerLife says whether obj, read from the cache for the owner reference
+// c, is gone or being deleted ("" while it lives).
+func ownerLife[T metav1.Object](kind, ns string, c *metav1.OwnerReference, obj T, err error) (string, error) {
+	name := fmt.Sprintf("owner %s %s/%s", kind, ns, c.Name)
+	switch {
+	case apierrors.IsNotFound(err):
+		return name + " is gone: the garbage collector deletes its pods", nil
+	case err != nil:
+		return "", fmt.Errorf("read %s %s/%s from the cache: %w", strings.ToLower(kind), ns, c.Name, err)
+	case c.UID != "" && obj.GetUID() != "" && obj.GetUID() != c.UID:
+		return fmt.Sprintf("%s is gone (the %s of that name now has uid %s, not %s): the garbage collector deletes its pods", name, kind, obj.GetUID(), c.UID), nil
+	case obj.GetDeletionTimestamp() != nil:
+		return name + " is being deleted: the garbage collector deletes its pods", nil
+	}
+	return "", nil
 }
 
 // disruption judges a disruption of pod against its workload's budgets.
 func (g *Gate) disruption(ctx context.Context, pod *corev1.Pod, images map[string]string, what string, dryRun bool) verdict {
-	ref, ok, err := g.owner(pod)
-	if err != nil {
+	ref, released, err := g.owner(ctx, pod)
+	switch {
+	case err != nil:
 		return verdict{allow: true, failed: true, reason: err.Error()}
-	}
-	if !ok {
+	case ref.Kind == "" && released == "":
 		return verdict{allow: true, reason: "pod has no owning Deployment, StatefulSet or DaemonSet"}
 	}
 	t := executor.Target{Namespace: pod.Namespace, Kind: ref.Kind, Name: ref.Name}
-	v := verdict{workload: t.String(), mode: g.opts.Enforcement}
+	v := verdict{mode: g.opts.Enforcement}
+	if ref.Kind != "" {
+		v.workload = t.String()
+	}
+	if released != "" {
+		v.allow, v.reason = true, fmt.Sprintf("%s of pod %s admitted: %s", what, pod.Name, released)
+		return v
+	}
 	// Whole seconds: the facts' clock, and the state cache's key.
 	now := g.opts.Now().Truncate(time.Second)
 	st := g.state(ctx, t, now)
 	switch {
 	case st.captureErr != nil:
-		// The workload is gone (garbage collection deletes its pods) or unreadable.
+		// The workload is unreadable (or went between owner and state).
 		v.allow, v.failed, v.reason = true, true, fmt.Sprintf("%s: %v", t, st.captureErr)
 		return v
 	case st.factsErr != nil:
@@ -387,10 +478,18 @@ func (g *Gate) disruption(ctx context.Context, pod *corev1.Pod, images map[strin
 		return v
 	}
 	if short != nil {
-		v.reason = fmt.Sprintf("%s of pod %s/%s denied: %s %s; retry once pods are available again", what, pod.Namespace, pod.Name, t, short)
+		short.Elsewhere = st.elsewhere[short.Budget.PDB]
+		v.what = fmt.Sprintf("%s of pod %s/%s", what, pod.Namespace, pod.Name)
+		v.reason = fmt.Sprintf("%s %s", t, short)
+		v.next = short.advice(t)
 		return v
 	}
-	v.allow, v.reason = true, fmt.Sprintf("%s of pod %s fits every budget of %s", what, pod.Name, t)
+	v.allow = true
+	if why := surplus(r)(fp); why != "" {
+		v.reason = fmt.Sprintf("%s of pod %s costs %s no budget: %s", what, pod.Name, t, why)
+	} else {
+		v.reason = fmt.Sprintf("%s of pod %s fits every budget of %s", what, pod.Name, t)
+	}
 	return v
 }
 
@@ -549,7 +648,15 @@ func (g *Gate) workloadChange(ctx context.Context, req *admissionv1.AdmissionReq
 		return v
 	}
 	v.reason = "no guard rail applies"
-	if s := summarise(wp); s != "" {
+	// Why each pod is updated (its first reason), for a Deployment's
+	// ReplicaSet scale-downs, whose own reasons are about the scaling.
+	why := make(map[string]string, len(r.Pods))
+	for i := range r.Pods {
+		if i < len(d.Pods) && len(d.Pods[i].Reasons) > 0 {
+			why[r.Pods[i].Name] = d.Pods[i].Reasons[0]
+		}
+	}
+	if s := summarise(wp, why); s != "" {
 		v.warnings = append(v.warnings, "rollplan: "+s)
 		v.reason = s
 	}
@@ -587,7 +694,9 @@ func (g *Gate) snapshotWith(ctx context.Context, req *admissionv1.AdmissionReque
 // summarise words a plan for a warning: "will update 30 pods in 8 waves:
 // 25 in place, 5 recreated (spec.containers[app].env changed)", or, when
 // no wave is planned, why: "3 pods to update, nothing planned: NOTE".
-func summarise(wp plan.WorkloadPlan) string {
+// podWhy: why each pod is updated, for the pods a Deployment's ReplicaSet
+// scale-downs remove (those actions' reasons are about the scaling).
+func summarise(wp plan.WorkloadPlan, podWhy map[string]string) string {
 	s := wp.Summary
 	if len(wp.Halted) > 0 {
 		return fmt.Sprintf("the rollout will halt: %s", strings.Join(wp.Halted, "; "))
@@ -601,13 +710,23 @@ func summarise(wp plan.WorkloadPlan) string {
 		if len(wp.Notes) == 0 {
 			return ""
 		}
-		return fmt.Sprintf("%d pods to update, nothing planned: %s", s.ToUpdate, wp.Notes[0])
+		return fmt.Sprintf("%d %s to update, nothing planned: %s", s.ToUpdate, plural(s.ToUpdate, "pod", "pods"), wp.Notes[0])
 	}
 	var why []string
+	add := func(reason string) {
+		if reason != "" && !slices.Contains(why, reason) {
+			why = append(why, reason)
+		}
+	}
 	for _, w := range wp.Waves {
 		for _, a := range w.Actions {
-			if a.Type == plan.ActionRecreate && len(a.Reasons) > 0 && !slices.Contains(why, a.Reasons[0]) {
-				why = append(why, a.Reasons[0])
+			switch {
+			case a.Type == plan.ActionRecreate && len(a.Reasons) > 0:
+				add(a.Reasons[0])
+			case a.Type == plan.ActionScaleRS:
+				for _, p := range a.Pods {
+					add(podWhy[p])
+				}
 			}
 		}
 	}
@@ -625,7 +744,7 @@ func summarise(wp plan.WorkloadPlan) string {
 		}
 		parts = append(parts, r)
 	}
-	out := fmt.Sprintf("will update %d pods in %d waves", s.ToUpdate, s.Waves)
+	out := fmt.Sprintf("will update %d %s in %d %s", s.ToUpdate, plural(s.ToUpdate, "pod", "pods"), s.Waves, plural(s.Waves, "wave", "waves"))
 	if len(parts) > 0 {
 		out += ": " + strings.Join(parts, ", ")
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -210,6 +211,55 @@ func TestDryRunNeverReserves(t *testing.T) {
 	}
 }
 
+// evictObject: an eviction request whose Eviction (apiVersion) asks for a
+// dry run in its deleteOptions, as kubectl drain --dry-run=server sends
+// it: the request's own dryRun is false.
+func evictObject(name, apiVersion string, dryRun []string) *admissionv1.AdmissionRequest {
+	req := evict(name, false)
+	raw, _ := json.Marshal(map[string]any{"apiVersion": apiVersion, "kind": "Eviction",
+		"metadata": map[string]any{"name": name, "namespace": ns}, "deleteOptions": map[string]any{"dryRun": dryRun}})
+	req.Object = runtime.RawExtension{Raw: raw}
+	return req
+}
+
+// Dry runs, however they say so, are judged but reserve nothing: three in
+// a row against max-unavailable 2 are all admitted.
+func TestDryRunEvictions(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		req     func(pod string) *admissionv1.AdmissionRequest
+		dryRun  bool
+		reserve string
+	}{
+		{"request dryRun", func(pod string) *admissionv1.AdmissionRequest { return evict(pod, true) }, true, ""},
+		{"policy/v1 deleteOptions.dryRun All", func(pod string) *admissionv1.AdmissionRequest {
+			return evictObject(pod, "policy/v1", []string{metav1.DryRunAll})
+		}, true, ""},
+		{"policy/v1beta1 deleteOptions.dryRun All", func(pod string) *admissionv1.AdmissionRequest {
+			return evictObject(pod, "policy/v1beta1", []string{metav1.DryRunAll})
+		}, true, ""},
+		{"an Eviction without dryRun is real", func(pod string) *admissionv1.AdmissionRequest {
+			return evictObject(pod, "policy/v1", nil)
+		}, false, "db-0,db-1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, Options{}, statefulSet(5)...)
+			for i, pod := range []string{"db-0", "db-1", "db-2"} {
+				resp, _, v := f.gate.Review(context.Background(), c.req(pod))
+				if want := c.dryRun || i < 2; resp.Allowed != want {
+					t.Errorf("eviction of %s: allowed %v, want %v: %s", pod, resp.Allowed, want, v.text())
+				}
+				if v.dryRun != c.dryRun {
+					t.Errorf("eviction of %s: dry run %v, want %v", pod, v.dryRun, c.dryRun)
+				}
+			}
+			if got := strings.Join(f.reserved(), ","); got != c.reserve {
+				t.Errorf("reserved %q, want %q", got, c.reserve)
+			}
+		})
+	}
+}
+
 // TestRacingEvictions: 50 concurrent evictions, through two gate replicas
 // sharing one store, against max-unavailable 2 admit exactly 2.
 func TestRacingEvictions(t *testing.T) {
@@ -352,6 +402,7 @@ func TestPodRequests(t *testing.T) {
 		req   func(f *fixture) *admissionv1.AdmissionRequest
 		allow bool
 		want  string // in the message or a warning
+		dont  string // nowhere in them
 	}{
 		{name: "delete of an unowned pod", req: func(f *fixture) *admissionv1.AdmissionRequest {
 			return &admissionv1.AdmissionRequest{Namespace: ns, Name: "debug", Resource: podResource(), Operation: admissionv1.Delete, OldObject: runtime.RawExtension{Raw: f.podJSON("debug", nil)}}
@@ -364,7 +415,7 @@ func TestPodRequests(t *testing.T) {
 		}, allow: false, want: "deletion of pod shop/db-0 denied: StatefulSet shop/db budget maxUnavailable allows 2 pods unavailable, this would make 3 (already unavailable: db-3, db-4)"},
 		{name: "warn enforcement admits with a warning", o: Options{Enforcement: Warn}, req: func(f *fixture) *admissionv1.AdmissionRequest {
 			return &admissionv1.AdmissionRequest{Namespace: ns, Name: "db-0", Resource: podResource(), Operation: admissionv1.Delete, OldObject: runtime.RawExtension{Raw: f.podJSON("db-0", nil)}}
-		}, allow: true, want: "would deny"},
+		}, allow: true, want: "deletion of pod shop/db-0 would be denied in deny mode: StatefulSet shop/db budget maxUnavailable allows 2 pods unavailable, this would make 3", dont: "retry"},
 		{name: "an image change is a disruption", req: func(f *fixture) *admissionv1.AdmissionRequest {
 			return &admissionv1.AdmissionRequest{Namespace: ns, Name: "db-0", Resource: podResource(), Operation: admissionv1.Update,
 				OldObject: runtime.RawExtension{Raw: f.podJSON("db-0", nil)},
@@ -406,6 +457,9 @@ func TestPodRequests(t *testing.T) {
 			}
 			if c.want != "" && !strings.Contains(said, c.want) {
 				t.Errorf("response says\n%s\nwant it to say %q", said, c.want)
+			}
+			if c.dont != "" && strings.Contains(said, c.dont) {
+				t.Errorf("response says\n%s\nwant it not to say %q", said, c.dont)
 			}
 		})
 	}
@@ -652,3 +706,72 @@ func TestWorkloadUpdateWithoutWaves(t *testing.T) {
 }
 
 func resourceQuantity(s string) resource.Quantity { return resource.MustParse(s) }
+
+// Pods the workload no longer wants, which its controller removes anyway,
+// cost no budget: a StatefulSet's pods outside its ordinals after a
+// scale-down (upstream counts unavailability against the desired
+// replicas), a daemon pod on a node with an untolerated NoExecute taint.
+// Nor do they cover for the pods the workload keeps.
+func TestSurplusPods(t *testing.T) {
+	// db scaled down from 4 to replicas (Parallel), max-unavailable 1,
+	// db-1 unready, the pods in terminating already being deleted.
+	scaledDown := func(replicas, start int32, terminating ...string) []runtime.Object {
+		objs := edit(statefulSet(4, "db-1"), nil, func(o runtime.Object) {
+			if p, ok := o.(*corev1.Pod); ok && slices.Contains(terminating, p.Name) {
+				deleting(p)
+			}
+		})
+		set := objs[0].(*appsv1.StatefulSet)
+		set.Spec.Replicas = ptr.To(replicas)
+		if start > 0 {
+			set.Spec.Ordinals = &appsv1.StatefulSetOrdinals{Start: start}
+		}
+		set.Annotations[facts.AnnMaxUnavailable] = "1"
+		return objs
+	}
+	// agent on 3 nodes, max-unavailable 1, agent-0 unready, node-2 tainted
+	// NoExecute (maintenance), which the pods do not tolerate.
+	tainted := edit(daemonSet(3, nil), nil, func(o runtime.Object) {
+		switch o := o.(type) {
+		case *corev1.Node:
+			if o.Name == "node-2" {
+				o.Spec.Taints = []corev1.Taint{{Key: "maintenance", Value: "true", Effect: corev1.TaintEffectNoExecute}}
+			}
+		case *corev1.Pod:
+			if o.Name == "agent-0" {
+				o.Status.Conditions[0].Status = corev1.ConditionFalse
+				o.Status.ContainerStatuses[0].Ready = false
+			}
+		}
+	})
+	cases := []struct {
+		name  string
+		objs  []runtime.Object
+		pod   string
+		allow bool
+		want  string // in the reason
+	}{
+		{"StatefulSet pod beyond the replicas, the other one terminating", scaledDown(2, 0, "db-3"), "db-2", true,
+			"deletion of pod db-2 costs StatefulSet shop/db no budget: its ordinal 2 is outside the StatefulSet's ordinals 0 to 1 (2 replicas)"},
+		{"the last StatefulSet pod beyond the replicas", scaledDown(2, 0), "db-3", true, "its ordinal 3 is outside"},
+		{"a StatefulSet pod it keeps, with surplus pods available", scaledDown(2, 0), "db-0", false,
+			"budget maxUnavailable allows 1 pod unavailable, this would make 2 (already unavailable: db-1)"},
+		{"StatefulSet pod below ordinals.start", scaledDown(3, 1), "db-0", true, "its ordinal 0 is outside the StatefulSet's ordinals 1 to 3 (3 replicas)"},
+		{"daemon pod on a node tainted NoExecute", tainted, "agent-2", true, "node node-2 should no longer run it"},
+		{"daemon pod on a node that runs it", tainted, "agent-1", false, "budget maxUnavailable allows 1 pod unavailable, this would make 2 (already unavailable: agent-0)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, Options{}, c.objs...)
+			req := &admissionv1.AdmissionRequest{UID: "u", Namespace: ns, Name: c.pod, Resource: podResource(), Operation: admissionv1.Delete,
+				OldObject: runtime.RawExtension{Raw: f.podJSON(c.pod, nil)}}
+			resp, _, v := f.gate.Review(context.Background(), req)
+			if resp.Allowed != c.allow {
+				t.Fatalf("allowed %v, want %v: %s", resp.Allowed, c.allow, v.text())
+			}
+			if !strings.Contains(v.text(), c.want) {
+				t.Errorf("reason %q, want it to say %q", v.text(), c.want)
+			}
+		})
+	}
+}

@@ -60,12 +60,15 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.Requests.WithLabelValues(op, decision).Inc()
 		m.Duration.WithLabelValues(op, decision).Observe(took.Seconds())
 	}
+	// Milliseconds, from the time the metric observes: a JSON log's
+	// time.Duration is integer nanoseconds, which no one reads.
+	ms := float64(took.Microseconds()) / 1000
 	attrs := []any{"uid", req.UID, "operation", op, "namespace", req.Namespace, "name", req.Name,
-		"user", req.UserInfo.Username, "decision", decision, "reason", v.reason, "duration", took}
+		"user", req.UserInfo.Username, "decision", decision, "reason", v.text(), "durationMs", ms}
 	if v.workload != "" {
 		attrs = append(attrs, "workload", v.workload, "enforcement", v.mode)
 	}
-	if req.DryRun != nil && *req.DryRun {
+	if v.dryRun {
 		attrs = append(attrs, "dryRun", true)
 	}
 	g.opts.Log.Info("admission", attrs...)

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -53,6 +54,42 @@ func TestServeHTTP(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(f.gate.opts.Metrics.Requests.WithLabelValues("pods/eviction CREATE", Allowed)); n != 1 {
 		t.Errorf("rollplan_gate_requests_total{pods/eviction CREATE, allow} = %v, want 1", n)
+	}
+}
+
+// The decision log line: its duration in milliseconds (a number, as the
+// duration metric measures it), and dry runs marked, however the request
+// says so.
+func TestDecisionLog(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		req    *admissionv1.AdmissionRequest
+		dryRun bool
+	}{
+		{"eviction", evict("db-0", false), false},
+		{"request dryRun", evict("db-0", true), true},
+		{"Eviction deleteOptions.dryRun", evictObject("db-0", "policy/v1", []string{metav1.DryRunAll}), true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var log bytes.Buffer
+			f := newFixture(t, Options{Log: slog.New(slog.NewJSONHandler(&log, nil))}, statefulSet(3)...)
+			review, _ := json.Marshal(admissionv1.AdmissionReview{
+				TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}, Request: c.req})
+			f.gate.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/validate", bytes.NewReader(review)))
+			var line map[string]any
+			if err := json.Unmarshal(log.Bytes(), &line); err != nil {
+				t.Fatalf("decision log %q: %v", log.String(), err)
+			}
+			if ms, ok := line["durationMs"].(float64); !ok || ms <= 0 || ms > 60_000 {
+				t.Errorf("durationMs %v (%T), want milliseconds", line["durationMs"], line["durationMs"])
+			}
+			if _, ok := line["duration"]; ok {
+				t.Errorf("decision log still has duration %v", line["duration"])
+			}
+			if got := line["dryRun"] == true; got != c.dryRun {
+				t.Errorf("dryRun %v in %s, want %v", line["dryRun"], log.String(), c.dryRun)
+			}
+		})
 	}
 }
 
@@ -120,5 +157,89 @@ func TestServer(t *testing.T) {
 	}
 	if _, err := client.Post(fmt.Sprintf("https://%s/validate", webhook), "application/json", bytes.NewReader(review)); err == nil {
 		t.Error("server still answers after shutdown")
+	}
+}
+
+// TestServerShutdownDelay: once the context ends (SIGTERM), /readyz fails
+// at once while /validate keeps answering for the delay, so the API
+// servers, told by the endpoints, stop calling first; then the server
+// shuts down.
+func TestServerShutdownDelay(t *testing.T) {
+	const delay = 600 * time.Millisecond
+	f := newFixture(t, Options{}, statefulSet(3)...)
+	ca, cert, key, err := certs.ForHosts(nil, []net.IP{net.IPv4(127, 0, 0, 1)}, time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	_ = os.WriteFile(certFile, cert, 0o600)
+	_ = os.WriteFile(keyFile, key, 0o600)
+	hl, _ := net.Listen("tcp", "127.0.0.1:0")
+	health := hl.Addr().String()
+	hl.Close()
+	addr := make(chan string, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv := &Server{Gate: f.gate, Addr: "127.0.0.1:0", CertFile: certFile, KeyFile: keyFile, HealthAddr: health,
+		ShutdownDelay: delay, Listening: func(a string) { addr <- a }}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	webhook := <-addr
+	readyz := func() int {
+		resp, err := http.Get("http://" + health + "/readyz")
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for deadline := time.Now().Add(5 * time.Second); readyz() != 200; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("/readyz never answered 200")
+		}
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, DisableKeepAlives: true}}
+	review, _ := json.Marshal(admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}, Request: evict("db-1", true)})
+	validate := func() error {
+		resp, err := client.Post(fmt.Sprintf("https://%s/validate", webhook), "application/json", bytes.NewReader(review))
+		if err != nil {
+			return err
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), `"allowed":true`) {
+			return fmt.Errorf("response %s", body)
+		}
+		return nil
+	}
+
+	stopped := time.Now()
+	cancel()
+	time.Sleep(50 * time.Millisecond)
+	if c := readyz(); c != 503 {
+		t.Errorf("/readyz right after SIGTERM: %d, want 503", c)
+	}
+	if err := validate(); err != nil {
+		t.Errorf("/validate during the shutdown delay: %v", err)
+	}
+	if time.Since(stopped) >= delay {
+		t.Fatalf("the checks took longer than the %s delay: make it longer", delay)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned %v within the shutdown delay", err)
+	default:
+	}
+	if err := <-done; err != nil {
+		t.Errorf("shutdown: %v", err)
+	}
+	if took := time.Since(stopped); took < delay {
+		t.Errorf("Run returned %s after the context ended, want at least the %s delay", took, delay)
+	}
+	if validate() == nil {
+		t.Error("/validate still answers after shutdown")
 	}
 }

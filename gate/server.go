@@ -33,12 +33,18 @@ type Server struct {
 	Log   *slog.Logger
 	// Listening, when set, receives the webhook's address once it listens.
 	Listening func(addr string)
+	// ShutdownDelay: how long /validate keeps serving after ctx ends while
+	// /readyz already fails, so that the endpoints controller and every
+	// API server stop sending before the listener closes; 0: none.
+	ShutdownDelay time.Duration
 
 	stopping atomic.Bool
 }
 
 // Run serves until ctx ends, then shuts down gracefully: /readyz fails at
-// once so the Service stops sending, requests in flight finish (up to 10s).
+// once so the Service stops sending, /validate keeps answering for
+// ShutdownDelay (requests still routed here), then requests in flight
+// finish (up to 10s).
 func (s *Server) Run(ctx context.Context) error {
 	if s.Log == nil {
 		s.Log = slog.Default()
@@ -97,6 +103,17 @@ func (s *Server) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	s.stopping.Store(true)
+	if s.ShutdownDelay > 0 {
+		s.Log.Info("shutting down: /readyz fails, still serving admission reviews until the endpoints drop this replica", "delay", s.ShutdownDelay.String())
+		select {
+		case <-time.After(s.ShutdownDelay):
+		case err := <-errs:
+			for _, x := range servers {
+				_ = x.Close()
+			}
+			return fmt.Errorf("gate server: %w", err)
+		}
+	}
 	s.Log.Info("shutting down: finishing the requests in flight")
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,12 +13,15 @@ import (
 	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/rollplan/rollplan/executor"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/plan"
+	"github.com/rollplan/rollplan/planner/snapshot"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
 )
 
@@ -25,9 +29,12 @@ import (
 // as the executor observes them, its pods as cached, and its budgets as
 // the policy resolves them. Read-only once built.
 type workloadState struct {
-	rollout                         *facts.Rollout
-	pods                            map[string]*corev1.Pod // by name
-	budgets                         []plan.Budget
+	rollout *facts.Rollout
+	pods    map[string]*corev1.Pod // by name
+	budgets []plan.Budget
+	// elsewhere: by PDB, the unavailable pods of other workloads it
+	// selects (what facts.PDB.UnavailableElsewhere counts), for denials.
+	elsewhere                       map[string][]string
 	captureErr, factsErr, policyErr error
 	managed                         bool
 	// timeless: time alone cannot change this state (clockFree): it is
@@ -239,6 +246,7 @@ func (g *Gate) buildState(ctx context.Context, t executor.Target, now time.Time,
 	if s.rollout, inFlight, s.factsErr = executor.Observe(snap, t, now, g.opts.FeatureGates); s.factsErr != nil {
 		return s
 	}
+	s.elsewhere = unavailableElsewhere(snap, s.rollout)
 	// Only the budgets decision point: the per-pod rules are most of the
 	// cost of a full evaluation, and a disruption needs none of them.
 	eb, err := engine.Budgets(ctx, eng, s.rollout)
@@ -268,4 +276,52 @@ func clockFree(eng engine.Engine, r *facts.Rollout, inFlight map[string]string) 
 		}
 	}
 	return true
+}
+
+// unavailableElsewhere names, per PDB of r, the pods of other workloads it
+// selects that are not Ready and not terminating: the pods
+// facts.PDB.UnavailableElsewhere counts, counted the same way.
+func unavailableElsewhere(snap *snapshot.Snapshot, r *facts.Rollout) map[string][]string {
+	var out map[string][]string
+	var mine map[string]bool
+	for _, f := range r.PDBs {
+		if f.UnavailableElsewhere == 0 {
+			continue
+		}
+		if mine == nil {
+			mine = map[string]bool{}
+			for _, p := range r.Pods {
+				mine[p.Name] = true
+			}
+		}
+		for _, pdb := range snap.PDBs {
+			if pdb.Name != f.Name || pdb.Namespace != r.Workload.Namespace || pdb.Spec.Selector == nil {
+				continue
+			}
+			sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+			if err != nil {
+				continue
+			}
+			for _, p := range snap.Pods {
+				if p.Namespace != pdb.Namespace || p.DeletionTimestamp != nil || mine[p.Name] || !sel.Matches(labels.Set(p.Labels)) || podReady(p) {
+					continue
+				}
+				if out == nil {
+					out = map[string][]string{}
+				}
+				out[f.Name] = append(out[f.Name], p.Name)
+			}
+		}
+		slices.Sort(out[f.Name])
+	}
+	return out
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
 }

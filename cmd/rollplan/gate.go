@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 
+	"github.com/rollplan/rollplan/deploy"
 	"github.com/rollplan/rollplan/gate"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
 )
@@ -36,6 +37,7 @@ func newGateCommand() *cobra.Command {
 		bind, health, metrics  string
 		exempt                 []string
 		reservationTTL, reload time.Duration
+		shutdownDelay          time.Duration
 		policyModes            map[string]string
 	)
 	cmd := &cobra.Command{
@@ -51,8 +53,11 @@ everyone: kubectl delete, node drains, autoscalers, other controllers.
     DaemonSet keeps room, resolved by the policy as the planner resolves
     it (PodDisruptionBudgets included); otherwise it is denied with the
     workload, the budget, its limit and the pods already unavailable
-    (evictions get 429, so drains retry). An unavailable pod may always go;
-    pods without an owning workload are not gated.
+    (evictions get 429, so drains retry). An unavailable pod may always go,
+    and so may a pod whose owner is gone or being deleted (garbage
+    collection); pods without an owning workload are not gated. Pods the
+    workload no longer wants (StatefulSet ordinals past its replicas,
+    daemon pods on nodes that should no longer run them) cost no budget.
   - A Deployment, StatefulSet or DaemonSet create or update is denied by
     the policy's deny rules; otherwise the response carries a warning
     summarising the plan it produces, which kubectl prints.
@@ -71,6 +76,11 @@ workloads annotated rollplan.dev/managed="true" and admits others; a
 policy evaluation error denies disruptions and says why. kube-system and
 the gate's own namespace are never gated.
 
+The gate's own namespace (where it keeps the reservations, and which it
+never gates) is -n/--namespace when given, else the POD_NAMESPACE
+environment variable (the manifests set it), else rollplan-system; never
+the kubeconfig's namespace. It is logged at start.
+
 Policies are compiled at start and again when the files under --policy
 change (checked every --policy-reload-interval), never per request; a
 disruption evaluates the budgets rule alone. Unless GOGC is set, the gate
@@ -78,6 +88,9 @@ runs with GOGC=400 (fewer GC pauses in the p99; bound the heap with
 GOMEMLIMIT).
 /healthz and /readyz are served on --health-probe-bind-address, Prometheus
 metrics on --metrics-bind-address; one structured log line per request.
+On SIGTERM, /readyz fails at once while /validate keeps answering for
+--shutdown-delay, so that the API servers stop calling this replica
+before it closes; then the requests in flight finish.
 
 Install it with 'rollplan gate manifests | kubectl apply -f -', or the
 kustomize base in deploy/.`,
@@ -123,10 +136,7 @@ kustomize base in deploy/.`,
 			if err != nil {
 				return err
 			}
-			ns := cl.namespace
-			if env := os.Getenv("POD_NAMESPACE"); env != "" && config.overrides.Context.Namespace == "" {
-				ns = env
-			}
+			ns, nsFrom := gateNamespace(config.overrides.Context.Namespace, os.Getenv("POD_NAMESPACE"))
 			// The gate caches every pod of the cluster: without their
 			// managed fields.
 			factory := informers.NewSharedInformerFactoryWithOptions(cl.client, 0, informers.WithTransform(capture.StripManagedFields))
@@ -165,13 +175,17 @@ kustomize base in deploy/.`,
 					log.Info("informer caches synced: ready")
 				}
 			}()
-			log.Info("starting", "namespace", ns, "enforcement", enforcement, "engine", eng.Name(), "policy", eng.Digest(), "cluster", cl.source)
-			srv := &gate.Server{Gate: g, Addr: bind, CertFile: certFile, KeyFile: keyFile, HealthAddr: health, Ready: src.HasSynced, Log: log}
+			log.Info("starting", "namespace", ns, "namespaceFrom", nsFrom, "enforcement", enforcement, "engine", eng.Name(), "policy", eng.Digest(), "cluster", cl.source)
+			srv := &gate.Server{Gate: g, Addr: bind, CertFile: certFile, KeyFile: keyFile, HealthAddr: health, Ready: src.HasSynced, Log: log,
+				ShutdownDelay: shutdownDelay}
 			return srv.Run(ctx)
 		},
 	}
 	config.register(cmd.Flags())
 	fl := cmd.Flags()
+	if f := fl.Lookup("namespace"); f != nil {
+		f.Usage = "the gate's own namespace (reservations; never gated); default: $POD_NAMESPACE, else " + deploy.DefaultNamespace + ", not the kubeconfig's"
+	}
 	fl.StringSliceVar(&pf.policies, "policy", nil, "policy files or directories: Rego (entry package rollplan.strategy) or CEL RolloutPolicy YAML; default: the built-in strategy")
 	fl.StringVar(&pf.engine, "engine", "", "policy engine: rego, cel or native; default: cel when --policy names YAML files, else rego")
 	fl.StringVar(&pf.featureGates, "feature-gates", "", "cluster feature gates that change upstream behaviour, e.g. MaxUnavailableStatefulSet=true")
@@ -185,9 +199,25 @@ kustomize base in deploy/.`,
 	fl.StringToStringVar(&policyModes, "policy-enforcement", nil, "enforcement per policy name, for workloads whose rollplan.dev/policy annotation names it, e.g. strict=deny,canary=warn")
 	fl.StringSliceVar(&exempt, "exempt-namespaces", nil, "namespaces never gated, besides kube-system and the gate's own")
 	durationVar(fl, &reservationTTL, "reservation-ttl", 30*time.Second, positiveSeconds, "how long an admitted disruption holds its budget at most before the cache shows it (at least 1s)")
+	durationVarOff(fl, &shutdownDelay, "shutdown-delay", 5*time.Second, zeroOrPositive, "no delay", "on SIGTERM, how long /validate keeps answering while /readyz already fails, so the API servers stop calling this replica first; 0: no delay")
 	durationVarOff(fl, &reload, "policy-reload-interval", 10*time.Second, zeroOrSeconds, "never", "how often to check --policy files for changes (at least 1s); 0: never")
 	cmd.AddCommand(newGateManifestsCommand())
 	return cmd
+}
+
+// gateNamespace is the gate's own namespace, where it keeps its
+// reservations and which it never gates: -n when given, else
+// POD_NAMESPACE (the manifests set it from the pod), else the manifests'
+// default. Never the kubeconfig's namespace: run from a workstation, that
+// is "default", which the gate would then silently exempt. from says which.
+func gateNamespace(flag, env string) (ns, from string) {
+	switch {
+	case flag != "":
+		return flag, "--namespace"
+	case env != "":
+		return env, "POD_NAMESPACE"
+	}
+	return deploy.DefaultNamespace, "built-in default"
 }
 
 // watchPolicies calls reload when the digest of the policy files changes.
