@@ -145,7 +145,9 @@ func surplus(r *facts.Rollout) func(*facts.Pod) string {
 // terminating), per group for a grouped budget, plus a PDB's unavailable
 // pods elsewhere; a Deployment's ungrouped budget holds no more than
 // desired minus available, as upstream counts it, so a surge pod still
-// starting does not count.
+// starting does not count; a native Parallel StatefulSet's own budget
+// (MaxUnavailableStatefulSet off) counts the replicas above the pod only,
+// as its controller and the planner do.
 // Every budget is enforced, advisory ones too: an advisory PDB budget only
 // means upstream controllers do not pace by it, and the gate speaks for
 // the PDB on deletes the Eviction API never sees.
@@ -173,11 +175,19 @@ func fits(r *facts.Rollout, budgets []plan.Budget, pod string, extra map[string]
 		return nil // extra pods cover it
 	}
 	missing := max(0, r.Workload.Replicas-active)
+	target := factPod(r, pod)
+	above := target != nil && target.Index >= 0 && statefulSetAbove(r)
 	for _, b := range budgets {
 		if b.Type != "unavailable" && b.Type != "groups" {
 			continue
 		}
 		use, names := budgetUse(r, b, down, missing)
+		if above && !b.Advisory && b.Type == "unavailable" && b.GroupBy == "" && b.PDB == "" {
+			// The controller replaces a pod whenever no replica above it
+			// is unavailable, whatever the pods below (§4.5): its own
+			// budget counts the same way, as the planner does.
+			use, names = unavailableAbove(r, target, down)
+		}
 		if plan.CountsAgainstDesired(r, b.Type, b.GroupBy, b.PDB) {
 			// Upstream counts a Deployment's unavailability against its
 			// desired replicas (desired − available, §2): a surge pod that
@@ -190,6 +200,39 @@ func fits(r *facts.Rollout, budgets []plan.Budget, pod string, extra map[string]
 		}
 	}
 	return nil
+}
+
+// statefulSetAbove: a StatefulSet its controller rolls with Parallel pod
+// management and MaxUnavailableStatefulSet off. That controller deletes the
+// highest out-of-date ordinal unless a replica above it is unavailable, and
+// waits for nothing else (§4.5; the planner's stsAbove).
+func statefulSetAbove(r *facts.Rollout) bool {
+	w := &r.Workload
+	return w.Kind == "StatefulSet" && !w.Managed && w.PodManagementPolicy == "Parallel" && !r.FeatureGates["MaxUnavailableStatefulSet"]
+}
+
+// unavailableAbove: the replicas above target (index greater, missing ones
+// included) that down() counts, plus target itself, and their names.
+func unavailableAbove(r *facts.Rollout, target *facts.Pod, down func(*facts.Pod) bool) (int, []string) {
+	n, seen := 1, map[int]bool{}
+	var names []string
+	for i := range r.Pods {
+		p := &r.Pods[i]
+		if p.Index < 0 || p.Index >= r.Workload.Replicas {
+			continue
+		}
+		seen[p.Index] = true
+		if p.Index > target.Index && (p.Terminating || p.Terminal || down(p)) {
+			n++
+			names = append(names, p.Name)
+		}
+	}
+	for i := target.Index + 1; i < r.Workload.Replicas; i++ {
+		if !seen[i] {
+			n++ // missing, not replaced yet
+		}
+	}
+	return n, names
 }
 
 // preparing returns the daemon pods whose node rollplan apply cordoned for
