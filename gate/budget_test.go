@@ -4,8 +4,13 @@ import (
 	"strings"
 	"testing"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/rollplan/rollplan/planner/facts"
 )
@@ -47,6 +52,45 @@ func TestNativeParallelStatefulSetCountsAbove(t *testing.T) {
 			}
 			if c.want != "" && (resp.Result == nil || !strings.Contains(resp.Result.Message, c.want)) {
 				t.Errorf("message %v, want %q", resp.Result, c.want)
+			}
+		})
+	}
+}
+
+// An eviction the PDB's own status refuses is denied without a
+// reservation: the Eviction API calls webhooks before its PDB check, and a
+// reservation for an eviction it then refused would deny, until it lapsed,
+// the evictions the PDB allows by then.
+func TestEvictionThePDBRefusesReservesNothing(t *testing.T) {
+	pdb := func(allowed int32) *policyv1.PodDisruptionBudget {
+		return &policyv1.PodDisruptionBudget{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-pdb", Generation: 2},
+			Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}},
+			Status:     policyv1.PodDisruptionBudgetStatus{ObservedGeneration: 2, DisruptionsAllowed: allowed, ExpectedPods: 5, CurrentHealthy: 5, DesiredHealthy: 4},
+		}
+	}
+	cases := []struct {
+		name     string
+		allowed  int32
+		req      *admissionv1.AdmissionRequest
+		admitted bool
+		want     string
+	}{
+		{"eviction, the PDB allows none now", 0, evict("db-0", false), false, "PodDisruptionBudget shop/db-pdb allows no disruption now (status.disruptionsAllowed 0), so the Eviction API refuses it"},
+		{"eviction, the PDB allows one", 1, evict("db-0", false), true, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, Options{}, append(statefulSet(5), pdb(c.allowed))...)
+			resp, _ := f.review(c.req)
+			if resp.Allowed != c.admitted {
+				t.Fatalf("admitted %v, want %v: %v", resp.Allowed, c.admitted, resp.Result)
+			}
+			if c.want != "" && (resp.Result == nil || !strings.Contains(resp.Result.Message, c.want)) {
+				t.Errorf("message %v, want %q", resp.Result, c.want)
+			}
+			if got := len(f.reserved()); got != map[bool]int{true: 1, false: 0}[c.admitted] {
+				t.Errorf("%d reservations, want one only for an admitted eviction", got)
 			}
 		})
 	}

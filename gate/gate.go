@@ -36,6 +36,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/rollplan/rollplan/executor"
 	"github.com/rollplan/rollplan/planner/engine"
@@ -447,6 +448,18 @@ func (g *Gate) disruption(ctx context.Context, pod *corev1.Pod, images map[strin
 		v.failed, v.reason = true, fmt.Sprintf("%s of pod %s: the policy for %s failed, so its budgets are unknown: %v; fix the policy (rollplan plan shows the same error)", what, pod.Name, t, st.policyErr)
 		return v
 	}
+	if what == "eviction" {
+		// The Eviction API calls webhooks before its own PDB check: an
+		// eviction admitted here that the PDB then refuses (429) would hold
+		// a reservation for nothing until it lapses, denying evictions the
+		// PDB allows by then. Refuse what the PDB's status refuses now.
+		if name, ok := g.pdbRefuses(ctx, pod); ok {
+			v.what = fmt.Sprintf("eviction of pod %s/%s", pod.Namespace, pod.Name)
+			v.reason = fmt.Sprintf("%s: PodDisruptionBudget %s/%s allows no disruption now (status.disruptionsAllowed 0), so the Eviction API refuses it", t, pod.Namespace, name)
+			v.next = "retry once pods are available again"
+			return v
+		}
+	}
 	budgets, cached := st.budgets, st.pods
 	var short *shortfall
 	key := workloadKey(t.Namespace, t.Kind, t.Name)
@@ -491,6 +504,27 @@ func (g *Gate) disruption(ctx context.Context, pod *corev1.Pod, images map[strin
 		v.reason = fmt.Sprintf("%s of pod %s fits every budget of %s", what, pod.Name, t)
 	}
 	return v
+}
+
+// pdbRefuses names a PodDisruptionBudget selecting pod whose status, up to
+// date with its spec, allows no disruption: the Eviction API refuses the
+// eviction whatever the gate says.
+func (g *Gate) pdbRefuses(ctx context.Context, pod *corev1.Pod) (string, bool) {
+	pdbs, err := g.opts.Cache.PodDisruptionBudgets(ctx, pod.Namespace)
+	if err != nil {
+		return "", false // the gate's own count still applies
+	}
+	for _, pdb := range pdbs {
+		if pdb.Spec.Selector == nil || pdb.Status.ObservedGeneration < pdb.Generation || pdb.Status.DisruptionsAllowed > 0 {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
+			continue
+		}
+		return pdb.Name, true
+	}
+	return "", false
 }
 
 // pending are the reservations this replica still counts: not this pod's,
