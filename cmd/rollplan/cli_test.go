@@ -386,3 +386,39 @@ func TestWrongWayMessages(t *testing.T) {
 		})
 	}
 }
+
+// -f - reads the snapshot from the standard input, as kubectl does, once.
+func TestPlanFromStdin(t *testing.T) {
+	const snap = "testdata/scenarios/deploy-rolling-10-25pct/snapshot.yaml"
+	data, err := os.ReadFile(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _, err := run(t, "plan", "-f", snap, "--now", "2026-03-01T12:00:00Z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{"plan", "-f", "-", "--now", "2026-03-01T12:00:00Z"}, ""},
+		{[]string{"plan", "-f", "-", "-f", "-"}, "-f -: the standard input can be read once"},
+	} {
+		root := newRootCommand()
+		var out, errOut bytes.Buffer
+		root.SetIn(bytes.NewReader(data))
+		root.SetOut(&out)
+		root.SetErr(&errOut)
+		root.SetArgs(c.args)
+		err := root.Execute()
+		switch {
+		case c.wantErr == "" && err != nil:
+			t.Errorf("%v: %v", c.args, err)
+		case c.wantErr == "" && out.String() != want:
+			t.Errorf("%v: the plan differs from -f %s:\n%s\nwant:\n%s", c.args, snap, out.String(), want)
+		case c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)):
+			t.Errorf("%v: error %v, want %q", c.args, err, c.wantErr)
+		}
+	}
+}

@@ -38,6 +38,7 @@ func newExplainCommand() *cobra.Command {
 			}
 			all := f
 			all.namespace = ""
+			all.stdin = cmd.InOrStdin()
 			res, err := all.run(cmd.Context(), cmd.ErrOrStderr())
 			if err != nil {
 				return err

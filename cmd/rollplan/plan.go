@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,11 +35,13 @@ type planFlags struct {
 	terminate    time.Duration
 	timeout      time.Duration
 	engine       string
+	// stdin: what -f - reads (the command's input).
+	stdin io.Reader
 }
 
 func (f *planFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringSliceVarP(&f.files, "filename", "f", nil, "snapshot files or directories (YAML or JSON, kubectl get -o yaml output; directories are read recursively)")
+	fl.StringSliceVarP(&f.files, "filename", "f", nil, "snapshot files or directories (YAML or JSON, kubectl get -o yaml output; directories are read recursively; - reads the standard input)")
 	fl.StringSliceVar(&f.policies, "policy", nil, "policy files or directories: Rego (entry package rollplan.strategy) or CEL RolloutPolicy YAML; default: the built-in strategy")
 	fl.StringVar(&f.engine, "engine", "", "policy engine: rego, cel or native (the default strategy in Go); default: cel when --policy names YAML files, else rego")
 	fl.StringVar(&f.now, "now", "", "snapshot time (RFC 3339); default: the latest time recorded in the snapshot")
@@ -70,6 +73,7 @@ func newPlanCommand() *cobra.Command {
 			if err != nil {
 				return usageError{err}
 			}
+			f.stdin = cmd.InOrStdin()
 			res, err := f.run(cmd.Context(), cmd.ErrOrStderr())
 			if err != nil {
 				return err
@@ -97,7 +101,11 @@ func (f *planFlags) run(ctx context.Context, stderr io.Writer) (*plan.Result, er
 	if _, err := f.target(); err != nil {
 		return nil, err
 	}
-	snap, warnings, err := snapshot.LoadFiles(f.files)
+	stdin := f.stdin
+	if stdin == nil {
+		stdin = os.Stdin
+	}
+	snap, warnings, err := snapshot.LoadFilesFrom(f.files, stdin)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("-f %w: pass an existing snapshot file or directory", err)
 	}

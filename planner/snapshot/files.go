@@ -29,16 +29,37 @@ import (
 // rollplan reads are an error naming them: planning nothing from a wrong
 // path must not look like success.
 func LoadFiles(paths []string) (*Snapshot, []string, error) {
+	return LoadFilesFrom(paths, os.Stdin)
+}
+
+// Stdin is the path that names the standard input, as for kubectl -f -.
+const Stdin = "-"
+
+// LoadFilesFrom is LoadFiles reading the path "-" from stdin (once).
+func LoadFilesFrom(paths []string, stdin io.Reader) (*Snapshot, []string, error) {
 	l := newLoader()
 	var all, empty []string
+	readStdin := false
 	for _, p := range paths {
-		files, err := expand(p)
-		if err != nil {
-			return nil, nil, err
+		files := []string{p}
+		if p != Stdin {
+			var err error
+			if files, err = expand(p); err != nil {
+				return nil, nil, err
+			}
+		} else if readStdin {
+			return nil, nil, fmt.Errorf("-f -: the standard input can be read once: name it once")
 		}
 		for _, f := range files {
-			data, err := os.ReadFile(f)
-			if err != nil {
+			var data []byte
+			var err error
+			if f == Stdin {
+				readStdin = true
+				f = "<stdin>"
+				if data, err = io.ReadAll(stdin); err != nil {
+					return nil, nil, fmt.Errorf("read the standard input: %w", err)
+				}
+			} else if data, err = os.ReadFile(f); err != nil {
 				return nil, nil, pathError(f, err)
 			}
 			before := l.objects
