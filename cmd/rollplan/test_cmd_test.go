@@ -370,3 +370,19 @@ func TestTestWarnsAboutThePolicy(t *testing.T) {
 		t.Errorf("stderr should hold once:\n%s\ngot:\n%s", want, errOut)
 	}
 }
+
+// A test that runs past --timeout says which flag stopped it.
+func TestTestTimeoutNamesTheFlag(t *testing.T) {
+	dir := t.TempDir()
+	src := "package slow_test\n\ntest_slow if {\n\tevery i in numbers.range(1, 3000) {\n\t\tevery j in numbers.range(1, 3000) {\n\t\t\ti + j > 0\n\t\t}\n\t}\n}\n"
+	if err := os.WriteFile(filepath.Join(dir, "slow_test.rego"), []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := run(t, "test", "--timeout", "200ms", dir)
+	if err == nil {
+		t.Fatalf("a test past its timeout passed:\n%s", out)
+	}
+	if !strings.Contains(out, "rollplan test --timeout: raise it") {
+		t.Errorf("output does not name --timeout:\n%s", out)
+	}
+}

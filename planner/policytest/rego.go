@@ -285,6 +285,9 @@ func regoResults(tr *tester.Result) []Result {
 	case tr.Error != nil:
 		base.Status = Error
 		msg := []string{tr.Error.Error()}
+		if topdown.IsCancel(tr.Error) {
+			msg[0] += " (the test ran past rollplan test --timeout: raise it, or make the policy cheaper)"
+		}
 		var tdErr *topdown.Error
 		if errors.As(tr.Error, &tdErr) && len(tdErr.StackTrace) > 0 {
 			msg = append(msg, "Traceback:")

@@ -3,6 +3,7 @@ package policytest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -133,6 +134,9 @@ func (r *Runner) runTest(ctx context.Context, dir string, t *Test, eng engine.En
 	}
 	res, err := r.Plan(ctx, req)
 	if err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("stopped after %s, the test's timeout (rollplan test --timeout): raise it, or make the policy cheaper: %w", r.Timeout, err)
+		}
 		return nil, err
 	}
 	var diffs []string
