@@ -84,11 +84,14 @@ const (
 	dataKey     = "reservations"
 )
 
+// configMapPrefix starts the name of every reservation ConfigMap.
+const configMapPrefix = "rollplan-budget-"
+
 // ConfigMapName is the reservation ConfigMap of a workload
 // ("namespace/Kind/name").
 func ConfigMapName(workload string) string {
 	h := sha256.Sum256([]byte(workload))
-	return "rollplan-budget-" + hex.EncodeToString(h[:])[:16]
+	return configMapPrefix + hex.EncodeToString(h[:])[:16]
 }
 
 // maxConflicts bounds the retries of one Reserve: 50 replicas racing for
@@ -135,6 +138,8 @@ func (s *ConfigMapStore) Reserve(ctx context.Context, workload string, decide fu
 			return nil
 		case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
 			continue // another replica wrote first: decide again on its list
+		case exists && apierrors.IsNotFound(err):
+			continue // pruned since read (its reservations had lapsed): create it again
 		default:
 			return fmt.Errorf("write reservations of %s (configmap %s/%s): %w", workload, s.Namespace, name, err)
 		}

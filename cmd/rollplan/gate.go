@@ -37,7 +37,7 @@ func newGateCommand() *cobra.Command {
 		bind, health, metrics  string
 		exempt                 []string
 		reservationTTL, reload time.Duration
-		shutdownDelay          time.Duration
+		shutdownDelay, gcEvery time.Duration
 		policyModes            map[string]string
 	)
 	cmd := &cobra.Command{
@@ -65,7 +65,8 @@ everyone: kubectl delete, node drains, autoscalers, other controllers.
 Admitted disruptions are reserved in ConfigMaps of the gate's namespace
 (rollplan-budget-*, optimistic concurrency) until the informer cache shows
 them, so replicas never admit the same unit of budget twice. Dry-run
-requests never reserve.
+requests never reserve. Every --reservation-gc-interval each replica
+deletes the ConfigMaps whose every reservation has lapsed.
 
 Enforcement: deny (default), warn (admit with a warning) or dryrun (admit;
 only logs and metrics tell); --policy-enforcement sets it per policy name
@@ -143,8 +144,9 @@ kustomize base in deploy/.`,
 			src := capture.NewListerSource(factory, factory)
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			store := &gate.ConfigMapStore{Client: cl.client, Namespace: ns}
 			g, err := gate.New(gate.Options{
-				Engine: eng, Cache: src, Store: &gate.ConfigMapStore{Client: cl.client, Namespace: ns},
+				Engine: eng, Cache: src, Store: store,
 				Enforcement: enforcement, PolicyEnforcement: policyModes, Namespace: ns, Exempt: exempt, FeatureGates: gates,
 				ReservationTTL: reservationTTL, Log: log, Metrics: gate.NewMetrics(reg),
 			})
@@ -152,6 +154,8 @@ kustomize base in deploy/.`,
 				return err
 			}
 			factory.Start(ctx.Done())
+			// Nothing else deletes a workload's reservations once it is gone.
+			go gate.PruneEvery(ctx, store, gcEvery, log.With("namespace", ns))
 			if metrics != "" {
 				stopMetrics, err := serveMetrics(metrics, reg, log)
 				if err != nil {
@@ -199,6 +203,7 @@ kustomize base in deploy/.`,
 	fl.StringToStringVar(&policyModes, "policy-enforcement", nil, "enforcement per policy name, for workloads whose rollplan.dev/policy annotation names it, e.g. strict=deny,canary=warn")
 	fl.StringSliceVar(&exempt, "exempt-namespaces", nil, "namespaces never gated, besides kube-system and the gate's own")
 	durationVar(fl, &reservationTTL, "reservation-ttl", 30*time.Second, positiveSeconds, "how long an admitted disruption holds its budget at most before the cache shows it (at least 1s)")
+	durationVar(fl, &gcEvery, "reservation-gc-interval", 10*time.Minute, positiveSeconds, "how often to delete the reservation ConfigMaps whose every reservation has lapsed (at least 1s)")
 	durationVarOff(fl, &shutdownDelay, "shutdown-delay", 5*time.Second, zeroOrPositive, "no delay", "on SIGTERM, how long /validate keeps answering while /readyz already fails, so the API servers stop calling this replica first; 0: no delay")
 	durationVarOff(fl, &reload, "policy-reload-interval", 10*time.Second, zeroOrSeconds, "never", "how often to check --policy files for changes (at least 1s); 0: never")
 	cmd.AddCommand(newGateManifestsCommand())
