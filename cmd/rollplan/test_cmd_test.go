@@ -189,7 +189,7 @@ func TestTestBadYAML(t *testing.T) {
 	}
 	for _, w := range []string{
 		"ERROR testdata/policytest/bad-yaml/bad_test.yaml\n",
-		`testdata/policytest/bad-yaml/bad_test.yaml: test "a typo" (spec.tests[0]): field expect.decisions[StatefulSet/default/web].pods[web-4].scop: unknown field; want one of scope, heldReason, action, reasons, order`,
+		`testdata/policytest/bad-yaml/bad_test.yaml: test "a typo" (spec.tests[0]): field expect.decisions[StatefulSet/default/web].pods[web-4]: unknown field "scop" (did you mean "scope"?); valid fields: scope, heldReason, action, reasons, order`,
 		"0 passed, 0 failed, 1 errors\n",
 	} {
 		if !strings.Contains(out, w) {

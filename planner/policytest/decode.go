@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rollplan/rollplan/internal/fieldcheck"
 	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/snapshot"
 )
@@ -111,105 +112,31 @@ func testLabel(generic any, i int) string {
 }
 
 var (
-	rawMessageType = reflect.TypeFor[json.RawMessage]()
-	pathsType      = reflect.TypeFor[Paths]()
+	pathsType = reflect.TypeFor[Paths]()
 )
 
 // check walks a decoded JSON value along a Go type and reports the first
 // field that is unknown or of the wrong type, with its path
-// (spec.tests[0].expect.decisions[Kind/ns/name].pods[web-0].scope).
+// (spec.tests[0].expect.decisions[Kind/ns/name].pods[web-0].scope):
+// fieldcheck.Check, with Paths (a path or a list of paths) judged here.
 func check(v any, t reflect.Type, path string) (string, string) {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if v == nil {
-		return "", "" // null: the zero value
-	}
-	switch {
-	case t == rawMessageType || t.Kind() == reflect.Interface:
-		return "", ""
-	case t == pathsType:
+	return fieldcheck.Check(v, t, path, func(v any, t reflect.Type, _ *reflect.StructField, path string) (string, string, bool) {
+		if t != pathsType || v == nil {
+			return "", "", false
+		}
 		switch x := v.(type) {
 		case string:
-			return "", ""
+			return "", "", true
 		case []any:
 			for i, e := range x {
 				if _, ok := e.(string); !ok {
-					return fmt.Sprintf("%s[%d]", path, i), "want a path (a string), got " + jsonKind(e)
+					return fmt.Sprintf("%s[%d]", path, i), "want a path (a string), got " + fieldcheck.Kind(e), true
 				}
 			}
-			return "", ""
+			return "", "", true
 		}
-		return path, "want a path or a list of paths, got " + jsonKind(v)
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		m, ok := v.(map[string]any)
-		if !ok {
-			return path, "want an object, got " + jsonKind(v)
-		}
-		fields := map[string]reflect.StructField{}
-		var names []string
-		for i := range t.NumField() {
-			f := t.Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if name == "" || name == "-" || !f.IsExported() {
-				continue
-			}
-			fields[name] = f
-			names = append(names, name)
-		}
-		for _, k := range sortedKeys(m) {
-			f, ok := fields[k]
-			if !ok {
-				return join(path, k), "unknown field; want one of " + strings.Join(names, ", ")
-			}
-			if p, msg := check(m[k], f.Type, join(path, k)); msg != "" {
-				return p, msg
-			}
-		}
-		return "", ""
-	case reflect.Map:
-		m, ok := v.(map[string]any)
-		if !ok {
-			return path, "want an object, got " + jsonKind(v)
-		}
-		for _, k := range sortedKeys(m) {
-			if p, msg := check(m[k], t.Elem(), path+"["+k+"]"); msg != "" {
-				return p, msg
-			}
-		}
-		return "", ""
-	case reflect.Slice:
-		xs, ok := v.([]any)
-		if !ok {
-			return path, "want a list, got " + jsonKind(v)
-		}
-		for i, x := range xs {
-			if p, msg := check(x, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); msg != "" {
-				return p, msg
-			}
-		}
-		return "", ""
-	case reflect.String:
-		if _, ok := v.(string); !ok {
-			return path, "want a string, got " + jsonKind(v)
-		}
-	case reflect.Bool:
-		if _, ok := v.(bool); !ok {
-			return path, "want true or false, got " + jsonKind(v)
-		}
-	case reflect.Int, reflect.Int32, reflect.Int64:
-		f, ok := v.(float64)
-		if !ok || f != float64(int64(f)) {
-			return path, "want an integer, got " + jsonKind(v)
-		}
-	case reflect.Float64:
-		if _, ok := v.(float64); !ok {
-			return path, "want a number, got " + jsonKind(v)
-		}
-	}
-	return "", ""
+		return path, "want a path or a list of paths, got " + fieldcheck.Kind(v), true
+	})
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -219,29 +146,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-func join(path, field string) string {
-	if path == "" {
-		return field
-	}
-	return path + "." + field
-}
-
-func jsonKind(v any) string {
-	switch x := v.(type) {
-	case map[string]any:
-		return "an object"
-	case []any:
-		return "a list"
-	case string:
-		return fmt.Sprintf("the string %q", x)
-	case bool:
-		return fmt.Sprintf("%t", x)
-	case float64:
-		return "the number " + strconv.FormatFloat(x, 'g', -1, 64)
-	}
-	return fmt.Sprintf("%v", v)
 }
 
 // validate checks what the types cannot say; it returns the field and the message.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
+	"github.com/rollplan/rollplan/internal/fieldcheck"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/policies"
 )
@@ -272,34 +273,12 @@ func closestContractRule(name string) string {
 			if n == c || strings.TrimSuffix(n, "s") == strings.TrimSuffix(c, "s") {
 				return r
 			}
-			if d := editDistance(n, c); d < bestDist {
+			if d := fieldcheck.Distance(n, c); d < bestDist {
 				best, bestDist = r, d
 			}
 		}
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance between a and b (bytes: rule
-// names are ASCII).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // LoadBundle parses the default library and the Rego files under paths
