@@ -9,8 +9,9 @@ package fieldcheck
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -65,7 +66,7 @@ func check(v any, t reflect.Type, f *reflect.StructField, path string, hook Hook
 			fields[name] = sf
 			names = append(names, name)
 		}
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			sf, ok := fields[k]
 			if !ok {
 				msg := fmt.Sprintf("unknown field %q", k)
@@ -83,7 +84,7 @@ func check(v any, t reflect.Type, f *reflect.StructField, path string, hook Hook
 		if !ok {
 			return path, "want a map, got " + Kind(v)
 		}
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			if p, msg := check(m[k], t.Elem(), nil, fmt.Sprintf("%s[%s]", path, k), hook); msg != "" {
 				return p, msg
 			}
@@ -189,13 +190,4 @@ func Distance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

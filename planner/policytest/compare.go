@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -17,7 +19,7 @@ import (
 // compareDecisions returns one message per expected field that differs.
 func compareDecisions(want map[string]WorkloadDecisions, res *plan.Result) []string {
 	var diffs []string
-	for _, key := range sortedKeys(want) {
+	for _, key := range slices.Sorted(maps.Keys(want)) {
 		wd := want[key]
 		kind, ns, name, _ := ParseWorkload(key) // validated when decoded
 		var det *plan.Detail
@@ -55,7 +57,7 @@ func compareWorkload(key string, want WorkloadDecisions, det *plan.Detail) []str
 		}
 		diffs = append(diffs, fmt.Sprintf("decisions[%s].%s (- want, + got):\n%s", key, f, listDiff(want, got)))
 	}
-	for _, pod := range sortedKeys(want.Pods) {
+	for _, pod := range slices.Sorted(maps.Keys(want.Pods)) {
 		wp := want.Pods[pod]
 		idx := -1
 		for i, p := range det.Facts.Pods {

@@ -3,10 +3,11 @@ package policytest
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -139,15 +140,6 @@ func check(v any, t reflect.Type, path string) (string, string) {
 	})
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // validate checks what the types cannot say; it returns the field and the message.
 func (s *Suite) validate() (string, string) {
 	if s.APIVersion != APIVersion {
@@ -199,12 +191,12 @@ func (s *Suite) validate() (string, string) {
 		if t.Expect.Decisions == nil && t.Expect.Plan == nil {
 			return at("expect"), "missing: expect decisions, a plan or both"
 		}
-		for _, key := range sortedKeys(t.Expect.Decisions) {
+		for _, key := range slices.Sorted(maps.Keys(t.Expect.Decisions)) {
 			wd := t.Expect.Decisions[key]
 			if _, ns, _, err := ParseWorkload(key); err != nil || ns == "" {
 				return at("expect.decisions[" + key + "]"), fmt.Sprintf("key %q: want KIND/NAMESPACE/NAME, e.g. StatefulSet/default/web", key)
 			}
-			for _, pod := range sortedKeys(wd.Pods) {
+			for _, pod := range slices.Sorted(maps.Keys(wd.Pods)) {
 				pd := wd.Pods[pod]
 				pf := at("expect.decisions[" + key + "].pods[" + pod + "]")
 				switch pd.Scope {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -73,7 +74,7 @@ func GroupRego(files []string) []RegoSuite {
 		}
 	}
 	var out []RegoSuite
-	for _, root := range sortedKeys(roots) {
+	for _, root := range slices.Sorted(maps.Keys(roots)) {
 		fs := append(byRoot[root], shared...)
 		sort.Strings(fs)
 		out = append(out, RegoSuite{Root: root, Files: fs})
