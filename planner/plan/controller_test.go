@@ -274,3 +274,28 @@ scope(p) := {"in": false, "reason": "pinned"} if p.name == input.pods[0].name el
 		})
 	}
 }
+
+// Two budgets of one name are told apart by nothing in the plan: warn.
+func TestDuplicateBudgetNamesWarn(t *testing.T) {
+	rs, err := scenario.Rollouts("../../testdata/scenarios", "example-leader-last")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		policy string
+		warn   bool
+	}{
+		{"package rollplan.strategy\nbudgets := [{\"name\": \"x\", \"maxUnavailable\": 1}, {\"name\": \"x\", \"maxUnavailable\": 2, \"groupBy\": \"zone\"}]\n", true},
+		{"package rollplan.strategy\nbudgets := [{\"name\": \"x\", \"maxUnavailable\": 1}, {\"name\": \"y\", \"maxUnavailable\": 2, \"groupBy\": \"zone\"}]\n", false},
+	} {
+		d, err := regoPolicy(t, c.policy).Decide(context.Background(), rs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		wp, _ := Workload(rs[0], d, DefaultOptions)
+		got := strings.Contains(strings.Join(wp.Warnings, "\n"), `2 budgets are named "x": the plan lists budgets by name, so rename all but one in the policy`)
+		if got != c.warn {
+			t.Errorf("policy %q: warned %v, want %v: %q", c.policy, got, c.warn, wp.Warnings)
+		}
+	}
+}

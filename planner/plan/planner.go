@@ -117,6 +117,7 @@ func Workload(r *facts.Rollout, d *engine.Decisions, o Options) (WorkloadPlan, *
 	}
 	wp.Summary.Held = len(wp.Held)
 	wp.Budgets = ResolveBudgets(r, d)
+	wp.Warnings = append(wp.Warnings, duplicateBudgetNames(d.Budgets)...)
 
 	wp.Denied = append(wp.Denied, d.Deny...)
 	wp.Warnings = append(wp.Warnings, nodePreparationWarnings(r, d)...)
@@ -241,6 +242,24 @@ func inPlaceDeployment(r *facts.Rollout, d *engine.Decisions) bool {
 	// Every pod updated (in place, its ReplicaSet not given the template
 	// yet): nothing left but completing it.
 	return len(r.Pods) > 0
+}
+
+// duplicateBudgetNames warns about budget names more than one budget
+// carries (two rules, or composed policies): the plan, explain and scripts
+// reading -o json tell budgets apart by name.
+func duplicateBudgetNames(bs []engine.Budget) []string {
+	count := map[string]int{}
+	var names []string
+	for _, b := range bs {
+		if count[b.Name]++; count[b.Name] == 2 {
+			names = append(names, b.Name)
+		}
+	}
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		out = append(out, fmt.Sprintf("%d budgets are named %q: the plan lists budgets by name, so rename all but one in the policy", count[n], n))
+	}
+	return out
 }
 
 // ResolveBudgets turns the engine's budgets into the plan's: one Budget per
