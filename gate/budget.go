@@ -151,7 +151,10 @@ func surplus(r *facts.Rollout) func(*facts.Pod) string {
 // Every budget is enforced, advisory ones too: an advisory PDB budget only
 // means upstream controllers do not pace by it, and the gate speaks for
 // the PDB on deletes the Eviction API never sees.
-func fits(r *facts.Rollout, budgets []plan.Budget, pod string, extra map[string]bool) *shortfall {
+//
+// elsewhere: per PDB, the disruptions of other workloads' pods it selects
+// that were admitted and that the facts do not count yet (sharedPDB).
+func fits(r *facts.Rollout, budgets []plan.Budget, pod string, extra map[string]bool, elsewhere map[string]int) *shortfall {
 	leaving := surplus(r)
 	if p := factPod(r, pod); p != nil && leaving(p) != "" {
 		return nil
@@ -194,9 +197,12 @@ func fits(r *facts.Rollout, budgets []plan.Budget, pod string, extra map[string]
 			// is still starting costs nothing while the others cover it.
 			use = min(use, max(0, r.Workload.Replicas-available)+plan.UnavailableElsewhere(r, b.PDB))
 		}
+		if b.PDB != "" {
+			use += elsewhere[b.PDB]
+		}
 		if use > b.Limit {
 			return &shortfall{Budget: b, Use: use, Down: without(names, pod), Reserved: extra, Missing: missing, Preparing: prep,
-				OtherWorkloads: plan.UnavailableElsewhere(r, b.PDB)}
+				OtherWorkloads: plan.UnavailableElsewhere(r, b.PDB) + elsewhere[b.PDB]}
 		}
 	}
 	return nil

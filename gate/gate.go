@@ -463,13 +463,19 @@ func (g *Gate) disruption(ctx context.Context, pod *corev1.Pod, images map[strin
 	budgets, cached := st.budgets, st.pods
 	var short *shortfall
 	key := workloadKey(t.Namespace, t.Kind, t.Name)
+	if shared := sharedPDB(r); shared != "" {
+		// Every workload under a PDB that spans workloads reserves in one
+		// place, so that two of them cannot both spend its last unit.
+		key = workloadKey(t.Namespace, "PodDisruptionBudget", shared)
+	}
 	err = g.opts.Store.Reserve(ctx, key, func(cur []Reservation) ([]Reservation, bool, error) {
 		live := pending(cur, r, cached, pod.Name, now)
 		extra := map[string]bool{}
 		for _, res := range live {
 			extra[res.Pod] = true
 		}
-		if short = fits(r, budgets, pod.Name, extra); short != nil || dryRun {
+		elsewhere := g.pendingElsewhere(cur, r, pod.Name, now)
+		if short = fits(r, budgets, pod.Name, extra, elsewhere); short != nil || dryRun {
 			return nil, false, nil
 		}
 		// What this replica's cache shows no longer counts here, but stays
@@ -481,7 +487,7 @@ func (g *Gate) disruption(ctx context.Context, pod *corev1.Pod, images map[strin
 				keep = append(keep, res)
 			}
 		}
-		return append(keep, Reservation{Pod: pod.Name, UID: string(pod.UID), Images: images,
+		return append(keep, Reservation{Pod: pod.Name, UID: string(pod.UID), Images: images, PDBs: fp.PDBs,
 			Until: now.Add(g.opts.ReservationTTL).UTC().Truncate(time.Second)}), true, nil
 	})
 	if err != nil {
@@ -504,6 +510,49 @@ func (g *Gate) disruption(ctx context.Context, pod *corev1.Pod, images map[strin
 		v.reason = fmt.Sprintf("%s of pod %s fits every budget of %s", what, pod.Name, t)
 	}
 	return v
+}
+
+// sharedPDB: the first (by name) PDB selecting pods of r that also selects
+// pods of other workloads, whose reservations r must see; "" for none. A
+// chain (PDB a over workloads 1 and 2, b over 2 and 3) is joined only
+// through its first PDB.
+func sharedPDB(r *facts.Rollout) string {
+	for _, p := range r.PDBs { // sorted by name
+		if p.ExpectedPods > r.Workload.Replicas {
+			return p.Name
+		}
+	}
+	return ""
+}
+
+// pendingElsewhere counts, per PDB, the reservations in cur of other
+// workloads' pods that the facts do not count yet: the pod is still the one
+// reserved and Ready (admitted, not seen), terminating (the facts leave
+// terminating pods of other workloads out), or gone and not back. Once the
+// cache shows it unavailable, or replaced, the facts count it, if at all.
+func (g *Gate) pendingElsewhere(cur []Reservation, r *facts.Rollout, pod string, now time.Time) map[string]int {
+	var out map[string]int
+	for _, res := range cur {
+		if res.Pod == pod || len(res.PDBs) == 0 || !res.Until.After(now) || factPod(r, res.Pod) != nil {
+			continue
+		}
+		c, err := g.opts.Cache.Pod(r.Workload.Namespace, res.Pod)
+		switch {
+		case err != nil && !apierrors.IsNotFound(err):
+			continue // unknown: the facts' count stands
+		case err == nil && string(c.UID) != res.UID:
+			continue // replaced: its replacement counts if unavailable
+		case err == nil && c.DeletionTimestamp == nil && !podReady(c):
+			continue // unavailable: the facts count it
+		}
+		if out == nil {
+			out = map[string]int{}
+		}
+		for _, name := range res.PDBs {
+			out[name]++
+		}
+	}
+	return out
 }
 
 // pdbRefuses names a PodDisruptionBudget selecting pod whose status, up to

@@ -29,6 +29,9 @@ type Reservation struct {
 	// a reservation its cache shows (see pending); it stays stored until
 	// Until, for replicas whose caches lag.
 	Images map[string]string `json:"images,omitempty"`
+	// PDBs: the PodDisruptionBudgets selecting the pod, for the other
+	// workloads a PDB spans (their reservations share a store: sharedPDB).
+	PDBs []string `json:"pdbs,omitempty"`
 	// Until: the reservation lapses then at the latest (RFC 3339).
 	Until time.Time `json:"until"`
 }
