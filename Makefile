@@ -47,6 +47,7 @@ fuzz:
 	$(GO) test ./planner/engine/rego -run '^$$' -fuzz FuzzPolicy -fuzztime $(FUZZTIME) -fuzzminimizetime 0
 	$(GO) test ./planner/engine/cel -run '^$$' -fuzz FuzzPolicy -fuzztime $(FUZZTIME) -fuzzminimizetime 0
 	$(GO) test ./gate -run '^$$' -fuzz FuzzServeHTTP -fuzztime $(FUZZTIME) -fuzzminimizetime 0
+	$(GO) test ./planner/policytest -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME) -fuzzminimizetime 0
 
 ## bench: the planning benchmarks recorded in BENCHMARKS.md
 bench:
