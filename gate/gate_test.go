@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -674,21 +672,8 @@ func TestWorkloadUpdates(t *testing.T) {
 // that lets no pod go) is not "will update 10 pods in 0 waves": the warning
 // says why nothing is planned.
 func TestWorkloadUpdateWithoutWaves(t *testing.T) {
-	dir := t.TempDir()
-	freeze := "package rollplan.strategy\n\nbudgets := [{\"name\": \"freeze\", \"maxUnavailable\": 0, \"source\": \"test\"}]\n"
-	if err := os.WriteFile(filepath.Join(dir, "freeze.rego"), []byte(freeze), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	b, err := rego.LoadBundle([]string{dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := rego.New(context.Background(), b, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
 	objs := statefulSet(10)
-	f := newFixture(t, Options{Engine: eng}, objs...)
+	f := newFixture(t, Options{Engine: freezeEngine(t)}, objs...)
 	old, cur := objs[0].(*appsv1.StatefulSet).DeepCopy(), objs[0].(*appsv1.StatefulSet).DeepCopy()
 	cur.Spec.Template.Spec.Containers[0].Image = "example.com/db:v2"
 	o, _ := json.Marshal(old)

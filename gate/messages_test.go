@@ -65,11 +65,7 @@ func freezeEngine(t *testing.T) engine.Engine {
 	if err := os.WriteFile(filepath.Join(dir, "freeze.rego"), []byte(freeze), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	b, err := rego.LoadBundle([]string{dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := rego.New(context.Background(), b, time.Minute)
+	eng, err := rego.Load(context.Background(), []string{dir}, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
