@@ -57,37 +57,44 @@ bench:
 golden:
 	$(GO) test ./cmd/rollplan -run TestGoldenScenarios -update
 
-## cluster-bin: etcd, kube-apiserver and kube-controller-manager built from
-## the pinned sources in test/cluster (about 8 minutes cold on 2 cores; make
-## skips it while the binaries are newer than the module files)
-CLUSTER_DIR     := test/cluster
-CLUSTER_BIN     := $(CLUSTER_DIR)/bin
-K8S_VERSION     := v1.36.3
-K8S_LDFLAGS     := -s -w \
-	-X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
+## cluster-bin: etcd, kube-apiserver, kube-controller-manager and kubectl of
+## each tested Kubernetes version, built from the pinned sources in
+## test/cluster/<version> into test/cluster/bin/<version> (about 10 minutes
+## cold per version on 2 cores; make skips a version while its binaries are
+## newer than its module files)
+CLUSTER_DIR      := test/cluster
+CLUSTER_BIN      := $(CLUSTER_DIR)/bin
+CLUSTER_VERSIONS := v1.37.2 v1.36.3
+# v1.37.2 -> v1.37, the folder of that minor's module and binaries
+minor = $(word 1,$(subst ., ,$(1))).$(word 2,$(subst ., ,$(1)))
+k8s_ldflags = -s -w \
+	-X k8s.io/component-base/version.gitVersion=$(1) \
 	-X k8s.io/component-base/version.gitMajor=1 \
-	-X k8s.io/component-base/version.gitMinor=36 \
+	-X k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$(1))) \
 	-X k8s.io/component-base/version.gitTreeState=clean \
-	-X k8s.io/client-go/pkg/version.gitVersion=$(K8S_VERSION) \
+	-X k8s.io/client-go/pkg/version.gitVersion=$(1) \
 	-X k8s.io/client-go/pkg/version.gitMajor=1 \
-	-X k8s.io/client-go/pkg/version.gitMinor=36 \
+	-X k8s.io/client-go/pkg/version.gitMinor=$(word 2,$(subst ., ,$(1))) \
 	-X k8s.io/client-go/pkg/version.gitTreeState=clean
-CLUSTER_STAMP   := $(CLUSTER_BIN)/.built
+CLUSTER_STAMPS   := $(foreach v,$(CLUSTER_VERSIONS),$(CLUSTER_BIN)/$(call minor,$(v))/.built)
 
-cluster-bin: $(CLUSTER_STAMP)
+cluster-bin: $(CLUSTER_STAMPS)
 
-$(CLUSTER_STAMP): $(CLUSTER_DIR)/go.mod $(CLUSTER_DIR)/go.sum $(CLUSTER_DIR)/etcd/main.go Makefile
-	@mkdir -p $(CLUSTER_BIN)
-	@echo "building etcd, kube-apiserver, kube-controller-manager, kubectl $(K8S_VERSION) (cold: ~10 min)"
-	cd $(CLUSTER_DIR) && $(GO) build -trimpath -ldflags "$(K8S_LDFLAGS)" -o bin/ \
+define cluster_bin_rule
+$(CLUSTER_BIN)/$(call minor,$(1))/.built: $(CLUSTER_DIR)/$(call minor,$(1))/go.mod $(CLUSTER_DIR)/$(call minor,$(1))/go.sum $(CLUSTER_DIR)/$(call minor,$(1))/etcd/main.go
+	@mkdir -p $(CLUSTER_BIN)/$(call minor,$(1))
+	@echo "building etcd, kube-apiserver, kube-controller-manager, kubectl $(1) (cold: ~10 min)"
+	cd $(CLUSTER_DIR)/$(call minor,$(1)) && $(GO) build -trimpath -ldflags "$(call k8s_ldflags,$(1))" -o $(abspath $(CLUSTER_BIN))/$(call minor,$(1))/ \
 		./etcd k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl
-	@touch $@
+	@touch $$@
+endef
+$(foreach v,$(CLUSTER_VERSIONS),$(eval $(call cluster_bin_rule,$(v))))
 
 ## test-cluster: the suites that need a real control plane (control plane,
 ## test kubelet, fidelity against kube-controller-manager); fails if any
 ## control-plane process outlives them
 FIDELITY_REPORT := bin/fidelity-report.txt
-test-cluster: $(CLUSTER_STAMP)
+test-cluster: $(CLUSTER_STAMPS)
 	@mkdir -p bin && rm -f $(FIDELITY_REPORT)
 	ROLLPLAN_CLUSTER_BIN=$(abspath $(CLUSTER_BIN)) ROLLPLAN_FIDELITY_REPORT=$(abspath $(FIDELITY_REPORT)) \
 		$(GO) test -count=1 -timeout 30m ./test/...

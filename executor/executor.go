@@ -44,6 +44,7 @@ import (
 
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/kubeversion"
 	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/snapshot"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
@@ -61,8 +62,11 @@ func (t Target) String() string { return fmt.Sprintf("%s %s/%s", t.Kind, t.Names
 type Options struct {
 	Target
 	// Engine decides; required.
-	Engine       engine.Engine
-	FeatureGates map[string]bool
+	Engine engine.Engine
+	// KubernetesVersion is the cluster's version (zero: the newest
+	// rollplan knows); FeatureGates override its defaults.
+	KubernetesVersion kubeversion.Version
+	FeatureGates      map[string]bool
 	// PlanOptions: the duration estimates of the plan (only reported).
 	PlanOptions plan.Options
 	// DryRun sends every write with dryRun=All.
@@ -102,6 +106,12 @@ type Options struct {
 	// Progress, when set, is called by Run after every step with its
 	// result (StepResult.Status included).
 	Progress func(*StepResult)
+}
+
+// Cluster is what the facts need to know of the cluster: its version and
+// gates.
+func (o Options) Cluster() facts.Options {
+	return facts.Options{KubernetesVersion: o.KubernetesVersion, FeatureGates: o.FeatureGates}
 }
 
 // Delete methods (Options.DeleteMethod).

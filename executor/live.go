@@ -263,7 +263,7 @@ func (e *Executor) readFrom(ctx context.Context, r Reader) (*liveState, error) {
 		return nil, err
 	}
 	now := e.now()
-	rollout, inFlight, err := Observe(snap, e.opts.Target, now, e.opts.FeatureGates)
+	rollout, inFlight, err := Observe(snap, e.opts.Target, now, e.opts.Cluster())
 	if err != nil {
 		return nil, err
 	}
@@ -275,9 +275,11 @@ func (e *Executor) readFrom(ctx context.Context, r Reader) (*liveState, error) {
 // says. It returns the pods in flight, with why. The gate observes the
 // same way, so both count the same pods against a budget. The snapshot's
 // pod slice is changed (in-flight pods replaced by copies), not its pods.
-func Observe(snap *snapshot.Snapshot, t Target, now time.Time, gates map[string]bool) (*facts.Rollout, map[string]string, error) {
+// The cluster's version and gates come from opts, whose Now is replaced by now.
+func Observe(snap *snapshot.Snapshot, t Target, now time.Time, opts facts.Options) (*facts.Rollout, map[string]string, error) {
 	inFlight := normalise(snap, minReadySeconds(snap, t), now)
-	rollouts, err := facts.Build(snap, facts.Options{Now: now, FeatureGates: gates})
+	opts.Now = now
+	rollouts, err := facts.Build(snap, opts)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -41,6 +41,7 @@ import (
 	"github.com/rollplan/rollplan/executor"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/kubeversion"
 	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/snapshot"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
@@ -83,8 +84,11 @@ type Options struct {
 	// are added to them.
 	Exempt []string
 	// Namespace is the gate's own.
-	Namespace    string
-	FeatureGates map[string]bool
+	Namespace string
+	// KubernetesVersion is the cluster's version (zero: the newest
+	// rollplan knows); FeatureGates override its defaults.
+	KubernetesVersion kubeversion.Version
+	FeatureGates      map[string]bool
 	// ReservationTTL: how long an admitted disruption is reserved at most
 	// (it ends earlier once the cache shows it); default 30s.
 	ReservationTTL time.Duration
@@ -711,7 +715,7 @@ func (g *Gate) workloadChange(ctx context.Context, req *admissionv1.AdmissionReq
 		return v
 	}
 	now := g.opts.Now()
-	r, _, err := executor.Observe(snap, t, now, g.opts.FeatureGates)
+	r, _, err := executor.Observe(snap, t, now, g.cluster())
 	if err != nil {
 		v.failed, v.reason = true, fmt.Sprintf("%s: facts: %v", t, err)
 		return v
@@ -832,4 +836,10 @@ func summarise(wp plan.WorkloadPlan, podWhy map[string]string) string {
 		out += ": " + strings.Join(parts, ", ")
 	}
 	return out
+}
+
+// cluster is what the facts need to know of the cluster: its version and
+// gates.
+func (g *Gate) cluster() facts.Options {
+	return facts.Options{KubernetesVersion: g.opts.KubernetesVersion, FeatureGates: g.opts.FeatureGates}
 }

@@ -243,7 +243,7 @@ func (g *Gate) buildState(ctx context.Context, t executor.Target, now time.Time,
 	}
 	s.managed = isManaged(snap, t)
 	var inFlight map[string]string
-	if s.rollout, inFlight, s.factsErr = executor.Observe(snap, t, now, g.opts.FeatureGates); s.factsErr != nil {
+	if s.rollout, inFlight, s.factsErr = executor.Observe(snap, t, now, g.cluster()); s.factsErr != nil {
 		return s
 	}
 	s.elsewhere = unavailableElsewhere(snap, s.rollout)

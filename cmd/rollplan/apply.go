@@ -123,7 +123,7 @@ Exit codes: 0 done (or, with --once or --dry-run, the step succeeded),
 	fl := cmd.Flags()
 	fl.StringSliceVar(&pf.policies, "policy", nil, "policy files or directories: Rego (entry package rollplan.strategy) or CEL RolloutPolicy YAML; default: the built-in strategy")
 	fl.StringVar(&pf.engine, "engine", "", "policy engine: rego, cel or native; default: cel when --policy names YAML files, else rego")
-	fl.StringVar(&pf.featureGates, "feature-gates", "", "cluster feature gates that change upstream behaviour, e.g. MaxUnavailableStatefulSet=true")
+	pf.registerCluster(fl)
 	durationVar(fl, &pf.timeout, "policy-timeout", time.Minute, positive, "deadline for evaluating the policy at each step")
 	fl.StringVar(&dryRun, "dry-run", "none", `"server": send every write of one step with dryRun=All and report what would change; "none": apply`)
 	fl.Lookup("dry-run").NoOptDefVal = "server"
@@ -147,7 +147,7 @@ type driveOptions struct {
 // halted or stopped, and reports it: rollplan apply, and rollplan undo
 // after it rolled the template back.
 func drive(cmd *cobra.Command, w *liveWorkload, o driveOptions) error {
-	ctx, target, eng, gates := w.ctx, w.target, w.engine, w.gates
+	ctx, target, eng := w.ctx, w.target, w.engine
 	if o.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("--timeout %s passed", o.timeout))
@@ -155,7 +155,8 @@ func drive(cmd *cobra.Command, w *liveWorkload, o driveOptions) error {
 	}
 	stderr := cmd.ErrOrStderr()
 	opts := executor.Options{
-		Target: target, Engine: eng, FeatureGates: gates, DryRun: o.dryRun,
+		Target: target, Engine: eng, DryRun: o.dryRun,
+		KubernetesVersion: w.cluster.KubernetesVersion, FeatureGates: w.cluster.FeatureGates,
 		DeleteMethod: o.deleteMethod,
 		Now:          applyClock, Poll: applyPoll, Log: slog.New(slog.NewTextHandler(stderr, nil)),
 	}

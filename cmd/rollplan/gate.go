@@ -109,9 +109,8 @@ kustomize base in deploy/.`,
 					return usageError{fmt.Errorf("enforcement %q (--enforcement or --policy-enforcement): want deny, warn or dryrun", m)}
 				}
 			}
-			gates, err := parseFeatureGates(pf.featureGates)
-			if err != nil {
-				return usageError{err}
+			if err := pf.checkCluster(); err != nil {
+				return err
 			}
 			kind, err := pf.engineKind()
 			if err != nil {
@@ -137,6 +136,11 @@ kustomize base in deploy/.`,
 			if err != nil {
 				return err
 			}
+			cluster, err := pf.liveClusterOptions(cl.client, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			log.Info("planning for the cluster's Kubernetes version", "kubernetesVersion", cluster.KubernetesVersion.String(), "featureGates", pf.featureGates)
 			ns, nsFrom := gateNamespace(config.overrides.Context.Namespace, os.Getenv("POD_NAMESPACE"))
 			// The gate caches every pod of the cluster: without their
 			// managed fields.
@@ -147,7 +151,8 @@ kustomize base in deploy/.`,
 			store := &gate.ConfigMapStore{Client: cl.client, Namespace: ns}
 			g, err := gate.New(gate.Options{
 				Engine: eng, Cache: src, Store: store,
-				Enforcement: enforcement, PolicyEnforcement: policyModes, Namespace: ns, Exempt: exempt, FeatureGates: gates,
+				Enforcement: enforcement, PolicyEnforcement: policyModes, Namespace: ns, Exempt: exempt,
+				KubernetesVersion: cluster.KubernetesVersion, FeatureGates: cluster.FeatureGates,
 				ReservationTTL: reservationTTL, Log: log, Metrics: gate.NewMetrics(reg),
 			})
 			if err != nil {
@@ -192,7 +197,7 @@ kustomize base in deploy/.`,
 	}
 	fl.StringSliceVar(&pf.policies, "policy", nil, "policy files or directories: Rego (entry package rollplan.strategy) or CEL RolloutPolicy YAML; default: the built-in strategy")
 	fl.StringVar(&pf.engine, "engine", "", "policy engine: rego, cel or native; default: cel when --policy names YAML files, else rego")
-	fl.StringVar(&pf.featureGates, "feature-gates", "", "cluster feature gates that change upstream behaviour, e.g. MaxUnavailableStatefulSet=true")
+	pf.registerCluster(fl)
 	durationVar(fl, &pf.timeout, "policy-timeout", 2*time.Second, positive, "deadline for evaluating the policy for one request")
 	fl.StringVar(&certFile, "tls-cert-file", "", "serving certificate (PEM); re-read when it changes")
 	fl.StringVar(&keyFile, "tls-private-key-file", "", "serving certificate's private key (PEM)")

@@ -226,7 +226,7 @@ Exit codes as rollplan apply: 0 done, 1 error or timeout, 2 usage error,
 	fl.StringVarP(&output, "output", "o", "table", "output format of --dry-run=client: table, json or yaml")
 	fl.StringSliceVar(&pf.policies, "policy", nil, "policy files or directories: Rego (entry package rollplan.strategy) or CEL RolloutPolicy YAML; default: the built-in strategy")
 	fl.StringVar(&pf.engine, "engine", "", "policy engine: rego, cel or native; default: cel when --policy names YAML files, else rego")
-	fl.StringVar(&pf.featureGates, "feature-gates", "", "cluster feature gates that change upstream behaviour, e.g. MaxUnavailableStatefulSet=true")
+	pf.registerCluster(fl)
 	durationVar(fl, &pf.timeout, "policy-timeout", time.Minute, positive, "deadline for evaluating the policy at each step")
 	fl.StringVar(&o.deleteMethod, "delete-method", executor.DeleteEvict, `how a recreation removes a pod: "evict" (PodDisruptionBudgets honoured) or "delete" (see rollplan apply --help)`)
 	fl.BoolVar(&o.once, "once", false, "after rolling the template back, carry out one step and exit")
@@ -303,7 +303,7 @@ func previewRollback(w *liveWorkload, rev *history.Revision) (*plan.Plan, error)
 	if !found {
 		return nil, capture.NotFoundError(w.target.Kind, w.target.Name, w.target.Namespace)
 	}
-	r, _, err := executor.Observe(snap, w.target, now, w.gates)
+	r, _, err := executor.Observe(snap, w.target, now, w.cluster)
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/kubeversion"
 	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/render"
 	"github.com/rollplan/rollplan/planner/snapshot"
@@ -24,17 +25,18 @@ import (
 
 // planFlags are shared by plan and explain.
 type planFlags struct {
-	files        []string
-	policies     []string
-	now          string
-	featureGates string
-	workload     string
-	namespace    string
-	recreate     time.Duration
-	inPlace      time.Duration
-	terminate    time.Duration
-	timeout      time.Duration
-	engine       string
+	files             []string
+	policies          []string
+	now               string
+	kubernetesVersion string
+	featureGates      string
+	workload          string
+	namespace         string
+	recreate          time.Duration
+	inPlace           time.Duration
+	terminate         time.Duration
+	timeout           time.Duration
+	engine            string
 	// stdin: what -f - reads (the command's input).
 	stdin io.Reader
 }
@@ -45,7 +47,7 @@ func (f *planFlags) register(cmd *cobra.Command) {
 	fl.StringSliceVar(&f.policies, "policy", nil, "policy files or directories: Rego (entry package rollplan.strategy) or CEL RolloutPolicy YAML; default: the built-in strategy")
 	fl.StringVar(&f.engine, "engine", "", "policy engine: rego, cel or native (the default strategy in Go); default: cel when --policy names YAML files, else rego")
 	fl.StringVar(&f.now, "now", "", "snapshot time (RFC 3339); default: the latest time recorded in the snapshot")
-	fl.StringVar(&f.featureGates, "feature-gates", "", "cluster feature gates that change upstream behaviour, e.g. MaxUnavailableStatefulSet=true")
+	f.registerCluster(fl)
 	fl.StringVar(&f.workload, "workload", "", "plan only this workload: KIND/NAME or KIND/NAMESPACE/NAME")
 	fl.StringVarP(&f.namespace, "namespace", "n", "", "plan only workloads in this namespace")
 	durationVar(fl, &f.recreate, "recreate-duration", time.Duration(plan.DefaultOptions.RecreateSeconds)*time.Second, positiveSeconds, "estimated time from replacing a pod to the new pod being Ready (at least 1s)")
@@ -94,9 +96,8 @@ func (f *planFlags) run(ctx context.Context, stderr io.Writer) (*plan.Result, er
 	if len(f.files) == 0 {
 		return nil, usageError{fmt.Errorf("no snapshot: pass -f with a file or directory of Kubernetes objects")}
 	}
-	gates, err := parseFeatureGates(f.featureGates)
-	if err != nil {
-		return nil, usageError{err}
+	if err := f.checkCluster(); err != nil {
+		return nil, err
 	}
 	if _, err := f.target(); err != nil {
 		return nil, err
@@ -125,7 +126,11 @@ func (f *planFlags) run(ctx context.Context, stderr io.Writer) (*plan.Result, er
 	if now.IsZero() {
 		return nil, fmt.Errorf("the snapshot records no time (no creation or condition timestamps): pass --now, e.g. --now 2026-03-01T12:00:00Z")
 	}
-	in := planInput{snap: snap, warnings: warnings, now: now, gates: gates,
+	cluster, err := f.clusterOptions(snap.KubernetesVersion, "the snapshot", stderr)
+	if err != nil {
+		return nil, err
+	}
+	in := planInput{snap: snap, warnings: warnings, now: now, cluster: cluster,
 		opts: plan.Options{RecreateSeconds: int(f.recreate / time.Second), InPlaceSeconds: int(f.inPlace / time.Second), TerminateSeconds: int(f.terminate / time.Second)}}
 	rollouts, err := in.rollouts()
 	if err != nil {
@@ -205,13 +210,16 @@ type planInput struct {
 	snap     *snapshot.Snapshot
 	warnings []string
 	now      time.Time
-	gates    map[string]bool
-	opts     plan.Options
+	// cluster: the version and gate overrides planned for.
+	cluster facts.Options
+	opts    plan.Options
 }
 
 // rollouts builds the facts of every workload in the snapshot.
 func (in *planInput) rollouts() ([]*facts.Rollout, error) {
-	return facts.Build(in.snap, facts.Options{Now: in.now, FeatureGates: in.gates})
+	o := in.cluster
+	o.Now = in.now
+	return facts.Build(in.snap, o)
 }
 
 // build evaluates the engine and packs the plan of the rollouts.
@@ -220,7 +228,13 @@ func (in *planInput) build(ctx context.Context, rollouts []*facts.Rollout, eng e
 	if err != nil {
 		return nil, err
 	}
-	meta := plan.Metadata{SnapshotDigest: digest, Now: in.now.UTC().Format(time.RFC3339), Warnings: in.warnings}
+	v := in.cluster.KubernetesVersion.Or(kubeversion.Newest)
+	gates, err := kubeversion.WithOverrides(v, in.cluster.FeatureGates)
+	if err != nil {
+		return nil, err
+	}
+	meta := plan.Metadata{SnapshotDigest: digest, Now: in.now.UTC().Format(time.RFC3339), Warnings: in.warnings,
+		KubernetesVersion: v.String(), FeatureGates: gates}
 	return plan.Build(ctx, rollouts, eng, meta, in.opts)
 }
 
@@ -314,27 +328,4 @@ func canonicalKind(k string) string {
 		return "DaemonSet"
 	}
 	return ""
-}
-
-// parseFeatureGates reads "A=true,B=false" for the gates rollplan models.
-func parseFeatureGates(s string) (map[string]bool, error) {
-	out := map[string]bool{}
-	if s == "" {
-		return out, nil
-	}
-	for _, kv := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
-		if !ok {
-			return nil, fmt.Errorf("--feature-gates %q: want NAME=true|false", kv)
-		}
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return nil, fmt.Errorf("--feature-gates %s: %q is not true or false", k, v)
-		}
-		if k != "MaxUnavailableStatefulSet" {
-			return nil, fmt.Errorf("--feature-gates: unknown gate %s: rollplan models MaxUnavailableStatefulSet", k)
-		}
-		out[k] = b
-	}
-	return out, nil
 }

@@ -162,6 +162,13 @@ KIND is deployment (deploy), statefulset (sts) or daemonset (ds).`,
 			if err != nil {
 				return err
 			}
+			// The version tells a later plan of this file which
+			// controllers to predict.
+			if info, err := cl.client.Discovery().ServerVersion(); err != nil {
+				warnings = append(warnings, fmt.Sprintf("reading the API server's version: %v: the snapshot records none, so plans of it assume the newest Kubernetes (pass --kubernetes-version to rollplan plan)", err))
+			} else {
+				snap.KubernetesVersion = info.GitVersion
+			}
 			data, err := capture.Marshal(snap, output)
 			if err != nil {
 				return err

@@ -93,7 +93,7 @@ error; 2 usage error; 3 halted by policy (with or without --watch).`,
 			}
 			defer w.stop()
 			ctx, target := w.ctx, w.target
-			opts := executor.Options{Target: target, Engine: w.engine, FeatureGates: w.gates, Now: applyClock}
+			opts := executor.Options{Target: target, Engine: w.engine, KubernetesVersion: w.cluster.KubernetesVersion, FeatureGates: w.cluster.FeatureGates, Now: applyClock}
 			var changes <-chan struct{}
 			if watch {
 				// Watching reads from informer caches and reads again on
@@ -126,7 +126,7 @@ error; 2 usage error; 3 halted by policy (with or without --watch).`,
 	fl := cmd.Flags()
 	fl.StringSliceVar(&pf.policies, "policy", nil, "policy files or directories: Rego (entry package rollplan.strategy) or CEL RolloutPolicy YAML; default: the built-in strategy")
 	fl.StringVar(&pf.engine, "engine", "", "policy engine: rego, cel or native; default: cel when --policy names YAML files, else rego")
-	fl.StringVar(&pf.featureGates, "feature-gates", "", "cluster feature gates that change upstream behaviour, e.g. MaxUnavailableStatefulSet=true")
+	pf.registerCluster(fl)
 	durationVar(fl, &pf.timeout, "policy-timeout", time.Minute, positive, "deadline for evaluating the policy at each read")
 	fl.StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
 	fl.BoolVarP(&watch, "watch", "w", false, "read again on every change (and every 2s) until the rollout is rolled out (exit 0) or halted (exit 3)")

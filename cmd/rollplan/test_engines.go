@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -109,18 +110,16 @@ func testEngines(timeout time.Duration, warn func(string)) policytest.EngineFact
 // testPlan plans one test's snapshot exactly as rollplan plan does, with the
 // default duration estimates.
 func testPlan(ctx context.Context, req policytest.PlanRequest) (*plan.Result, error) {
-	names := make([]string, 0, len(req.FeatureGates))
-	for k := range req.FeatureGates {
-		names = append(names, k)
+	kv := make([]string, 0, len(req.FeatureGates))
+	for _, k := range slices.Sorted(maps.Keys(req.FeatureGates)) {
+		kv = append(kv, fmt.Sprintf("%s=%t", k, req.FeatureGates[k]))
 	}
-	sort.Strings(names)
-	kv := make([]string, len(names))
-	for i, k := range names {
-		kv[i] = fmt.Sprintf("%s=%t", k, req.FeatureGates[k])
-	}
-	gates, err := parseFeatureGates(strings.Join(kv, ","))
+	f := planFlags{workload: req.Workload, kubernetesVersion: req.KubernetesVersion, featureGates: strings.Join(kv, ",")}
+	// A suite's snapshot without a recorded version plans for the newest,
+	// quietly: the suite says which version it means when it matters.
+	cluster, err := f.clusterOptions(req.Snapshot.KubernetesVersion, "the snapshot", nil)
 	if err != nil {
-		return nil, fmt.Errorf("featureGates: %s", strings.TrimPrefix(err.Error(), "--feature-gates: "))
+		return nil, fmt.Errorf("%s", strings.NewReplacer("--kubernetes-version", "kubernetesVersion", "--feature-gates", "featureGates").Replace(err.Error()))
 	}
 	now := req.Now
 	if now.IsZero() {
@@ -129,12 +128,11 @@ func testPlan(ctx context.Context, req policytest.PlanRequest) (*plan.Result, er
 	if now.IsZero() {
 		return nil, fmt.Errorf("the snapshot records no time (no creation or condition timestamps): set now")
 	}
-	in := planInput{snap: req.Snapshot, warnings: req.Warnings, now: now, gates: gates, opts: plan.DefaultOptions}
+	in := planInput{snap: req.Snapshot, warnings: req.Warnings, now: now, cluster: cluster, opts: plan.DefaultOptions}
 	rollouts, err := in.rollouts()
 	if err != nil {
 		return nil, err
 	}
-	f := planFlags{workload: req.Workload}
 	if rollouts, err = f.filter(rollouts); err != nil {
 		return nil, fmt.Errorf("workload: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rollplan/rollplan/executor"
 	"github.com/rollplan/rollplan/planner/engine"
+	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
 )
 
@@ -21,8 +22,9 @@ type liveWorkload struct {
 	stop   context.CancelFunc
 	target executor.Target
 	engine engine.Engine
-	gates  map[string]bool
-	client kubernetes.Interface
+	// cluster: the version and gate overrides the workload is planned with.
+	cluster facts.Options
+	client  kubernetes.Interface
 }
 
 func openWorkload(cmd *cobra.Command, arg string, pf *planFlags, config *kubeFlags) (*liveWorkload, error) {
@@ -30,9 +32,8 @@ func openWorkload(cmd *cobra.Command, arg string, pf *planFlags, config *kubeFla
 	if err != nil {
 		return nil, usageError{err}
 	}
-	gates, err := parseFeatureGates(pf.featureGates)
-	if err != nil {
-		return nil, usageError{err}
+	if err := pf.checkCluster(); err != nil {
+		return nil, err
 	}
 	kind, err := pf.engineKind()
 	if err != nil {
@@ -53,6 +54,11 @@ func openWorkload(cmd *cobra.Command, arg string, pf *planFlags, config *kubeFla
 		stop()
 		return nil, err
 	}
+	cluster, err := pf.liveClusterOptions(cl.client, cmd.ErrOrStderr())
+	if err != nil {
+		stop()
+		return nil, err
+	}
 	return &liveWorkload{ctx: ctx, stop: stop, target: executor.Target{Namespace: cl.namespace, Kind: ref.Kind, Name: ref.Name},
-		engine: eng, gates: gates, client: cl.client}, nil
+		engine: eng, cluster: cluster, client: cl.client}, nil
 }

@@ -2,6 +2,7 @@ package facts
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"sort"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/rollplan/rollplan/planner/kubeversion"
 	"github.com/rollplan/rollplan/planner/snapshot"
 )
 
@@ -32,14 +34,22 @@ const (
 
 // Options steer Build.
 type Options struct {
-	Now          time.Time
+	Now time.Time
+	// KubernetesVersion: the version planned for; zero means
+	// kubeversion.Newest.
+	KubernetesVersion kubeversion.Version
+	// FeatureGates override the version's defaults, one by one.
 	FeatureGates map[string]bool
 }
 
 // Build computes the facts of every workload in the snapshot, sorted by
 // kind, namespace and name.
 func Build(s *snapshot.Snapshot, o Options) ([]*Rollout, error) {
-	b := &builder{snap: s, opts: o, now: o.Now}
+	b := &builder{snap: s, opts: o, now: o.Now, version: o.KubernetesVersion.Or(kubeversion.Newest)}
+	var err error
+	if b.gates, err = kubeversion.WithOverrides(b.version, o.FeatureGates); err != nil {
+		return nil, err
+	}
 	b.index()
 	var out []*Rollout
 	for _, d := range s.Deployments {
@@ -82,9 +92,13 @@ func Build(s *snapshot.Snapshot, o Options) ([]*Rollout, error) {
 }
 
 type builder struct {
-	snap *snapshot.Snapshot
-	opts Options
-	now  time.Time
+	snap    *snapshot.Snapshot
+	opts    Options
+	now     time.Time
+	version kubeversion.Version
+	// gates: the version's feature gates with the overrides applied;
+	// every rollout gets its own copy.
+	gates map[string]bool
 	// podsByOwner: controller owner UID (or "Kind/ns/name" when the UID is empty) → pods.
 	podsByOwner map[string][]*corev1.Pod
 	// nodes by name. The facts read a Node's labels, taints,
@@ -146,11 +160,11 @@ func (b *builder) base(kind string, meta *metav1.ObjectMeta, template *corev1.Po
 	if len(template.Spec.Containers) == 0 {
 		return nil, fmt.Errorf("%s: spec.template.spec.containers is empty: a workload needs a pod template with at least one container", id)
 	}
-	gates := map[string]bool{"MaxUnavailableStatefulSet": b.opts.FeatureGates["MaxUnavailableStatefulSet"]}
 	r := &Rollout{
-		SchemaVersion: SchemaVersion,
-		Now:           b.now.UTC().Format(time.RFC3339),
-		FeatureGates:  gates,
+		SchemaVersion:     SchemaVersion,
+		Now:               b.now.UTC().Format(time.RFC3339),
+		KubernetesVersion: b.version.String(),
+		FeatureGates:      maps.Clone(b.gates),
 		Workload: Workload{
 			Kind: kind, Namespace: meta.Namespace, Name: meta.Name, UID: string(meta.UID),
 			Labels: nonNil(meta.Labels), Annotations: nonNil(meta.Annotations),

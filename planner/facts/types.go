@@ -11,8 +11,14 @@ type Rollout struct {
 	SchemaVersion string `json:"schemaVersion"`
 	// Now is the snapshot time (RFC 3339), from --now or the snapshot.
 	Now string `json:"now"`
+	// KubernetesVersion is the minor version of the cluster the rollout
+	// is planned for ("v1.37"): the default strategy predicts that
+	// version's controllers.
+	KubernetesVersion string `json:"kubernetesVersion"`
 	// FeatureGates holds the cluster feature gates that change upstream
-	// rollout behaviour (MaxUnavailableStatefulSet).
+	// rollout behaviour (MaxUnavailableStatefulSet,
+	// StatefulSetRecreateStrategy on v1.37+): the version's defaults with
+	// --feature-gates applied.
 	FeatureGates map[string]bool `json:"featureGates"`
 	Workload     Workload        `json:"workload"`
 	// Pods are the workload's pods, sorted by name.

@@ -43,6 +43,11 @@ type Metadata struct {
 	Engine         string `json:"engine"`
 	// Now is the snapshot time the plan was computed at.
 	Now string `json:"now"`
+	// KubernetesVersion is the version whose controllers the plan
+	// predicts ("v1.37"), and FeatureGates the gates it planned with (the
+	// version's defaults with --feature-gates applied).
+	KubernetesVersion string          `json:"kubernetesVersion,omitempty"`
+	FeatureGates      map[string]bool `json:"featureGates,omitempty"`
 	// Warnings about the input as a whole (skipped kinds).
 	Warnings []string `json:"warnings,omitempty"`
 }

@@ -24,8 +24,11 @@ type PlanRequest struct {
 	// Warnings from loading the snapshot.
 	Warnings []string
 	// Now: zero for the latest time in the snapshot.
-	Now          time.Time
-	FeatureGates map[string]bool
+	Now time.Time
+	// KubernetesVersion: "" for the snapshot's recorded version, else
+	// the newest.
+	KubernetesVersion string
+	FeatureGates      map[string]bool
 	// Workload: KIND/NAME or KIND/NAMESPACE/NAME, "" for every workload.
 	Workload string
 	Engine   engine.Engine
@@ -128,7 +131,7 @@ func (r *Runner) runTest(ctx context.Context, dir string, t *Test, eng engine.En
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
-	req := PlanRequest{Snapshot: snap, Warnings: warnings, FeatureGates: t.FeatureGates, Workload: t.Workload, Engine: eng}
+	req := PlanRequest{Snapshot: snap, Warnings: warnings, KubernetesVersion: t.KubernetesVersion, FeatureGates: t.FeatureGates, Workload: t.Workload, Engine: eng}
 	if t.Now != "" {
 		req.Now, _ = time.Parse(time.RFC3339, t.Now) // validated when decoded
 	}

@@ -21,6 +21,7 @@
 //	    - name: zones roll one at a time
 //	      snapshot: ../../testdata/snap.yaml   # path(s) relative to this file, or objects: [...]
 //	      now: "2026-03-01T12:00:00Z"          # default: the latest time in the snapshot
+//	      kubernetesVersion: v1.36                  # default: the snapshot's recorded version, else the newest
 //	      featureGates: {MaxUnavailableStatefulSet: true}
 //	      workload: DaemonSet/default/agent    # plan only this workload (like --workload)
 //	      expect:
@@ -99,7 +100,12 @@ type Test struct {
 	// Now: the snapshot time (RFC 3339); default the latest time in the
 	// snapshot, as for `rollplan plan`.
 	Now string `json:"now,omitempty"`
-	// FeatureGates as --feature-gates sets them.
+	// KubernetesVersion as --kubernetes-version sets it: the version
+	// whose controllers the default strategy predicts; default the
+	// version the snapshot records, else the newest rollplan knows.
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+	// FeatureGates as --feature-gates sets them: overrides of the
+	// version's defaults.
 	FeatureGates map[string]bool `json:"featureGates,omitempty"`
 	// Workload: plan only this workload, KIND/NAME or KIND/NAMESPACE/NAME
 	// (as --workload).

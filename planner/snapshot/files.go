@@ -258,6 +258,16 @@ func (l *loader) capturedAt(where string, js []byte) error {
 	if json.Unmarshal(js, &lm) != nil {
 		return nil
 	}
+	if raw, ok := lm.Metadata.Annotations[AnnKubernetesVersion]; ok {
+		var v string
+		if json.Unmarshal(raw, &v) != nil || v == "" {
+			return fmt.Errorf("%s: metadata.annotations[%s]: %s is not a version string such as \"v1.37.2\"", where, AnnKubernetesVersion, raw)
+		}
+		if l.snap.KubernetesVersion != "" && l.snap.KubernetesVersion != v {
+			return fmt.Errorf("%s: metadata.annotations[%s] is %q but another file of the snapshot records %q: plan files captured from one cluster together", where, AnnKubernetesVersion, v, l.snap.KubernetesVersion)
+		}
+		l.snap.KubernetesVersion = v
+	}
 	raw, ok := lm.Metadata.Annotations[AnnCapturedAt]
 	if !ok {
 		return nil

@@ -25,6 +25,11 @@ import (
 // Files without it keep the time of their newest object.
 const AnnCapturedAt = "rollplan.dev/captured-at"
 
+// AnnKubernetesVersion, on a snapshot file's kind: List, records the
+// version of the cluster rollplan snapshot read (discovery's gitVersion), so
+// that the file plans as that cluster's controllers roll out.
+const AnnKubernetesVersion = "rollplan.dev/kubernetes-version"
+
 // Snapshot is a set of objects read at one moment.
 type Snapshot struct {
 	Deployments         []*appsv1.Deployment
@@ -39,6 +44,10 @@ type Snapshot struct {
 	// AnnCapturedAt of the files); zero when no file records it. Left out
 	// of the digest when zero, so files without it keep their digest.
 	CapturedAt time.Time `json:",omitzero"`
+	// KubernetesVersion is the API server's version as rollplan snapshot
+	// recorded it (AnnKubernetesVersion, e.g. "v1.37.2"); "" when no file
+	// records one. Left out of the digest when empty.
+	KubernetesVersion string `json:",omitempty"`
 }
 
 // Sort orders every list by namespace and name so that everything computed
@@ -79,6 +88,10 @@ func (s *Snapshot) Digest() (string, error) {
 	if !s.CapturedAt.IsZero() { // json:",omitzero"
 		d.field("CapturedAt")
 		d.value(s.CapturedAt)
+	}
+	if s.KubernetesVersion != "" { // json:",omitempty"
+		d.field("KubernetesVersion")
+		d.value(s.KubernetesVersion)
 	}
 	d.raw("}")
 	if d.err == nil {

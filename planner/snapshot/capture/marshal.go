@@ -61,6 +61,12 @@ func Marshal(s *snapshot.Snapshot, format string) ([]byte, error) {
 	if !s.CapturedAt.IsZero() {
 		out.Metadata.Annotations = map[string]string{snapshot.AnnCapturedAt: s.CapturedAt.UTC().Format(time.RFC3339)}
 	}
+	if s.KubernetesVersion != "" {
+		if out.Metadata.Annotations == nil {
+			out.Metadata.Annotations = map[string]string{}
+		}
+		out.Metadata.Annotations[snapshot.AnnKubernetesVersion] = s.KubernetesVersion
+	}
 	apps, core, policy := appsv1.SchemeGroupVersion, corev1.SchemeGroupVersion, policyv1.SchemeGroupVersion
 	for _, o := range sorted(s.Deployments, func(o *appsv1.Deployment) metav1.Object { return o }) {
 		o = o.DeepCopy()

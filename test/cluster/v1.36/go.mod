@@ -2,7 +2,7 @@
 // kube-controller-manager) from pinned sources. It is separate from the
 // application module so that k8s.io/kubernetes and its dependency tree never
 // enter rollplan's own go.mod.
-module github.com/rollplan/rollplan/test/cluster
+module github.com/rollplan/rollplan/test/cluster/v1.36
 
 go 1.26.0
 
