@@ -1,6 +1,8 @@
 // Package controlplane starts a real Kubernetes control plane for tests:
-// etcd, kube-apiserver and kube-controller-manager, built from pinned
-// sources by `make cluster-bin` (test/cluster). etcd and the apiserver are
+// etcd, kube-apiserver and kube-controller-manager of one Kubernetes minor
+// version, built from pinned sources by `make cluster-bin` (one module per
+// version in test/cluster/<version>, binaries in test/cluster/bin/<version>,
+// the folder ROLLPLAN_CLUSTER_BIN names). etcd and the apiserver are
 // run by controller-runtime's envtest (ports, serving certs, an admin
 // identity, RBAC); the controller-manager, which envtest does not know, is
 // started here with the rollout controllers rollplan predicts.
@@ -16,11 +18,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,11 +36,20 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/rollplan/rollplan/planner/kubeversion"
 )
 
-// BinEnv names the environment variable holding the directory with etcd,
-// kube-apiserver and kube-controller-manager. `make test-cluster` sets it.
+// BinEnv names the environment variable holding the folder of the
+// control-plane builds: one folder per Kubernetes minor version
+// (test/cluster/bin/v1.36, test/cluster/bin/v1.37), each with etcd,
+// kube-apiserver, kube-controller-manager and kubectl. `make test-cluster`
+// sets it to test/cluster/bin. It may also name one version's folder
+// (test/cluster/bin/v1.36): then only that version is available.
 const BinEnv = "ROLLPLAN_CLUSTER_BIN"
+
+// binaries are what a version's folder must hold to start a control plane.
+var binaries = []string{"etcd", "kube-apiserver", "kube-controller-manager"}
 
 // Controllers are the kube-controller-manager controllers the tests run:
 // the rollout controllers rollplan predicts, the disruption controller that
@@ -53,8 +66,15 @@ var Controllers = []string{
 
 // Options configure one control plane.
 type Options struct {
+	// Version is the Kubernetes minor version to run, e.g. "v1.37" (a
+	// patch, "v1.37.2", names the same build); empty: the newest built.
+	Version string
 	// FeatureGates are passed to the apiserver and the controller-manager,
-	// e.g. {"MaxUnavailableStatefulSet": true}.
+	// e.g. {"MaxUnavailableStatefulSet": true}; without any, no
+	// --feature-gates flag is passed and the version's defaults hold. A
+	// gate rollplan models that the version does not have
+	// (StatefulSetRecreateStrategy before v1.37) is an error: the
+	// components would refuse to start.
 	FeatureGates map[string]bool
 	// Output receives the processes' logs; nil discards them, unless
 	// ROLLPLAN_CLUSTER_LOGS=1 sends them to stderr.
@@ -70,7 +90,14 @@ type ControlPlane struct {
 	// Kubeconfig is the path of a kubeconfig file for the admin identity,
 	// for commands under test (`rollplan --kubeconfig`).
 	Kubeconfig string
-	// FeatureGates as given in Options.
+	// Version is the Kubernetes minor version running, e.g. "v1.37".
+	Version string
+	// ServerVersion is the apiserver's gitVersion, e.g. "v1.37.2".
+	ServerVersion string
+	// BinDir is the folder of this version's binaries (kubectl included).
+	BinDir string
+	// FeatureGates as given in Options: the overrides of the version's
+	// defaults (nil: none).
 	FeatureGates map[string]bool
 
 	env *envtest.Environment
@@ -81,27 +108,158 @@ type ControlPlane struct {
 	dir     string
 }
 
-// BinDir returns the directory with the control-plane binaries, or an
-// error saying how to build them.
+// BinDir returns the folder of the newest version's binaries, or an error
+// saying how to build them. Tests that only need to know whether a control
+// plane can start call it to skip.
 func BinDir() (string, error) {
-	dir := os.Getenv(BinEnv)
-	if dir == "" {
-		return "", fmt.Errorf("%s is not set: run `make test-cluster`, or `make cluster-bin` and set %s to test/cluster/bin", BinEnv, BinEnv)
+	return VersionDir("")
+}
+
+// VersionDir returns the folder of one version's binaries ("v1.36"; a
+// patch is accepted; "": the newest built), or an error saying how to
+// build them.
+func VersionDir(version string) (string, error) {
+	builds, err := builds()
+	if err != nil {
+		return "", err
 	}
-	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager"} {
-		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
-			return "", fmt.Errorf("control-plane binary %s: %w (run `make cluster-bin`)", name, err)
+	if version == "" {
+		return builds[len(builds)-1].dir, nil
+	}
+	v, err := kubeversion.ParseAny(version)
+	if err != nil {
+		return "", fmt.Errorf("control plane version: %w", err)
+	}
+	for _, b := range builds {
+		if b.version == v {
+			return b.dir, nil
 		}
 	}
-	return dir, nil
+	return "", fmt.Errorf("no control plane %s under %s (built: %s): add it to CLUSTER_VERSIONS in the Makefile and run `make cluster-bin`",
+		v, os.Getenv(BinEnv), strings.Join(names(builds), ", "))
+}
+
+// Versions lists the Kubernetes minor versions built under
+// $ROLLPLAN_CLUSTER_BIN, oldest first ("v1.36", "v1.37"), or an error
+// saying how to build them.
+func Versions() ([]string, error) {
+	builds, err := builds()
+	if err != nil {
+		return nil, err
+	}
+	return names(builds), nil
+}
+
+type build struct {
+	version kubeversion.Version
+	dir     string
+}
+
+func names(bs []build) []string {
+	out := make([]string, len(bs))
+	for i, b := range bs {
+		out[i] = b.version.String()
+	}
+	return out
+}
+
+// builds finds the versions' folders: $ROLLPLAN_CLUSTER_BIN/v1.N holding
+// every binary, or $ROLLPLAN_CLUSTER_BIN itself when it is such a folder.
+func builds() ([]build, error) {
+	root := os.Getenv(BinEnv)
+	if root == "" {
+		return nil, fmt.Errorf("%s is not set: run `make test-cluster`, or `make cluster-bin` and set %s to test/cluster/bin", BinEnv, BinEnv)
+	}
+	complete := func(dir string) error {
+		for _, name := range binaries {
+			if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+				return fmt.Errorf("control-plane binary %s: %w (run `make cluster-bin`)", name, err)
+			}
+		}
+		return nil
+	}
+	versionOf := func(name string) (kubeversion.Version, bool) {
+		v, err := kubeversion.ParseAny(name)
+		return v, err == nil && v.String() == name
+	}
+	if v, ok := versionOf(filepath.Base(filepath.Clean(root))); ok {
+		if err := complete(root); err != nil {
+			return nil, err
+		}
+		return []build{{v, root}}, nil
+	}
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil, fmt.Errorf("%s=%s: %w (run `make cluster-bin`)", BinEnv, root, err)
+	}
+	var out []build
+	var incomplete []string
+	for _, e := range entries {
+		v, ok := versionOf(e.Name())
+		if !ok || !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(root, e.Name())
+		if err := complete(dir); err != nil {
+			incomplete = append(incomplete, fmt.Sprintf("%s: %v", e.Name(), err))
+			continue
+		}
+		out = append(out, build{v, dir})
+	}
+	if len(out) == 0 {
+		if complete(root) == nil {
+			return nil, fmt.Errorf("%s=%s holds one build without a version: the binaries now live in one folder per version (test/cluster/bin/v1.37): run `make cluster-bin`", BinEnv, root)
+		}
+		msg := fmt.Sprintf("no control-plane build under %s=%s: run `make cluster-bin` (it builds test/cluster/bin/<version>/)", BinEnv, root)
+		if len(incomplete) > 0 {
+			msg += "; incomplete: " + strings.Join(incomplete, "; ")
+		}
+		return nil, errors.New(msg)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version.Minor < out[j].version.Minor })
+	return out, nil
+}
+
+// checkGates refuses a gate rollplan models that version v does not have:
+// its components would not start with it.
+func checkGates(v kubeversion.Version, gates map[string]bool) error {
+	has := kubeversion.Gates(v)
+	for _, name := range slices.Sorted(maps.Keys(gates)) {
+		if _, ok := has[name]; ok {
+			continue
+		}
+		for _, other := range kubeversion.Supported {
+			if _, ok := kubeversion.Gates(other)[name]; ok {
+				return fmt.Errorf("control plane %s: feature gate %s does not exist in that version (%s has it): pass it only to the versions that know it", v, name, other)
+			}
+		}
+	}
+	return nil
 }
 
 // Start brings up etcd, the apiserver and the controller-manager and waits
 // until all three are ready. On error nothing is left running.
 func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
-	bin, err := BinDir()
+	if opts.Version != "" {
+		// Before looking for binaries: a wrong gate is the caller's bug
+		// whether or not that version is built.
+		v, err := kubeversion.ParseAny(opts.Version)
+		if err != nil {
+			return nil, fmt.Errorf("control plane version: %w", err)
+		}
+		if err := checkGates(v, opts.FeatureGates); err != nil {
+			return nil, err
+		}
+	}
+	bin, err := VersionDir(opts.Version)
 	if err != nil {
 		return nil, err
+	}
+	version := filepath.Base(bin)
+	if v, err := kubeversion.ParseAny(version); err == nil {
+		if err := checkGates(v, opts.FeatureGates); err != nil {
+			return nil, err
+		}
 	}
 	out := opts.Output
 	if out == nil {
@@ -114,7 +272,7 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("control plane: temp dir: %w", err)
 	}
-	cp := &ControlPlane{FeatureGates: opts.FeatureGates, dir: dir}
+	cp := &ControlPlane{Version: version, BinDir: bin, FeatureGates: opts.FeatureGates, dir: dir}
 	defer func() {
 		if err != nil {
 			_ = cp.Stop()
@@ -150,12 +308,20 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	if err != nil {
 		cp.env = nil
 		// envtest stops what it started when Start fails part way.
-		return nil, fmt.Errorf("start etcd and kube-apiserver: %w", err)
+		return nil, fmt.Errorf("start etcd and kube-apiserver %s: %w", version, err)
 	}
 	cp.Config = rest.CopyConfig(cfg)
 	cp.Config.QPS, cp.Config.Burst = 200, 400
 	if cp.Client, err = kubernetes.NewForConfig(cp.Config); err != nil {
 		return nil, fmt.Errorf("control plane client: %w", err)
+	}
+	info, err := cp.Client.Discovery().ServerVersion()
+	if err != nil {
+		return nil, fmt.Errorf("control plane %s: server version: %w", version, err)
+	}
+	cp.ServerVersion = info.GitVersion
+	if got, err := kubeversion.ParseAny(info.GitVersion); err != nil || got.String() != version {
+		return nil, fmt.Errorf("control plane %s: the apiserver in %s reports %q: rebuild it with `make cluster-bin`", version, bin, info.GitVersion)
 	}
 	cp.Kubeconfig = filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(cp.Kubeconfig, env.KubeConfig, 0o600); err != nil {

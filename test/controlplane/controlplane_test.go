@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,14 +18,32 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
+
+	"github.com/rollplan/rollplan/planner/kubeversion"
 )
 
+// TestControlPlane starts every version built, each with the gate that
+// differs between them set as its defaults do not.
 func TestControlPlane(t *testing.T) {
-	if _, err := BinDir(); err != nil {
+	versions, err := Versions()
+	if err != nil {
 		t.Skip(err)
 	}
+	for _, v := range versions {
+		t.Run(v, func(t *testing.T) { testControlPlane(t, v) })
+	}
+}
+
+func testControlPlane(t *testing.T, version string) {
 	ctx := context.Background()
-	cp, err := Start(ctx, Options{FeatureGates: map[string]bool{"MaxUnavailableStatefulSet": true}})
+	// MaxUnavailableStatefulSet: on by default from v1.37, so set the
+	// opposite of the default to see the flag reach the apiserver.
+	v, err := kubeversion.ParseAny(version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gateOn := !kubeversion.Gates(v)[kubeversion.MaxUnavailableStatefulSet]
+	cp, err := Start(ctx, Options{Version: version, FeatureGates: map[string]bool{kubeversion.MaxUnavailableStatefulSet: gateOn}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,13 +55,22 @@ func TestControlPlane(t *testing.T) {
 		}
 	})
 
-	t.Run("apiserver reports the pinned version", func(t *testing.T) {
-		v, err := cp.Client.Discovery().ServerVersion()
+	t.Run("apiserver reports the version asked for", func(t *testing.T) {
+		if cp.Version != version {
+			t.Fatalf("Version %q, want %q", cp.Version, version)
+		}
+		info, err := cp.Client.Discovery().ServerVersion()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v.GitVersion != "v1.36.3" {
-			t.Fatalf("server version %q, want v1.36.3 (ldflags in the Makefile)", v.GitVersion)
+		if !strings.HasPrefix(info.GitVersion, version+".") || info.GitVersion != cp.ServerVersion {
+			t.Fatalf("server version %q (ServerVersion %q), want %s.<patch> (ldflags in the Makefile)", info.GitVersion, cp.ServerVersion, version)
+		}
+		if filepath.Base(cp.BinDir) != version {
+			t.Fatalf("BinDir %s is not the %s build", cp.BinDir, version)
+		}
+		if _, err := os.Stat(filepath.Join(cp.BinDir, "kubectl")); err != nil {
+			t.Errorf("kubectl beside the control plane: %v", err)
 		}
 	})
 
@@ -86,8 +114,9 @@ func TestControlPlane(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ru := got.Spec.UpdateStrategy.RollingUpdate; ru == nil || ru.MaxUnavailable == nil {
-			t.Fatal("maxUnavailable dropped: the MaxUnavailableStatefulSet gate is not on in the apiserver")
+		kept := got.Spec.UpdateStrategy.RollingUpdate != nil && got.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable != nil
+		if kept != gateOn {
+			t.Fatalf("%s with MaxUnavailableStatefulSet=%t: maxUnavailable kept = %t: the gate did not reach the apiserver", version, gateOn, kept)
 		}
 	})
 
@@ -140,6 +169,67 @@ func TestBinDirErrorSaysWhatToDo(t *testing.T) {
 	_, err = BinDir()
 	if err == nil || !strings.Contains(err.Error(), "make cluster-bin") {
 		t.Fatalf("BinDir with an empty dir: %v", err)
+	}
+}
+
+// fakeBuild makes a folder that looks like one version's build.
+func fakeBuild(t *testing.T, dir string, bins ...string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bins {
+		if err := os.WriteFile(filepath.Join(dir, b), nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestVersionsListsCompleteBuilds(t *testing.T) {
+	root := t.TempDir()
+	all := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kubectl"}
+	fakeBuild(t, filepath.Join(root, "v1.37"), all...)
+	fakeBuild(t, filepath.Join(root, "v1.36"), all...)
+	fakeBuild(t, filepath.Join(root, "v1.38"), "etcd") // a build under way
+	fakeBuild(t, filepath.Join(root, "notes"), all...)
+	t.Setenv(BinEnv, root)
+	got, err := Versions()
+	if err != nil || strings.Join(got, " ") != "v1.36 v1.37" {
+		t.Fatalf("Versions() = %v, %v; want [v1.36 v1.37]", got, err)
+	}
+	if dir, err := BinDir(); err != nil || dir != filepath.Join(root, "v1.37") {
+		t.Fatalf("BinDir() = %s, %v; want the newest, %s/v1.37", dir, err, root)
+	}
+	if dir, err := VersionDir("v1.36.3"); err != nil || dir != filepath.Join(root, "v1.36") {
+		t.Fatalf("VersionDir(v1.36.3) = %s, %v", dir, err)
+	}
+	if _, err := VersionDir("v1.35"); err == nil || !strings.Contains(err.Error(), "v1.36, v1.37") {
+		t.Fatalf("VersionDir(v1.35) = %v; want an error naming the versions built", err)
+	}
+
+	// One version's folder: that version only.
+	t.Setenv(BinEnv, filepath.Join(root, "v1.36"))
+	if got, err := Versions(); err != nil || strings.Join(got, " ") != "v1.36" {
+		t.Fatalf("Versions() on a version's folder = %v, %v", got, err)
+	}
+
+	// The layout before one folder per version.
+	flat := t.TempDir()
+	fakeBuild(t, flat, all...)
+	t.Setenv(BinEnv, flat)
+	if _, err := Versions(); err == nil || !strings.Contains(err.Error(), "one folder per version") {
+		t.Fatalf("Versions() on a flat folder: %v", err)
+	}
+}
+
+func TestStartRefusesAGateTheVersionLacks(t *testing.T) {
+	t.Setenv(BinEnv, t.TempDir()) // nothing may start
+	_, err := Start(context.Background(), Options{Version: "v1.36", FeatureGates: map[string]bool{kubeversion.StatefulSetRecreateStrategy: true}})
+	if err == nil || !strings.Contains(err.Error(), "StatefulSetRecreateStrategy does not exist") {
+		t.Fatalf("Start v1.36 with StatefulSetRecreateStrategy: %v", err)
+	}
+	if err := checkGates(kubeversion.V1_37, map[string]bool{kubeversion.StatefulSetRecreateStrategy: true, "SomeOtherGate": true}); err != nil {
+		t.Fatalf("v1.37 has StatefulSetRecreateStrategy, and gates rollplan does not model pass through: %v", err)
 	}
 }
 

@@ -35,7 +35,6 @@ import (
 	"github.com/rollplan/rollplan/planner/engine/rego"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
-	"github.com/rollplan/rollplan/test/controlplane"
 	"github.com/rollplan/rollplan/test/kubelet"
 )
 
@@ -319,7 +318,7 @@ func TestGateGuardAndWarning(t *testing.T) {
 		t.Fatalf("max-unavailable 50%% on a tier=critical StatefulSet: %v, want the guard rule's denial", err)
 	}
 
-	kubectl := filepath.Join(os.Getenv(controlplane.BinEnv), "kubectl")
+	kubectl := filepath.Join(plane.BinDir, "kubectl")
 	if _, err := os.Stat(kubectl); err != nil {
 		t.Fatalf("kubectl: %v (run make cluster-bin)", err)
 	}
@@ -410,7 +409,7 @@ func TestGateManifestsApply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubectl := filepath.Join(os.Getenv(controlplane.BinEnv), "kubectl")
+	kubectl := filepath.Join(plane.BinDir, "kubectl")
 	// The namespace first: a dry run creates nothing for the rest to land in.
 	out, err := exec.Command(kubectl, "--kubeconfig", plane.Kubeconfig, "create", "namespace", deploy.DefaultNamespace).CombinedOutput()
 	if err != nil && !strings.Contains(string(out), "AlreadyExists") {

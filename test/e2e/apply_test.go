@@ -1,5 +1,6 @@
 // Package e2e runs rollplan apply's executor on a real control plane
-// (etcd, kube-apiserver, kube-controller-manager) with the test kubelet.
+// (etcd, kube-apiserver, kube-controller-manager of rollplan's newest
+// Kubernetes version, v1.37) with the test kubelet.
 // The tests skip when the control-plane binaries are not built (set
 // ROLLPLAN_CLUSTER_BIN, or run `make test-cluster`).
 package e2e
@@ -33,6 +34,7 @@ import (
 	"github.com/rollplan/rollplan/executor"
 	"github.com/rollplan/rollplan/planner/engine/rego"
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/kubeversion"
 	"github.com/rollplan/rollplan/test/controlplane"
 	"github.com/rollplan/rollplan/test/kubelet"
 )
@@ -53,13 +55,21 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// planeVersion is the Kubernetes version the e2e control plane runs:
+// rollplan's newest, the one the executor and the gate plan for when
+// nothing says otherwise (their KubernetesVersion left zero), with that
+// version's default feature gates.
+var planeVersion = kubeversion.Newest.String()
+
 // cluster returns the shared control plane, started on first use.
 func cluster(t *testing.T) *controlplane.ControlPlane {
 	t.Helper()
-	if _, err := controlplane.BinDir(); err != nil {
+	if _, err := controlplane.VersionDir(planeVersion); err != nil {
 		t.Skip(err)
 	}
-	planeOnce.Do(func() { plane, planeErr = controlplane.Start(context.Background(), controlplane.Options{}) })
+	planeOnce.Do(func() {
+		plane, planeErr = controlplane.Start(context.Background(), controlplane.Options{Version: planeVersion})
+	})
 	if planeErr != nil {
 		t.Fatalf("start control plane: %v", planeErr)
 	}

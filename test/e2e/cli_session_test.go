@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -11,8 +10,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/rollplan/rollplan/test/controlplane"
 )
 
 var (
@@ -145,7 +142,7 @@ func TestDeploymentCLISession(t *testing.T) {
 // namespace and returns its output; it fails the test on an error.
 func (e *env) kubectl(args ...string) string {
 	e.t.Helper()
-	kubectl := filepath.Join(os.Getenv(controlplane.BinEnv), "kubectl")
+	kubectl := filepath.Join(cluster(e.t).BinDir, "kubectl")
 	args = append([]string{"--kubeconfig", cluster(e.t).Kubeconfig, "-n", e.ns}, args...)
 	out, err := exec.CommandContext(e.ctx, kubectl, args...).CombinedOutput()
 	if err != nil {
