@@ -2,9 +2,11 @@ package fidelity
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,17 +30,17 @@ import (
 
 var (
 	rollplanBin string
-	planesMu    sync.Mutex
-	planes      = map[string]*controlplane.ControlPlane{}
+	runningMu   sync.Mutex
+	running     = map[string]*controlplane.ControlPlane{} // by run label
 	report      = &suiteReport{}
 )
 
 func TestMain(m *testing.M) {
-	code := run(m)
+	code := runMain(m)
 	os.Exit(code)
 }
 
-func run(m *testing.M) int {
+func runMain(m *testing.M) int {
 	if _, err := controlplane.BinDir(); err == nil {
 		dir, err := os.MkdirTemp("", "rollplan-fidelity-")
 		if err != nil {
@@ -55,9 +57,9 @@ func run(m *testing.M) int {
 		}
 	}
 	defer func() {
-		planesMu.Lock()
-		defer planesMu.Unlock()
-		for key, cp := range planes {
+		runningMu.Lock()
+		defer runningMu.Unlock()
+		for key, cp := range running {
 			if err := cp.Stop(); err != nil {
 				fmt.Fprintf(os.Stderr, "stop control plane %s: %v\n", key, err)
 			}
@@ -77,25 +79,37 @@ func run(m *testing.M) int {
 	return code
 }
 
-// cluster returns the shared control plane for a set of feature gates,
-// starting it on first use.
-func cluster(t *testing.T, gates map[string]bool) *controlplane.ControlPlane {
+// cluster returns the shared control plane of a run (a version and the
+// gates it overrides), starting it on first use.
+func cluster(t *testing.T, r run) *controlplane.ControlPlane {
 	t.Helper()
-	if _, err := controlplane.BinDir(); err != nil {
+	if _, err := controlplane.VersionDir(r.version); err != nil {
 		t.Skip(err)
 	}
-	key := fmt.Sprint(gates)
-	planesMu.Lock()
-	defer planesMu.Unlock()
-	if cp, ok := planes[key]; ok {
+	runningMu.Lock()
+	defer runningMu.Unlock()
+	if cp, ok := running[r.label()]; ok {
 		return cp
 	}
-	cp, err := controlplane.Start(context.Background(), controlplane.Options{FeatureGates: gates})
+	cp, err := controlplane.Start(context.Background(), controlplane.Options{Version: r.version, FeatureGates: r.gates})
 	if err != nil {
-		t.Fatalf("start control plane (gates %v): %v", gates, err)
+		t.Fatalf("start control plane %s: %v", r.label(), err)
 	}
-	planes[key] = cp
+	running[r.label()] = cp
+	report.setServer(r.version, cp.ServerVersion)
 	return cp
+}
+
+// stopCluster stops a run's control plane, if it was started.
+func stopCluster(r run) {
+	runningMu.Lock()
+	defer runningMu.Unlock()
+	if cp, ok := running[r.label()]; ok {
+		if err := cp.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "stop control plane %s: %v\n", r.label(), err)
+		}
+		delete(running, r.label())
+	}
 }
 
 // recorder keeps the watch events of one namespace and says when the
@@ -281,8 +295,19 @@ func available(p *corev1.Pod, minReady int32, now time.Time) bool {
 	return false
 }
 
-// runPlan plans a snapshot with the rollplan binary, the default strategy.
-func runPlan(ctx context.Context, snap []byte, now time.Time, gates map[string]bool, workload string) (*plan.WorkloadPlan, []byte, error) {
+// planArgs are the cluster flags of a run's plans: the control plane's
+// version, and --feature-gates only for the gates the run overrides.
+func planArgs(r run) []string {
+	args := []string{"--kubernetes-version", r.version}
+	if gs := gateArgs(r.gates); gs != "" {
+		args = append(args, "--feature-gates", gs)
+	}
+	return args
+}
+
+// runPlan plans a snapshot with the rollplan binary, the default strategy,
+// for the run's version and gates.
+func runPlan(ctx context.Context, snap []byte, now time.Time, r run, workload string) (*plan.WorkloadPlan, []byte, error) {
 	f, err := os.CreateTemp("", "fidelity-snapshot-*.json")
 	if err != nil {
 		return nil, nil, err
@@ -295,9 +320,7 @@ func runPlan(ctx context.Context, snap []byte, now time.Time, gates map[string]b
 	args := []string{"plan", "-f", f.Name(), "-o", "json", "--now", now.UTC().Format(time.RFC3339Nano),
 		"--workload", workload, "--recreate-duration", recreateEstimate, "--inplace-duration", recreateEstimate,
 		"--terminate-duration", "0s"}
-	if gs := gateArgs(gates); gs != "" {
-		args = append(args, "--feature-gates", gs)
-	}
+	args = append(args, planArgs(r)...)
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, rollplanBin, args...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -469,14 +492,19 @@ func revisionOf(p *corev1.Pod) string {
 	return p.Labels[appsv1.ControllerRevisionHashLabelKey]
 }
 
-// suiteReport collects agreement per scenario for the summary line.
+// suiteReport collects agreement per scenario for the summary lines, and
+// figures per Kubernetes version.
 type suiteReport struct {
-	mu   sync.Mutex
-	rows []reportRow
+	mu     sync.Mutex
+	rows   []reportRow
+	server map[string]string        // version → the apiserver's gitVersion
+	wall   map[string]time.Duration // version → time its scenarios took
 }
 
 type reportRow struct {
-	scenario            string
+	// version: the control plane's ("v1.36"); scenario: the run's label
+	// and the scenario's name ("v1.36/sts-parallel").
+	version, scenario   string
 	steps, exact, agree int
 }
 
@@ -486,20 +514,66 @@ func (r *suiteReport) add(row reportRow) {
 	r.mu.Unlock()
 }
 
-func (r *suiteReport) print(w *os.File) {
+func (r *suiteReport) setServer(version, gitVersion string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.server == nil {
+		r.server = map[string]string{}
+	}
+	r.server[version] = gitVersion
+}
+
+func (r *suiteReport) addWall(version string, d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.wall == nil {
+		r.wall = map[string]time.Duration{}
+	}
+	r.wall[version] += d
+}
+
+func (r *suiteReport) print(w io.Writer) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.rows) == 0 {
 		return
 	}
-	sort.Slice(r.rows, func(i, j int) bool { return r.rows[i].scenario < r.rows[j].scenario })
-	var steps, agree int
-	fmt.Fprintf(w, "\nfidelity: plan's next wave vs kube-controller-manager %s\n", "v1.36.3")
-	fmt.Fprintf(w, "%-44s %6s %6s %6s\n", "SCENARIO", "STEPS", "AGREE", "EXACT")
+	sort.SliceStable(r.rows, func(i, j int) bool { return r.rows[i].scenario < r.rows[j].scenario })
+	type total struct{ scenarios, steps, agree int }
+	perVersion := map[string]*total{}
+	var versions, servers []string
 	for _, row := range r.rows {
-		fmt.Fprintf(w, "%-44s %6d %6d %6d\n", row.scenario, row.steps, row.agree, row.exact)
-		steps += row.steps
-		agree += row.agree
+		if perVersion[row.version] == nil {
+			perVersion[row.version] = &total{}
+			versions = append(versions, row.version)
+		}
 	}
-	fmt.Fprintf(w, "fidelity: %d scenarios, %d steps compared, %d agree\n", len(r.rows), steps, agree)
+	sort.Strings(versions)
+	for _, v := range versions {
+		servers = append(servers, cmp.Or(r.server[v], v))
+	}
+	fmt.Fprintf(w, "\nfidelity: plan's next wave vs kube-controller-manager %s\n", strings.Join(servers, ", "))
+	fmt.Fprintf(w, "%-60s %6s %6s %6s\n", "SCENARIO", "STEPS", "AGREE", "EXACT")
+	var all total
+	for _, row := range r.rows {
+		fmt.Fprintf(w, "%-60s %6d %6d %6d\n", row.scenario, row.steps, row.agree, row.exact)
+		for _, t := range []*total{perVersion[row.version], &all} {
+			t.scenarios++
+			t.steps += row.steps
+			t.agree += row.agree
+		}
+	}
+	for _, v := range versions {
+		t := perVersion[v]
+		wall := ""
+		if d := r.wall[v]; d > 0 {
+			wall = fmt.Sprintf(" (%s)", d.Round(time.Second))
+		}
+		server := ""
+		if r.server[v] != "" {
+			server = " (" + r.server[v] + ")"
+		}
+		fmt.Fprintf(w, "fidelity %s%s: %d scenarios, %d steps compared, %d agree%s\n", v, server, t.scenarios, t.steps, t.agree, wall)
+	}
+	fmt.Fprintf(w, "fidelity: %d scenarios, %d steps compared, %d agree\n", all.scenarios, all.steps, all.agree)
 }

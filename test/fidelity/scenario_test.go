@@ -32,8 +32,9 @@ const (
 
 // scenario is one rollout run on the real controllers.
 type scenario struct {
-	name  string
-	gates map[string]bool
+	name string
+	// runs: the control planes it runs on; nil: everyVersion.
+	runs  []run
 	nodes int
 	zones int
 	// workload returns the object to create at imageV1.
@@ -177,23 +178,32 @@ func (e *env) mutate(ctx context.Context, kind string, change func(any)) error {
 const maxSteps = 40
 
 // captureDir: with -fidelity.capture DIR, the snapshots of the steps named
-// in captureSteps (scenario → step) that agreed with the controllers are
-// written as golden scenarios DIR/captured-<scenario>-step-<n>/ (snapshot
-// from rollplan snapshot, args, README); `make golden` then records the
-// plans. That is how testdata/scenarios/captured-* were made.
+// in captureSteps that agreed with the controllers are written as golden
+// scenarios DIR/<name>/ (snapshot from rollplan snapshot, args, README);
+// `make golden` then records the plans. That is how
+// testdata/scenarios/captured-* were made.
 var captureDir = flag.String("fidelity.capture", "", "write golden scenarios captured from the control plane into this directory")
 
-var captureSteps = map[string]int{
-	"deploy-rolling-10-25pct":              1,
-	"deploy-rollover-10":                   3,
-	"ds-unready-old-pod":                   0,
-	"ds-maxunavailable-40pct":              1,
-	"sts-orderedready-maxunavail2-gate-on": 2,
-	"sts-partition-2-gate-off":             1,
+// captureStep: the step of a run's scenario to capture, and the golden
+// scenario's name (those of the v1.36 runs keep the names they had when
+// gates were set per scenario).
+type captureStep struct {
+	step int
+	name string
 }
 
-func writeCaptured(sc *scenario, step int, snap []byte, now time.Time, expected, observed []Op) error {
-	dir := filepath.Join(*captureDir, fmt.Sprintf("captured-%s-step-%d", sc.name, step))
+// captureSteps by run label and scenario name.
+var captureSteps = map[string]captureStep{
+	"v1.36/deploy-rolling-10-25pct":                                     {1, "captured-deploy-rolling-10-25pct-step-1"},
+	"v1.36/deploy-rollover-10":                                          {3, "captured-deploy-rollover-10-step-3"},
+	"v1.36/ds-unready-old-pod":                                          {0, "captured-ds-unready-old-pod-step-0"},
+	"v1.36/ds-maxunavailable-40pct":                                     {1, "captured-ds-maxunavailable-40pct-step-1"},
+	"v1.36+MaxUnavailableStatefulSet=true/sts-orderedready-maxunavail2": {2, "captured-sts-orderedready-maxunavail2-gate-on-step-2"},
+	"v1.36/sts-partition-2":                                             {1, "captured-sts-partition-2-gate-off-step-1"},
+}
+
+func writeCaptured(r run, server string, sc *scenario, cs captureStep, snap []byte, now time.Time, expected, observed []Op) error {
+	dir := filepath.Join(*captureDir, cs.name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -204,23 +214,27 @@ func writeCaptured(sc *scenario, step int, snap []byte, now time.Time, expected,
 	if err := os.WriteFile(filepath.Join(dir, "snapshot.yaml"), yamlSnap, 0o644); err != nil {
 		return err
 	}
-	args := "--now " + now.UTC().Format(time.RFC3339Nano)
-	if gates := gateArgs(sc.gates); gates != "" {
-		args += " --feature-gates " + gates
-	}
+	args := "--now " + now.UTC().Format(time.RFC3339Nano) + " " + strings.Join(planArgs(r), " ")
 	if err := os.WriteFile(filepath.Join(dir, "args"), []byte(args+"\n"), 0o644); err != nil {
 		return err
 	}
-	readme := fmt.Sprintf("# captured-%s-step-%d\n\nCaptured with `rollplan snapshot` from the test control plane (kube-apiserver and\n"+
-		"kube-controller-manager v1.36.3, test/fidelity scenario `%s`), at step %d of the rollout, with the\n"+
+	gates := "its default feature gates"
+	if len(r.gates) > 0 {
+		gates = "feature gates " + gateArgs(r.gates)
+	}
+	readme := fmt.Sprintf("# %s\n\nCaptured with `rollplan snapshot` from the test control plane (kube-apiserver and\n"+
+		"kube-controller-manager %s with %s, test/fidelity scenario `%s/%s`), at step %d of the rollout, with the\n"+
 		"controllers paused. The plan's next wave was compared with what kube-controller-manager then did, and agreed:\n\n"+
 		"- plan: %v\n- controllers: %v\n\n(Ops as test/fidelity names them; DaemonSet nodes and tied ReplicaSet pods may differ,\n"+
-		"upstream picks among equals at random.)\n", sc.name, step, sc.name, step, expected, observed)
+		"upstream picks among equals at random.)\n", cs.name, server, gates, r.label(), sc.name, cs.step, expected, observed)
 	return os.WriteFile(filepath.Join(dir, "README.md"), []byte(readme), 0o644)
 }
 
-func runScenario(t *testing.T, sc scenario) {
-	cp := cluster(t, sc.gates)
+// runScenario runs one scenario on the control plane of run r; the report
+// and the kept snapshots name it <label>/<scenario>.
+func runScenario(t *testing.T, r run, sc scenario) {
+	cp := cluster(t, r)
+	id := r.label() + "/" + sc.name
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c := cp.Client
@@ -289,7 +303,7 @@ func runScenario(t *testing.T, sc scenario) {
 		lastHook = max(lastHook, i)
 	}
 
-	row := reportRow{scenario: sc.name}
+	row := reportRow{version: r.version, scenario: id}
 	recreating := map[string]bool{}
 	var failures []string
 	for step := 0; step < maxSteps; step++ {
@@ -328,7 +342,7 @@ func runScenario(t *testing.T, sc scenario) {
 			t.Fatalf("step %d: capture: %v", step, err)
 		}
 		now := time.Now()
-		wp, planJSON, err := runPlan(ctx, snap, now, sc.gates, workload)
+		wp, planJSON, err := runPlan(ctx, snap, now, r, workload)
 		if err != nil {
 			t.Fatalf("step %d: %v", step, err)
 		}
@@ -359,8 +373,8 @@ func runScenario(t *testing.T, sc scenario) {
 		ok, exact, diff := Compare(s)
 		if ok {
 			row.agree++
-			if want, capture := captureSteps[sc.name]; capture && want == step && *captureDir != "" {
-				if err := writeCaptured(&sc, step, snap, now, expected, observed); err != nil {
+			if cs, capture := captureSteps[id]; capture && cs.step == step && *captureDir != "" {
+				if err := writeCaptured(r, cp.ServerVersion, &sc, cs, snap, now, expected, observed); err != nil {
 					t.Fatalf("capture: %v", err)
 				}
 			}
@@ -371,7 +385,7 @@ func runScenario(t *testing.T, sc scenario) {
 		t.Logf("step %d: plan %v, controllers %v", step, expected, observed)
 		if !ok {
 			// Kept after the test, to replay with rollplan plan -f.
-			dir := filepath.Join(os.TempDir(), "rollplan-fidelity", sc.name)
+			dir := filepath.Join(os.TempDir(), "rollplan-fidelity", r.label(), sc.name)
 			path := filepath.Join(dir, fmt.Sprintf("step-%d-snapshot.json", step))
 			if err := os.MkdirAll(dir, 0o755); err == nil {
 				_ = os.WriteFile(path, snap, 0o644)
@@ -382,7 +396,7 @@ func runScenario(t *testing.T, sc scenario) {
 	}
 	report.add(row)
 	for _, f := range failures {
-		t.Errorf("%s: the plan's next wave differs from what kube-controller-manager did at %s", sc.name, f)
+		t.Errorf("%s: the plan (--kubernetes-version %s) and kube-controller-manager %s differ at %s", id, strings.Join(planArgs(r)[1:], " "), cp.ServerVersion, f)
 	}
 }
 
