@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/kubeversion"
 	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
 )
@@ -424,13 +425,16 @@ func (e *Executor) evict(ctx context.Context, pod *corev1.Pod) error {
 	return e.client.PolicyV1().Evictions(pod.Namespace).Evict(ctx, ev)
 }
 
-// completeStatefulSet: with updateStrategy OnDelete the StatefulSet
-// controller never moves status.currentRevision to the update revision
-// (completeRollingUpdate only does for RollingUpdate). Once the controller
-// itself reports every replica updated and ready, the executor records the
-// completed rollout by writing status.currentRevision = updateRevision
-// (the controller keeps it: it reads the current revision from the status).
-// Until then the rollout is not done.
+// completeStatefulSet: before v1.37, with updateStrategy OnDelete the
+// StatefulSet controller never moves status.currentRevision to the update
+// revision (completeRollingUpdate only does for RollingUpdate). Once the
+// controller itself reports every replica updated and ready, the executor
+// records the completed rollout by writing status.currentRevision =
+// updateRevision (the controller keeps it: it reads the current revision
+// from the status). From v1.37 the controller completes every strategy's
+// revision itself (completeUpdate, reference §8): the executor waits for
+// it and never writes the status, so the two never fight over it. Until
+// then the rollout is not done.
 func (e *Executor) completeStatefulSet(ctx context.Context, live *liveState) (bool, error) {
 	var set *appsv1.StatefulSet
 	for _, s := range live.snap.StatefulSets {
@@ -451,6 +455,9 @@ func (e *Executor) completeStatefulSet(ctx context.Context, live *liveState) (bo
 	}
 	if st.CurrentRevision == st.UpdateRevision {
 		return true, nil
+	}
+	if e.opts.KubernetesVersion.Or(kubeversion.Newest).AtLeast(kubeversion.V1_37) {
+		return false, nil // the controller's next status write completes it
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": set.ResourceVersion},
 		"status": map[string]any{"currentRevision": st.UpdateRevision, "currentReplicas": st.UpdatedReplicas}})

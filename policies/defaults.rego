@@ -296,11 +296,15 @@ daemonset_unavailable_source(base, surge, unavailable, desired) := sprintf("%s; 
 	unavailable == 0
 } else := base
 
-# StatefulSet (reference §4.5, §4.7): with MaxUnavailableStatefulSet off (the
-# 1.36 default) the controller updates one pod at a time and ignores
-# maxUnavailable. Managed sets (rollplan drives them) and the gate on: round
-# down, nil → 1, at least 1.
-statefulset_budgets := [{"name": "maxUnavailable", "maxUnavailable": 1, "source": "MaxUnavailableStatefulSet off: one pod at a time"}] if {
+# StatefulSet (reference §4.5, §4.7, §8): updateStrategy Recreate (v1.37,
+# gate StatefulSetRecreateStrategy) deletes every old pod at once. With
+# MaxUnavailableStatefulSet off (the default through v1.36) the controller
+# updates one pod at a time and ignores maxUnavailable. Managed sets
+# (rollplan drives them) and the gate on (the v1.37 default): round down,
+# nil → 1, at least 1.
+statefulset_budgets := [{"name": "maxUnavailable", "maxUnavailable": replicas, "source": "spec.updateStrategy.type=Recreate: every old pod at once"}] if {
+	strategy_type == "Recreate"
+} else := [{"name": "maxUnavailable", "maxUnavailable": 1, "source": "MaxUnavailableStatefulSet off: one pod at a time"}] if {
 	not max_unavailable_statefulset_gate
 	not managed
 	strategy_type == "RollingUpdate"

@@ -432,6 +432,15 @@ test_statefulset_gate_missing_is_off if {
 	budgets_of(i) == [{"name": "maxUnavailable", "maxUnavailable": 1, "source": "MaxUnavailableStatefulSet off: one pod at a time"}]
 }
 
+# updateStrategy Recreate (v1.37, gate StatefulSetRecreateStrategy):
+# every old pod at once, whatever maxUnavailable and MaxUnavailableStatefulSet.
+test_statefulset_recreate_takes_every_pod if {
+	every gate in [true, false] {
+		i := object.union(statefulset("25%", 6, gate), {"workload": {"strategy": {"type": "Recreate"}}})
+		budgets_of(i) == [{"name": "maxUnavailable", "maxUnavailable": 6, "source": "spec.updateStrategy.type=Recreate: every old pod at once"}]
+	}
+}
+
 test_statefulset_sources if {
 	budget(budgets_of(statefulset("40%", 6, true)), "maxUnavailable", "source") == "spec.updateStrategy.rollingUpdate.maxUnavailable=40% of 6, floor"
 	budget(budgets_of(statefulset("10%", 5, true)), "maxUnavailable", "source") == "spec.updateStrategy.rollingUpdate.maxUnavailable=10% of 5, floor; at least 1"

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/kubeversion"
 	"github.com/rollplan/rollplan/planner/plan"
 )
 
@@ -145,6 +146,9 @@ func explain(out io.Writer, res *plan.Result, arg, namespace string) error {
 				}
 				fmt.Fprintf(out, "    - %s: limit %d %s, %d in use at snapshot time%s — %s\n", b.Name, b.Limit, b.Type, b.InUse, adv, b.Source)
 			}
+			if why := versionDecided(r); why != "" {
+				fmt.Fprintf(out, "  kubernetes:  %s\n", why)
+			}
 			return nil
 		}
 	}
@@ -175,4 +179,41 @@ func contains(xs []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// versionDecided names the Kubernetes version and the feature gates that
+// decided how a native StatefulSet's controller rolls it, or "" where the
+// version changes nothing (reference §8).
+func versionDecided(r *facts.Rollout) string {
+	w := r.Workload
+	if w.Kind != "StatefulSet" || w.Managed {
+		return ""
+	}
+	v, err := kubeversion.ParseAny(r.KubernetesVersion)
+	if err != nil {
+		return ""
+	}
+	gate := func(name string) string {
+		on := r.FeatureGates[name]
+		how := "--feature-gates"
+		if def, ok := kubeversion.Gates(v)[name]; ok && def == on {
+			how = "the " + v.String() + " default"
+		}
+		return fmt.Sprintf("%s=%t (%s)", name, on, how)
+	}
+	switch w.Strategy.Type {
+	case "Recreate":
+		return fmt.Sprintf("planned for %s; %s decides whether the controller takes updateStrategy Recreate", v, gate(kubeversion.StatefulSetRecreateStrategy))
+	case "RollingUpdate":
+		on := r.FeatureGates[kubeversion.MaxUnavailableStatefulSet]
+		switch {
+		case !on:
+			return fmt.Sprintf("planned for %s; %s: the controller replaces one pod at a time and ignores maxUnavailable", v, gate(kubeversion.MaxUnavailableStatefulSet))
+		case w.PodManagementPolicy == "Parallel" && v.AtLeast(kubeversion.V1_37):
+			return fmt.Sprintf("planned for %s; %s: maxUnavailable pods at once, and unavailable old pods first whatever the budget (two-phase Parallel update)", v, gate(kubeversion.MaxUnavailableStatefulSet))
+		default:
+			return fmt.Sprintf("planned for %s; %s: maxUnavailable pods at once (KEP-961)", v, gate(kubeversion.MaxUnavailableStatefulSet))
+		}
+	}
+	return ""
 }

@@ -103,10 +103,11 @@ func (b *builder) deployment(d *appsv1.Deployment) (*Rollout, error) {
 			collisions = *d.Status.CollisionCount
 		}
 		for {
-			hash := ComputeHash(&d.Spec.Template, &collisions)
+			count := &collisions
 			if d.Status.CollisionCount == nil && collisions == 0 {
-				hash = ComputeHash(&d.Spec.Template, nil)
+				count = nil
 			}
+			hash := ComputeHash(&d.Spec.Template, count, b.version)
 			name := d.Name
 			if max := 253 - 1 - len(hash); len(name) > max {
 				name = name[:max]
@@ -285,8 +286,17 @@ func (b *builder) statefulSet(set *appsv1.StatefulSet) (*Rollout, error) {
 				st.Partition, st.PartitionSource = n, "annotation "+AnnPartition
 			}
 		}
+	case string(appsv1.RecreateStatefulSetStrategyType):
+		// v1.37's alpha strategy (gate StatefulSetRecreateStrategy): the
+		// plan says whether this version's controller takes it.
+		if ru != nil {
+			return nil, fmt.Errorf("%s: spec.updateStrategy.rollingUpdate may only be set when spec.updateStrategy.type is RollingUpdate", id)
+		}
+		if w.Managed {
+			return nil, fmt.Errorf("%s: spec.updateStrategy.type Recreate on a managed StatefulSet: rollplan drives managed StatefulSets through OnDelete; set updateStrategy.type OnDelete, or remove annotation %s", id, AnnManaged)
+		}
 	default:
-		return nil, fmt.Errorf("%s: spec.updateStrategy.type %q: want RollingUpdate or OnDelete", id, st.Type)
+		return nil, fmt.Errorf("%s: spec.updateStrategy.type %q: want RollingUpdate, OnDelete or Recreate (v1.37)", id, st.Type)
 	}
 
 	revs, err := b.revisions("StatefulSet", &set.ObjectMeta)
@@ -395,8 +405,27 @@ func (b *builder) daemonSet(ds *appsv1.DaemonSet) (*Rollout, error) {
 	if m := matchingRevision(revs, &ds.Spec.Template); m != nil {
 		updateHash, w.UpdateRevision = hashOf(m), m.name
 	} else {
-		updateHash = ComputeHash(&ds.Spec.Template, ds.Status.CollisionCount)
-		w.UpdateRevision = ds.Name + "-" + updateHash
+		// The revision the controller will create. One of that name with
+		// another template is a hash collision: upstream snapshot() bumps
+		// status.collisionCount (nil counts as 0) and hashes again, so
+		// pods of the colliding revision are not taken as updated.
+		taken := map[string]bool{}
+		for _, rv := range revs {
+			taken[rv.name] = true
+		}
+		count := ds.Status.CollisionCount
+		for {
+			updateHash = ComputeHash(&ds.Spec.Template, count, b.version)
+			w.UpdateRevision = ds.Name + "-" + updateHash
+			if !taken[w.UpdateRevision] || (count != nil && *count > 1000) {
+				break
+			}
+			next := int32(1)
+			if count != nil {
+				next = *count + 1
+			}
+			count = &next
+		}
 	}
 	byHash := map[string]*revision{}
 	for i := range revs {

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/kubeversion"
 	"github.com/rollplan/rollplan/planner/snapshot"
 )
 
@@ -35,21 +36,23 @@ const GateMaxUnavailableStatefulSet = "MaxUnavailableStatefulSet"
 // Case is one generated input: the snapshot and the arguments a plan needs
 // besides it (`rollplan plan -f snap.yaml --now … --feature-gates …`).
 type Case struct {
-	Snap  *snapshot.Snapshot
-	Now   time.Time
-	Gates map[string]bool
+	Snap *snapshot.Snapshot
+	Now  time.Time
+	// Version planned for (zero: the newest); Gates override its defaults.
+	Version kubeversion.Version
+	Gates   map[string]bool
 }
 
 // FactsOptions are the facts.Build options of the case.
 func (c *Case) FactsOptions() facts.Options {
-	return facts.Options{Now: c.Now, FeatureGates: c.Gates}
+	return facts.Options{Now: c.Now, KubernetesVersion: c.Version, FeatureGates: c.Gates}
 }
 
 // Args are the `rollplan plan` flags that reproduce the case besides -f.
 func (c *Case) Args() []string {
-	args := []string{"--now", c.Now.UTC().Format(time.RFC3339)}
-	if c.Gates[GateMaxUnavailableStatefulSet] {
-		args = append(args, "--feature-gates", GateMaxUnavailableStatefulSet+"=true")
+	args := []string{"--now", c.Now.UTC().Format(time.RFC3339), "--kubernetes-version", c.Version.Or(kubeversion.Newest).String()}
+	if on, ok := c.Gates[GateMaxUnavailableStatefulSet]; ok {
+		args = append(args, "--feature-gates", fmt.Sprintf("%s=%t", GateMaxUnavailableStatefulSet, on))
 	}
 	return args
 }
@@ -60,7 +63,7 @@ func (c *Case) Clone() *Case {
 	for k, v := range c.Gates {
 		g[k] = v
 	}
-	return &Case{Snap: CopySnapshot(c.Snap), Now: c.Now, Gates: g}
+	return &Case{Snap: CopySnapshot(c.Snap), Now: c.Now, Version: c.Version, Gates: g}
 }
 
 // Generate builds a random, valid case: 1–3 workloads (Deployments with
@@ -92,7 +95,9 @@ func Generate(r *rand.Rand) *Case {
 	}
 	g.pdbs(apps)
 	g.s.Sort()
-	return &Case{Snap: g.s, Now: g.now, Gates: map[string]bool{GateMaxUnavailableStatefulSet: g.chance(0.5)}}
+	// Each supported version's controllers, the gate on or off.
+	version := kubeversion.Supported[r.Intn(len(kubeversion.Supported))]
+	return &Case{Snap: g.s, Now: g.now, Version: version, Gates: map[string]bool{GateMaxUnavailableStatefulSet: g.chance(0.5)}}
 }
 
 type appRef struct{ ns, app string }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/kubeversion"
 	"github.com/rollplan/rollplan/planner/plan"
 )
 
@@ -578,6 +579,11 @@ func (c *checker) order() {
 			if !ok || c.controllerDelete(a, &c.r.Pods[i]) || c.preparedNode(&c.r.Pods[i]) {
 				continue
 			}
+			// Phase 1 of a v1.37 Parallel update replaces unavailable old
+			// pods in the sync that reaches them, whatever comes before.
+			if c.stsPhase1() && !c.r.Pods[i].Available {
+				continue
+			}
 			if prev >= 0 && c.podCompare(prev, i) > 0 {
 				c.add(RuleOrder, wi+1, a.Pod, "planned after pod %s (wave %d, order key %s) but its order key %s sorts first", c.r.Pods[prev].Name, prevWave, c.key(prev), c.key(i))
 			}
@@ -653,6 +659,29 @@ func (c *checker) condemned(p *facts.Pod) bool {
 func (c *checker) stsAbove() bool {
 	w := c.r.Workload
 	return w.Kind == "StatefulSet" && !c.r.FeatureGates[GateMaxUnavailableStatefulSet] && !w.Managed && w.PodManagementPolicy == "Parallel"
+}
+
+// stsPhase1: a native Parallel RollingUpdate StatefulSet on v1.37+ with
+// MaxUnavailableStatefulSet on. Its update deletes every unavailable old pod
+// at index ≥ partition whatever the budget (phase 1), then available ones
+// while maxUnavailable − unavailable (counted before phase 1) allows
+// (reference §8, updateStatefulSetAfterInvariantEstablished).
+func (c *checker) stsPhase1() bool {
+	w := c.r.Workload
+	return w.Kind == "StatefulSet" && !w.Managed && w.PodManagementPolicy == "Parallel" && w.Strategy.Type == "RollingUpdate" &&
+		c.r.FeatureGates[GateMaxUnavailableStatefulSet] && c.atLeast137()
+}
+
+// stsRecreate: a native StatefulSet with updateStrategy Recreate deletes
+// every old pod at once, whatever the budget (§8).
+func (c *checker) stsRecreate() bool {
+	w := c.r.Workload
+	return w.Kind == "StatefulSet" && !w.Managed && w.Strategy.Type == "Recreate"
+}
+
+func (c *checker) atLeast137() bool {
+	v, err := kubeversion.ParseAny(c.r.KubernetesVersion)
+	return err != nil || v.AtLeast(kubeversion.V1_37)
 }
 
 // against: slot x counts against budget b when pod cand is the one to
@@ -1008,12 +1037,15 @@ func (c *checker) podReplay() {
 			// available pod than should run one (§3.7 rule 3).
 			misscheduled := a.Type == plan.ActionDelete && c.surgeMode() && c.native() && !runs[s.pod.Node] && availableNodes() > c.r.Workload.Replicas
 			forced := kind == "DaemonSet" && (wasUnavailable || (a.Type == plan.ActionDelete && noExecute[s.pod.Node]) || misscheduled)
+			// StatefulSet: phase 1 of a v1.37 Parallel update and
+			// updateStrategy Recreate delete whatever the budget (§8).
+			forced = forced || (c.stsPhase1() && wasUnavailable) || c.stsRecreate()
 			for _, bs := range budgets {
 				if !c.relevant(bs.b, s.pod) {
 					continue
 				}
 				g := engine.GroupKey(s.pod, bs.b.GroupBy)
-				if kind == "StatefulSet" && bs.b.Type == "unavailable" {
+				if kind == "StatefulSet" && bs.b.Type == "unavailable" && !forced {
 					cur := unavail(bs, g, s.pod, false)
 					var pending []string
 					if bs.b.PDB == "" && bs.b.GroupBy == "" {

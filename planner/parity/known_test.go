@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/kubeversion"
 	"github.com/rollplan/rollplan/planner/plan"
 )
 
@@ -158,7 +159,7 @@ func TestFixedIssuesStayFixed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			o := evaluate(engs, &Case{Snap: s, Now: Now, Gates: k.gates})
+			o := evaluate(engs, &Case{Snap: s, Now: Now, Version: kubeversion.V1_36, Gates: k.gates})
 			if o.err != nil {
 				t.Fatal(o.err)
 			}
@@ -207,7 +208,7 @@ func TestKnownIssuesStillReproduce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := &Case{Snap: s, Now: k.now, Gates: k.gates}
+			c := &Case{Snap: s, Now: k.now, Version: kubeversion.V1_36, Gates: k.gates}
 			if k.facts {
 				// Map order: a few builds show both answers when the bug is there.
 				first, err := facts.Build(c.Snap, c.FactsOptions())

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/kubeversion"
 	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/render"
 )
@@ -254,9 +255,9 @@ func fail(t *testing.T, engs []engine.Engine, c *Case, i int, o *outcome) {
 	}
 	path := filepath.Join(os.TempDir(), fmt.Sprintf("rollplan-parity-%d-%d.yaml", *flagSeed, i))
 	if err := os.WriteFile(path, []byte(repro), 0o644); err == nil {
-		gates := ""
-		if small.Gates[GateMaxUnavailableStatefulSet] {
-			gates = " -parity.gates " + GateMaxUnavailableStatefulSet + "=true"
+		gates := " -parity.version " + small.Version.Or(kubeversion.Newest).String()
+		if on, ok := small.Gates[GateMaxUnavailableStatefulSet]; ok {
+			gates += fmt.Sprintf(" -parity.gates %s=%t", GateMaxUnavailableStatefulSet, on)
 		}
 		fmt.Fprintf(&b, "minimal snapshot written to %s\ncheck it again: go test ./planner/parity -run TestReplayFile -v -parity.file %s%s\n", path, path, gates)
 	}
@@ -312,7 +313,7 @@ func TestReproRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("case %d: the rendered YAML does not load: %v", i, err)
 		}
-		a, b := evaluate(engs, c), evaluate(engs, &Case{Snap: s, Now: c.Now, Gates: c.Gates})
+		a, b := evaluate(engs, c), evaluate(engs, &Case{Snap: s, Now: c.Now, Version: c.Version, Gates: c.Gates})
 		if a.err != nil || b.err != nil {
 			t.Fatalf("case %d: %v / %v", i, a.err, b.err)
 		}

@@ -6,12 +6,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rollplan/rollplan/planner/kubeversion"
 )
 
 var (
-	flagFile  = flag.String("parity.file", "", "TestReplayFile: a snapshot (multi-document YAML, e.g. a printed reproduction) to plan with every engine and check")
-	flagNow   = flag.String("parity.now", Now.Format(time.RFC3339), "TestReplayFile: the snapshot time (--now)")
-	flagGates = flag.String("parity.gates", "", "TestReplayFile: feature gates, e.g. MaxUnavailableStatefulSet=true")
+	flagFile    = flag.String("parity.file", "", "TestReplayFile: a snapshot (multi-document YAML, e.g. a printed reproduction) to plan with every engine and check")
+	flagNow     = flag.String("parity.now", Now.Format(time.RFC3339), "TestReplayFile: the snapshot time (--now)")
+	flagVersion = flag.String("parity.version", kubeversion.Newest.String(), "TestReplayFile: the Kubernetes version planned for")
+	flagGates   = flag.String("parity.gates", "", "TestReplayFile: feature gates, e.g. MaxUnavailableStatefulSet=true")
 )
 
 // TestReplayFile plans a snapshot file with every engine and reports parity
@@ -40,7 +43,11 @@ func TestReplayFile(t *testing.T) {
 			gates[k] = v == "true"
 		}
 	}
-	o := evaluate(engines(t), &Case{Snap: s, Now: now, Gates: gates})
+	version, err := kubeversion.Parse(*flagVersion)
+	if err != nil {
+		t.Fatalf("-parity.version: %v", err)
+	}
+	o := evaluate(engines(t), &Case{Snap: s, Now: now, Version: version, Gates: gates})
 	if o.err != nil {
 		t.Fatal(o.err)
 	}

@@ -170,14 +170,36 @@ func (c *checker) stsProgress() {
 				budget = b.Limit
 			}
 		}
-		if budget < 0 || unavailable >= budget {
+		if budget < 0 {
 			return
 		}
-		// §4.7: budget − unavailable deletions from the top, skipping pods
-		// at the update revision and terminating ones.
-		for idx := w.Replicas - 1; idx >= w.Strategy.Partition && len(expect) < budget-unavailable; idx-- {
-			if i, ok := byIndex[idx]; ok && !c.r.Pods[i].Updated && !c.r.Pods[i].Terminating {
-				expect = append(expect, i)
+		if c.stsPhase1() {
+			// §8: phase 1 deletes every unavailable old pod from the
+			// partition up, whatever the budget; phase 2 available old
+			// pods, highest first, while budget − unavailable allows.
+			left := budget - unavailable
+			for idx := w.Replicas - 1; idx >= w.Strategy.Partition; idx-- {
+				i, ok := byIndex[idx]
+				if !ok || c.r.Pods[i].Updated || c.r.Pods[i].Terminating {
+					continue
+				}
+				if !c.r.Pods[i].Available {
+					expect = append(expect, i)
+				} else if left > 0 {
+					expect = append(expect, i)
+					left--
+				}
+			}
+		} else {
+			if unavailable >= budget {
+				return
+			}
+			// §4.7: budget − unavailable deletions from the top, skipping pods
+			// at the update revision and terminating ones.
+			for idx := w.Replicas - 1; idx >= w.Strategy.Partition && len(expect) < budget-unavailable; idx-- {
+				if i, ok := byIndex[idx]; ok && !c.r.Pods[i].Updated && !c.r.Pods[i].Terminating {
+					expect = append(expect, i)
+				}
 			}
 		}
 	}

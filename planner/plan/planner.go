@@ -13,6 +13,7 @@ import (
 
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/kubeversion"
 )
 
 // Options are the per-action duration estimates the simulator uses.
@@ -133,6 +134,12 @@ func Workload(r *facts.Rollout, d *engine.Decisions, o Options) (WorkloadPlan, *
 	case w.Paused && !w.Managed:
 		wp.Notes = append(wp.Notes, "spec.paused: the Deployment controller does not roll a paused Deployment; resume it to start the rollout")
 		return wp, det
+	case w.Kind == "StatefulSet" && w.Strategy.Type == "Recreate":
+		if refused := recreateRefused(r); refused != "" {
+			wp.Warnings = append(wp.Warnings, refused)
+			wp.Notes = append(wp.Notes, "no wave is planned: the StatefulSet controller rolls nothing under this strategy")
+			return wp, det
+		}
 	}
 
 	var sim *simulation
@@ -466,4 +473,18 @@ func activeReplicaSets(r *facts.Rollout) int {
 		}
 	}
 	return n
+}
+
+// recreateRefused says why the StatefulSet controller of the version
+// planned for refuses updateStrategy Recreate, or "" when it takes it
+// (v1.37+ with gate StatefulSetRecreateStrategy on, §8).
+func recreateRefused(r *facts.Rollout) string {
+	w := r.Workload
+	if !atLeast137(r) {
+		return fmt.Sprintf("spec.updateStrategy.type Recreate: Kubernetes %s has no Recreate strategy for StatefulSets (it arrived in v1.37, gate %s): its API server rejects the StatefulSet; use RollingUpdate or OnDelete, or plan with --kubernetes-version v1.37", r.KubernetesVersion, kubeversion.StatefulSetRecreateStrategy)
+	}
+	if !r.FeatureGates[kubeversion.StatefulSetRecreateStrategy] {
+		return fmt.Sprintf("spec.updateStrategy.type Recreate needs feature gate %s, off by default in %s: the StatefulSet controller refuses %s/%s (Warning event UnknownStrategy) and replaces no pod; turn the gate on (kube-apiserver and kube-controller-manager, and --feature-gates %s=true here) or use RollingUpdate", kubeversion.StatefulSetRecreateStrategy, r.KubernetesVersion, w.Namespace, w.Name, kubeversion.StatefulSetRecreateStrategy)
+	}
+	return ""
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/kubeversion"
 )
 
 // simulation is the outcome of rolling a workload forward.
@@ -104,10 +105,22 @@ type podSim struct {
 	// elsewhere: a PDB's unavailable pods outside the workload.
 	elsewhere []int
 	// Kind rules.
-	upstreamSTS bool  // StatefulSet: replacing an unavailable pod spends budget too (§4.7)
-	dsForced    bool  // DaemonSet: unavailable old pods are replaced whatever the budget (§3.6)
-	surgeMode   bool  // DaemonSet maxSurge > 0: Recreate creates the new pod first (§3.7)
-	extra       []int // per budget: budget spent this wave on already-unavailable pods (upstreamSTS)
+	upstreamSTS bool // StatefulSet: replacing an unavailable pod spends budget too (§4.7)
+	dsForced    bool // DaemonSet: unavailable old pods are replaced whatever the budget (§3.6)
+	// stsPhase1: a native Parallel RollingUpdate StatefulSet on v1.37+
+	// with MaxUnavailableStatefulSet on deletes its unavailable old pods
+	// whatever the budget (phase 1 of updateStatefulSetAfterInvariantEstablished,
+	// §8); they still count against it.
+	stsPhase1 bool
+	// stsRecreate: a native StatefulSet with updateStrategy Recreate (v1.37,
+	// gate on) deletes every old pod at once, then creates the new ones:
+	// all at once (Parallel) or one at a time in ordinal order (OrderedReady).
+	stsRecreate bool
+	// recreateRank (stsRecreate, OrderedReady): pod → its place in the
+	// order the controller creates the new pods, lowest ordinal first.
+	recreateRank map[int]int
+	surgeMode    bool  // DaemonSet maxSurge > 0: Recreate creates the new pod first (§3.7)
+	extra        []int // per budget: budget spent this wave on already-unavailable pods (upstreamSTS)
 	// StatefulSet.
 	//   stsAbove: native, Parallel, MaxUnavailableStatefulSet off: the
 	//   update loop (§4.5) goes from the highest index down, deletes the
@@ -147,6 +160,9 @@ func simulatePods(r *facts.Rollout, d *engine.Decisions, o Options) *simulation 
 		s.upstreamSTS = true
 		s.monotonic = w.PodManagementPolicy != "Parallel"
 		s.stsAbove = !r.FeatureGates["MaxUnavailableStatefulSet"] && !w.Managed && !s.monotonic
+		native := !w.Managed
+		s.stsPhase1 = native && !s.monotonic && w.Strategy.Type == "RollingUpdate" && r.FeatureGates["MaxUnavailableStatefulSet"] && atLeast137(r)
+		s.stsRecreate = native && w.Strategy.Type == "Recreate"
 	case "DaemonSet":
 		s.dsForced = true
 		for _, b := range s.budgets {
@@ -775,6 +791,14 @@ func (s *podSim) run(sim *simulation) {
 		pending = append(pending, i)
 	}
 	pending = ordered(r, d, pending)
+	if s.stsRecreate && s.monotonic {
+		byIndex := slices.Clone(pending)
+		slices.SortStableFunc(byIndex, func(a, b int) int { return r.Pods[a].Index - r.Pods[b].Index })
+		s.recreateRank = make(map[int]int, len(byIndex))
+		for k, pi := range byIndex {
+			s.recreateRank[pi] = k + 1
+		}
+	}
 	// Prepared pods go first, whatever the order: their nodes wait cordoned.
 	sort.SliceStable(pending, func(i, j int) bool { return s.items[pending[i]].prepared && !s.items[pending[j]].prepared })
 	replacing = ordered(r, d, replacing)
@@ -823,7 +847,10 @@ func (s *podSim) run(sim *simulation) {
 				waveEnd = math.Max(waveEnd, s.deletePod(pi, t))
 				actions = append(actions, s.deleteAction(pi, fmt.Sprintf("node %s has a NoExecute taint the DaemonSet does not tolerate: the controller deletes the pod at once, whatever the budget, and does not recreate it", r.Pods[pi].Node)))
 			}
-			if !s.monotonic {
+			// Parallel deletes condemned pods all at once, and so does
+			// updateStrategy Recreate (recreateDeleteAndWait takes the
+			// condemned pods with the replicas).
+			if !s.monotonic || s.stsRecreate {
 				for _, ii := range queue {
 					waveEnd = math.Max(waveEnd, s.deletePod(ii, t))
 					if act[ii] {
@@ -847,7 +874,7 @@ func (s *podSim) run(sim *simulation) {
 		}
 		replacing = waiting
 		hold := "" // why no pod to update may start
-		if s.monotonic && s.condemnedLeft() {
+		if s.monotonic && !s.stsRecreate && s.condemnedLeft() {
 			deleting := false
 			for _, ii := range s.condemned {
 				deleting = deleting || (s.items[ii].removing && !s.items[ii].gone)
@@ -867,7 +894,8 @@ func (s *podSim) run(sim *simulation) {
 		}
 		// A native OrderedReady set runs its update step only once every
 		// replica is Running, Ready and available (processReplica, §4.4).
-		if hold == "" && s.monotonic && !r.Workload.Managed && s.replicasDown > 0 {
+		// Recreate deletes the old pods before processReplica runs.
+		if hold == "" && s.monotonic && !r.Workload.Managed && !s.stsRecreate && s.replicasDown > 0 {
 			hold = "replicas"
 		}
 		// Filtered in place: each kept pod is written at or before the
@@ -878,6 +906,8 @@ func (s *podSim) run(sim *simulation) {
 		// count in the sync that creates their pod, §3.7).
 		var laterSurge []int
 		blocked, blockedPod := "", -1
+		var phase1 []string // stsPhase1 pods this wave
+		downBefore := s.replicasDown
 		if hold != "" {
 			rest = pending
 			pending = nil
@@ -886,7 +916,10 @@ func (s *podSim) run(sim *simulation) {
 			p := &r.Pods[pi]
 			pd := &d.Pods[pi]
 			it := &s.items[pi]
-			forced := s.dsForced && it.unavailable
+			forced := (s.dsForced || s.stsPhase1) && it.unavailable || s.stsRecreate
+			// The StatefulSet controller reaches these in the same sync
+			// whatever the pods before them (§8): nothing holds them.
+			stsForced := forced && s.upstreamSTS
 			// A DaemonSet pod on a node that should no longer run it is
 			// deleted and not replaced (§3.6); it uses budget while it goes.
 			remove := s.r.Workload.Kind == "DaemonSet" && len(r.Nodes) > 0 && !s.nodeRuns[p.Node]
@@ -904,7 +937,7 @@ func (s *podSim) run(sim *simulation) {
 			// (§3.7 rule 3), outside any budget and whatever the order;
 			// until then it waits without holding the others.
 			misscheduled := remove && s.surgeMode && !r.Workload.Managed && !forced
-			if blocked != "" && !misscheduled {
+			if blocked != "" && !misscheduled && !stsForced {
 				rest = append(rest, pi)
 				continue
 			}
@@ -922,7 +955,7 @@ func (s *podSim) run(sim *simulation) {
 					continue
 				}
 			}
-			if s.upstreamSTS && it.unavailable {
+			if s.upstreamSTS && it.unavailable && !stsForced {
 				for bi := range s.budgets {
 					if it.relevant[bi] {
 						s.extra[bi]++
@@ -954,6 +987,11 @@ func (s *podSim) run(sim *simulation) {
 				a.Reasons = append([]string{"unavailable old pod: upstream creates its replacement whatever the surge budget; the node counts as one surge pod from the next sync until the new pod is available (§3.7)"}, a.Reasons...)
 			case forcedSurge:
 				a.Reasons = append([]string{"unavailable old pod, not Ready: upstream creates its replacement whatever the surge budget and deletes the old pod at once, so the node takes no surge pod (§3.4, §3.7)"}, a.Reasons...)
+			case s.stsRecreate:
+				a.Reasons = append([]string{s.recreateReason()}, a.Reasons...)
+			case stsForced:
+				a.Reasons = append([]string{"unavailable old pod: the v" + strings.TrimPrefix(r.KubernetesVersion, "v") + " StatefulSet controller (Parallel) deletes every unavailable old pod whatever maxUnavailable (phase 1 of its update), and it counts against the budget"}, a.Reasons...)
+				phase1 = append(phase1, p.Name)
 			case forced:
 				a.Reasons = append([]string{"unavailable old pod: upstream replaces it whatever the budget, and it counts against the budget"}, a.Reasons...)
 			}
@@ -968,6 +1006,11 @@ func (s *podSim) run(sim *simulation) {
 			case surge:
 				until = t + s.duration(a.Type)
 				s.startSurge(pi, until)
+			case s.stsRecreate && s.monotonic:
+				// OrderedReady creates the new pods one at a time, each
+				// once the one before is Ready, lowest ordinal first.
+				until = t + float64(s.recreateRank[pi])*s.duration(a.Type)
+				s.markUnavailable(pi, until)
 			default:
 				until = t + s.duration(a.Type)
 				s.markUnavailable(pi, until)
@@ -977,6 +1020,9 @@ func (s *podSim) run(sim *simulation) {
 		}
 		for _, pi := range laterSurge {
 			s.addSurge(pi)
+		}
+		if len(phase1) > 0 {
+			sim.notes = append(sim.notes, s.phase1Note(len(sim.waves)+1, phase1, downBefore))
 		}
 		pending = rest
 		if len(actions) <= cap(arena)-len(arena) {
@@ -1113,4 +1159,36 @@ func (f *fenwick) sum(pos int) int {
 		n += f.t[i]
 	}
 	return n
+}
+
+// atLeast137: the rollout is planned for Kubernetes v1.37 or newer.
+func atLeast137(r *facts.Rollout) bool {
+	v, err := kubeversion.ParseAny(r.KubernetesVersion)
+	return err != nil || v.AtLeast(kubeversion.V1_37) // facts always carry one; none means the newest
+}
+
+// recreateReason: why a StatefulSet pod goes in the first wave whatever
+// the budget under updateStrategy Recreate.
+func (s *podSim) recreateReason() string {
+	if s.monotonic {
+		return "updateStrategy Recreate: the StatefulSet controller deletes every old pod at once, waits until all are gone, then creates the new pods one at a time in ordinal order (OrderedReady)"
+	}
+	return "updateStrategy Recreate: the StatefulSet controller deletes every old pod at once, waits until all are gone, then creates the new pods all at once (Parallel)"
+}
+
+// phase1Note says which pods phase 1 of a v1.37 Parallel StatefulSet
+// update replaced whatever the budget, and where that goes past
+// maxUnavailable (a v1.36 controller waits there instead).
+func (s *podSim) phase1Note(wave int, pods []string, down int) string {
+	limit := -1
+	for _, b := range s.budgets {
+		if b.Name == "maxUnavailable" && b.Type == "unavailable" && b.PDB == "" && b.GroupBy == "" {
+			limit = b.Limit
+		}
+	}
+	note := fmt.Sprintf("wave %d: pod(s) %s are unavailable at the old revision: the %s StatefulSet controller (Parallel) deletes them whatever the budget (phase 1 of its update, §8)", wave, strings.Join(pods, ", "), s.r.KubernetesVersion)
+	if limit >= 0 && down >= limit {
+		note += fmt.Sprintf(", although %d replica(s) are unavailable against maxUnavailable %d; Kubernetes v1.36 would wait instead", down, limit)
+	}
+	return note
 }

@@ -3,6 +3,8 @@ package render
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -18,6 +20,13 @@ func (Table) Render(w io.Writer, p *plan.Plan) error {
 	if len(p.Workloads) == 0 {
 		_, err := fmt.Fprintln(w, "No Deployment, StatefulSet or DaemonSet in the snapshot: nothing to plan.")
 		return err
+	}
+	if v := p.Metadata.KubernetesVersion; v != "" {
+		var gates []string
+		for _, name := range slices.Sorted(maps.Keys(p.Metadata.FeatureGates)) {
+			gates = append(gates, fmt.Sprintf("%s=%t", name, p.Metadata.FeatureGates[name]))
+		}
+		fmt.Fprintf(w, "Planned for Kubernetes %s controllers (feature gates: %s)\n\n", v, strings.Join(gates, ", "))
 	}
 	for i, wp := range p.Workloads {
 		if i > 0 {

@@ -167,12 +167,16 @@ func (w *workload) daemonSetBudgets() ([]engine.Budget, error) {
 	}, nil
 }
 
-// statefulSetBudgets mirrors rule statefulset_budgets: gate off and not
-// managed, the controller updates one pod at a time; otherwise round down,
-// nil → 1, at least 1.
+// statefulSetBudgets mirrors rule statefulset_budgets: updateStrategy
+// Recreate (v1.37, gate StatefulSetRecreateStrategy) takes every pod at
+// once; gate off and not managed, the controller updates one pod at a time;
+// otherwise round down, nil → 1, at least 1.
 func (w *workload) statefulSetBudgets() ([]engine.Budget, error) {
 	wl := &w.r.Workload
 	st := wl.Strategy
+	if st.Type == "Recreate" {
+		return []engine.Budget{unavailableBudget(wl.Replicas, "spec.updateStrategy.type=Recreate: every old pod at once")}, nil
+	}
 	gate := w.r.FeatureGates["MaxUnavailableStatefulSet"]
 	if !gate && !w.managed && st.Type == "RollingUpdate" {
 		return []engine.Budget{unavailableBudget(1, "MaxUnavailableStatefulSet off: one pod at a time")}, nil

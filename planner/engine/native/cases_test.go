@@ -189,9 +189,14 @@ func TestBudgets(t *testing.T) {
 			r.Workload.Strategy.Type = "OnDelete"
 			r.Workload.Strategy.MaxUnavailableSource = "metadata.annotations[rollplan.dev/max-unavailable]"
 		}), []engine.Budget{mu(3, "metadata.annotations[rollplan.dev/max-unavailable]=50% of 6, floor")}},
-		{"statefulset unmanaged gate off, Recreate type falls through", with(statefulSet("50%", 6, false), func(r *facts.Rollout) {
+		// updateStrategy Recreate (v1.37): every old pod at once, whatever
+		// maxUnavailable and the gate.
+		{"statefulset unmanaged Recreate type: all replicas", with(statefulSet("50%", 6, false), func(r *facts.Rollout) {
 			r.Workload.Strategy.Type = "Recreate"
-		}), []engine.Budget{mu(3, stsMU+"=50% of 6, floor")}},
+		}), []engine.Budget{mu(6, "spec.updateStrategy.type=Recreate: every old pod at once")}},
+		{"statefulset unmanaged Recreate type, gate on: all replicas", with(statefulSet("50%", 6, true), func(r *facts.Rollout) {
+			r.Workload.Strategy.Type = "Recreate"
+		}), []engine.Budget{mu(6, "spec.updateStrategy.type=Recreate: every old pod at once")}},
 
 		// Managed OnDelete DaemonSet: maxUnavailable from the annotation.
 		{"daemonset managed OnDelete", with(daemonSet(nil, "25%", 8), func(r *facts.Rollout) {
