@@ -5,26 +5,33 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"reflect"
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
-	"k8s.io/utils/dump"
+
+	"github.com/rollplan/rollplan/planner/kubeversion"
 )
 
-// ComputeHash reproduces upstream controller.ComputeHash: FNV-1a over the
-// spew dump of the template, then the collision count as 8 bytes, encoded
-// with SafeEncodeString. Used for ReplicaSet and DaemonSet revision names.
-func ComputeHash(template *corev1.PodTemplateSpec, collisionCount *int32) string {
+// ComputeHash reproduces upstream controller.ComputeHash as the
+// controllers of Kubernetes v (zero: kubeversion.Newest) compute it: FNV-1a
+// over the spew dump of the template with v's k8s.io/api structs
+// (templatedump.go), then the collision count as 8 bytes, encoded with
+// SafeEncodeString. Used for ReplicaSet and DaemonSet revision names.
+func ComputeHash(template *corev1.PodTemplateSpec, collisionCount *int32, v kubeversion.Version) string {
+	d := newDumper(v)
+	d.format(reflect.ValueOf(template).Elem())
 	h := fnv.New32a()
-	fmt.Fprintf(h, "%v", dump.ForHash(*template))
+	h.Write(d.buf)
+	d.release()
 	if collisionCount != nil {
-		b := make([]byte, 8)
-		binary.LittleEndian.PutUint32(b, uint32(*collisionCount))
-		h.Write(b)
+		var b [8]byte
+		binary.LittleEndian.PutUint32(b[:], uint32(*collisionCount))
+		h.Write(b[:])
 	}
-	return rand.SafeEncodeString(fmt.Sprint(h.Sum32()))
+	return rand.SafeEncodeString(strconv.FormatUint(uint64(h.Sum32()), 10))
 }
 
 // statefulSetRevisionName reproduces the StatefulSet controller's next
