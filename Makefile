@@ -91,19 +91,20 @@ endef
 $(foreach v,$(CLUSTER_VERSIONS),$(eval $(call cluster_bin_rule,$(v))))
 
 ## test-cluster: the suites that need a real control plane (control plane,
-## test kubelet, fidelity against kube-controller-manager); fails if any
-## control-plane process outlives them
+## test kubelet, e2e on the newest version, fidelity against each version's
+## kube-controller-manager); fails if any control-plane process outlives them
 FIDELITY_REPORT := bin/fidelity-report.txt
+CLUSTER_PROCS   := $(abspath $(CLUSTER_BIN))/v[0-9.]+/(e[t]cd|kube-apiserve[r]|kube-controller-manage[r])
 test-cluster: $(CLUSTER_STAMPS)
 	@mkdir -p bin && rm -f $(FIDELITY_REPORT)
 	ROLLPLAN_CLUSTER_BIN=$(abspath $(CLUSTER_BIN)) ROLLPLAN_FIDELITY_REPORT=$(abspath $(FIDELITY_REPORT)) \
-		$(GO) test -count=1 -timeout 30m ./test/...
+		$(GO) test -count=1 -timeout 60m ./test/...
 	@cat $(FIDELITY_REPORT)
 	@# Only this checkout's binaries: other checkouts may run their own.
-	@if pgrep -f '$(abspath $(CLUSTER_BIN))/(e[t]cd|kube-apiserve[r]|kube-controller-manage[r])' >/dev/null; then \
+	@if pgrep -f '$(CLUSTER_PROCS)' >/dev/null; then \
 		echo "test-cluster: control-plane processes left behind:"; \
-		pgrep -af '$(abspath $(CLUSTER_BIN))/(e[t]cd|kube-apiserve[r]|kube-controller-manage[r])'; \
-		pkill -KILL -f '$(abspath $(CLUSTER_BIN))/(e[t]cd|kube-apiserve[r]|kube-controller-manage[r])'; exit 1; fi
+		pgrep -af '$(CLUSTER_PROCS)'; \
+		pkill -KILL -f '$(CLUSTER_PROCS)'; exit 1; fi
 
 clean:
 	rm -rf bin $(CLUSTER_BIN)

@@ -553,10 +553,14 @@ func (r *suiteReport) print(w io.Writer) {
 		servers = append(servers, cmp.Or(r.server[v], v))
 	}
 	fmt.Fprintf(w, "\nfidelity: plan's next wave vs kube-controller-manager %s\n", strings.Join(servers, ", "))
-	fmt.Fprintf(w, "%-60s %6s %6s %6s\n", "SCENARIO", "STEPS", "AGREE", "EXACT")
+	width := len("SCENARIO")
+	for _, row := range r.rows {
+		width = max(width, len(row.scenario))
+	}
+	fmt.Fprintf(w, "%-*s %6s %6s %6s\n", width, "SCENARIO", "STEPS", "AGREE", "EXACT")
 	var all total
 	for _, row := range r.rows {
-		fmt.Fprintf(w, "%-60s %6d %6d %6d\n", row.scenario, row.steps, row.agree, row.exact)
+		fmt.Fprintf(w, "%-*s %6d %6d %6d\n", width, row.scenario, row.steps, row.agree, row.exact)
 		for _, t := range []*total{perVersion[row.version], &all} {
 			t.scenarios++
 			t.steps += row.steps
