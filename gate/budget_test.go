@@ -15,9 +15,11 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/kubeversion"
 )
 
-// A native Parallel StatefulSet with MaxUnavailableStatefulSet off: its
+// A native Parallel StatefulSet with MaxUnavailableStatefulSet off (the
+// default through v1.36): its
 // controller replaces the highest out-of-date ordinal whenever no replica
 // above it is unavailable, whatever the pods below (§4.5), and the planner
 // plans it so. The gate counts its budget (one pod at a time) the same way:
@@ -47,13 +49,52 @@ func TestNativeParallelStatefulSetCountsAbove(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			f := newFixture(t, Options{}, c.objs...)
+			f := newFixture(t, Options{KubernetesVersion: kubeversion.V1_36}, c.objs...)
 			resp, _ := f.review(evict(c.pod, true))
 			if resp.Allowed != c.allowed {
 				t.Fatalf("eviction of %s: allowed %v, want %v: %v", c.pod, resp.Allowed, c.allowed, resp.Result)
 			}
 			if c.want != "" && (resp.Result == nil || !strings.Contains(resp.Result.Message, c.want)) {
 				t.Errorf("message %v, want %q", resp.Result, c.want)
+			}
+		})
+	}
+}
+
+// A native Parallel StatefulSet on v1.37 (MaxUnavailableStatefulSet on by
+// default): its controller deletes every unavailable old pod whatever
+// maxUnavailable (phase 1, reference §8). The gate admits any disruption of
+// a pod that is unavailable already, so it never stalls phase 1; an
+// available pod still needs room in the budget.
+func TestNativeParallelStatefulSetPhase1OnV137(t *testing.T) {
+	native := func(unready ...string) []runtime.Object {
+		return edit(statefulSet(4, unready...), nil, func(o runtime.Object) {
+			if set, ok := o.(*appsv1.StatefulSet); ok {
+				delete(set.Annotations, facts.AnnManaged)
+				delete(set.Annotations, facts.AnnMaxUnavailable)
+				delete(set.Annotations, facts.AnnPodUpdatePolicy)
+				set.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType}
+			}
+		})
+	}
+	cases := []struct {
+		name    string
+		version kubeversion.Version
+		gates   map[string]bool
+		objs    []runtime.Object
+		pod     string
+		allowed bool
+	}{
+		{"v1.37: an unavailable old pod past the budget", kubeversion.V1_37, nil, native("db-1", "db-2"), "db-1", true},
+		{"v1.37: an available pod past the budget", kubeversion.V1_37, nil, native("db-1", "db-2"), "db-3", false},
+		{"v1.36, gate on: an available pod past the budget", kubeversion.V1_36, map[string]bool{kubeversion.MaxUnavailableStatefulSet: true}, native("db-1", "db-2"), "db-3", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, Options{KubernetesVersion: c.version, FeatureGates: c.gates}, c.objs...)
+			resp, _ := f.review(evict(c.pod, true))
+			if resp.Allowed != c.allowed {
+				t.Fatalf("eviction of %s: allowed %v, want %v: %v", c.pod, resp.Allowed, c.allowed, resp.Result)
 			}
 		})
 	}

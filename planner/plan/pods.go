@@ -160,9 +160,8 @@ func simulatePods(r *facts.Rollout, d *engine.Decisions, o Options) *simulation 
 		s.upstreamSTS = true
 		s.monotonic = w.PodManagementPolicy != "Parallel"
 		s.stsAbove = !r.FeatureGates["MaxUnavailableStatefulSet"] && !w.Managed && !s.monotonic
-		native := !w.Managed
-		s.stsPhase1 = native && !s.monotonic && w.Strategy.Type == "RollingUpdate" && r.FeatureGates["MaxUnavailableStatefulSet"] && atLeast137(r)
-		s.stsRecreate = native && w.Strategy.Type == "Recreate"
+		s.stsPhase1 = ParallelPhase1(r)
+		s.stsRecreate = !w.Managed && w.Strategy.Type == "Recreate"
 	case "DaemonSet":
 		s.dsForced = true
 		for _, b := range s.budgets {
@@ -1159,6 +1158,18 @@ func (f *fenwick) sum(pos int) int {
 		n += f.t[i]
 	}
 	return n
+}
+
+// ParallelPhase1 reports whether the rollout's controller is v1.37's
+// StatefulSet controller updating a Parallel set with
+// MaxUnavailableStatefulSet on: it then deletes every unavailable old pod
+// from the partition up whatever maxUnavailable (phase 1 of
+// updateStatefulSetAfterInvariantEstablished, reference §8) before the
+// available ones the budget allows. The planner and the gate both follow it.
+func ParallelPhase1(r *facts.Rollout) bool {
+	w := &r.Workload
+	return w.Kind == "StatefulSet" && !w.Managed && w.PodManagementPolicy == "Parallel" && w.Strategy.Type == "RollingUpdate" &&
+		r.FeatureGates["MaxUnavailableStatefulSet"] && atLeast137(r)
 }
 
 // atLeast137: the rollout is planned for Kubernetes v1.37 or newer.
