@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/engine/native"
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/kubeversion"
 	"github.com/rollplan/rollplan/planner/snapshot"
 )
 
@@ -522,6 +524,56 @@ func TestInFlight(t *testing.T) {
 			tt.mutate(p)
 			if got, why := InFlight(p, tt.minReady, now); got != tt.want {
 				t.Errorf("InFlight = %v (%s), want %v", got, why, tt.want)
+			}
+		})
+	}
+}
+
+// A managed OnDelete StatefulSet whose pods are all updated and Ready, as
+// its controller counted them: before v1.37 the controller never completes
+// the revision and the executor writes status.currentRevision; from v1.37
+// the controller does (completeUpdate, reference §8) and the executor only
+// waits for it, never writing the status.
+func TestOnDeleteCompletionFollowsVersion(t *testing.T) {
+	cases := []struct {
+		version   kubeversion.Version
+		wantWrite bool
+	}{
+		{kubeversion.V1_35, true},
+		{kubeversion.V1_36, true},
+		{kubeversion.V1_37, false},
+	}
+	for _, c := range cases {
+		t.Run(c.version.String(), func(t *testing.T) {
+			cl := newCluster(3, appsv1.OnDeleteStatefulSetStrategyType, true, "example.com/app:v2", "a")
+			cl.pods = nil
+			for i := range 3 {
+				cl.pods = append(cl.pods, pod(fmt.Sprintf("web-%d", i), "example.com/app:v2", newRev, true))
+			}
+			cl.set.Status.UpdatedReplicas, cl.set.Status.CurrentReplicas = 3, 0
+			rec := &recorder{}
+			cs := cl.client(rec, nil)
+			var log bytes.Buffer
+			x, err := New(cs, Options{
+				Target: Target{Namespace: ns, Kind: "StatefulSet", Name: "web"}, Engine: native.New(),
+				KubernetesVersion: c.version, Now: func() time.Time { return now },
+				Log: slog.New(slog.NewTextHandler(&log, nil)), Poll: time.Millisecond,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := x.Step(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			wrote := slices.Contains(rec.status, "status")
+			if wrote != c.wantWrite {
+				t.Fatalf("status written: %v, want %v (log: %s)", wrote, c.wantWrite, log.String())
+			}
+			// Done once the revision is recorded complete: by the executor
+			// before v1.37, by the controller's next status write after.
+			if res.Done != c.wantWrite {
+				t.Errorf("done %v, want %v", res.Done, c.wantWrite)
 			}
 		})
 	}
