@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	k8sversion "k8s.io/apimachinery/pkg/version"
+	fakediscovery "k8s.io/client-go/discovery/fake"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/rollplan/rollplan/planner/snapshot"
@@ -49,6 +51,8 @@ func fakeCluster(t *testing.T, now time.Time, files ...string) *fake.Clientset {
 		objs = append(objs, o)
 	}
 	client := fake.NewClientset(objs...)
+	// What discovery answers, as a v1.37.2 API server would.
+	client.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &k8sversion.Info{Major: "1", Minor: "37", GitVersion: "v1.37.2"}
 	prevConnect, prevClock := connectCluster, captureClock
 	t.Cleanup(func() { connectCluster, captureClock = prevConnect, prevClock })
 	connectCluster = func(k *kubeFlags) (*cluster, error) {
