@@ -373,7 +373,7 @@ func TestPodsWebhookMatchConditions(t *testing.T) {
 				kind = policyv1.SchemeGroupVersion.WithKind("Eviction")
 			}
 			attrs := admission.NewAttributesRecord(c.obj, c.old, kind, "shop", "web-5d4f-x", corev1.SchemeGroupVersion.WithResource("pods"), c.sub, c.op, nil, false, &user.DefaultInfo{Name: "system:serviceaccount:shop:deployer"})
-			va := &admission.VersionedAttributes{Attributes: attrs, VersionedObject: c.obj, VersionedOldObject: c.old, VersionedKind: kind}
+			va := &admission.VersionedAttributes{Attributes: attrs, VersionedObject: admission.NewLazyObject(c.obj), VersionedOldObject: admission.NewLazyObject(c.old), VersionedKind: kind}
 			r := matcher.Match(context.Background(), va, nil, nil)
 			if r.Error != nil {
 				t.Fatalf("matchConditions error (the request would be refused): %v", r.Error)

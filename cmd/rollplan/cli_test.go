@@ -137,7 +137,7 @@ func TestExplain(t *testing.T) {
 	if err := os.WriteFile(pin, []byte("package rollplan.strategy\nimport data.rollplan.defaults\nscope(p) := {\"in\": false, \"reason\": \"pinned\"} if p.name == \"web-4\" else := defaults.scope(p)\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, _, err = run(t, "explain", "web-4", "-f", "testdata/scenarios/sts-partition-parallel-gate-on/snapshot.yaml", "--now", "2026-03-01T12:00:00Z", "--policy", pin)
+	out, _, err = run(t, "explain", "web-4", "-f", "testdata/scenarios/sts-partition-parallel-gate-on/snapshot.yaml", "--now", "2026-03-01T12:00:00Z", "--policy", pin, "--kubernetes-version", "v1.36")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -147,7 +147,7 @@ func TestPlanPolicyWarnings(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	out, errOut, err := run(t, "plan", "-f", "testdata/scenarios/deploy-rolling-10-25pct/snapshot.yaml", "--now", "2026-03-01T12:00:00Z", "--policy", dir)
+	out, errOut, err := run(t, "plan", "-f", "testdata/scenarios/deploy-rolling-10-25pct/snapshot.yaml", "--now", "2026-03-01T12:00:00Z", "--policy", dir, "--kubernetes-version", "v1.36")
 	if err != nil {
 		t.Fatal(err)
 	}
