@@ -51,6 +51,7 @@ func baseEnv() (*celgo.Env, error) {
 		celgo.Variable("nodes", celgo.ListType(celgo.ObjectType("facts.Node"))),
 		celgo.Variable("replicaSets", celgo.ListType(celgo.ObjectType("facts.ReplicaSet"))),
 		celgo.Variable("featureGates", celgo.MapType(celgo.StringType, celgo.BoolType)),
+		celgo.Variable("kubernetesVersion", celgo.StringType), // "v1.37": the version planned for
 		celgo.Variable("now", celgo.StringType),
 		celgo.Variable("params", celgo.DynType),
 		celgo.Variable("pod", celgo.ObjectType("facts.Pod")),

@@ -422,6 +422,8 @@ func (a *activation) ResolveName(name string) (any, bool) {
 		return nonNilSlice(a.b.rollout.ReplicaSets), true
 	case "featureGates":
 		return a.b.featureGates, true
+	case "kubernetesVersion":
+		return a.b.rollout.KubernetesVersion, true
 	case "now":
 		return a.b.rollout.Now, true
 	case "params":

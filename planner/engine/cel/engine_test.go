@@ -299,3 +299,23 @@ func TestOverrideWarnings(t *testing.T) {
 		}
 	})
 }
+
+// A policy can branch on the Kubernetes version the plan is for.
+func TestPolicyReadsKubernetesVersion(t *testing.T) {
+	ps := policy(t, "  pacing:\n    expression: \"kubernetesVersion == 'v1.36' ? 'wave' : 'rolling'\"\n")
+	e, err := New(ps, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for version, want := range map[string]string{"v1.36": engine.PacingWave, "v1.37": engine.PacingRolling} {
+		r := rollout()
+		r.KubernetesVersion = version
+		d, err := e.Decide(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Pacing != want {
+			t.Errorf("%s: pacing %q, want %q", version, d.Pacing, want)
+		}
+	}
+}
