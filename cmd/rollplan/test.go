@@ -14,6 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rollplan/rollplan/planner/engine/rego"
+	"github.com/rollplan/rollplan/planner/kubeversion"
+	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/policytest"
 )
 
@@ -23,6 +25,8 @@ type testOptions struct {
 	coverage  bool
 	failUnder float64
 	timeout   time.Duration
+	// kubernetesVersion: the version of the YAML cases that name none.
+	kubernetesVersion string
 }
 
 func newTestCommand() *cobra.Command {
@@ -57,6 +61,11 @@ coverage is below --fail-under), 2 for usage errors.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.kubernetesVersion != "" {
+				if _, err := kubeversion.Parse(o.kubernetesVersion); err != nil {
+					return usageError{fmt.Errorf("--kubernetes-version %w", err)}
+				}
+			}
 			switch o.output {
 			case "text", "junit":
 			default:
@@ -83,6 +92,7 @@ coverage is below --fail-under), 2 for usage errors.`,
 	fl.BoolVar(&o.coverage, "coverage", false, "report the coverage of the Rego files per file and overall, as opa test --coverage computes it")
 	fl.Float64Var(&o.failUnder, "fail-under", 0, "fail when the overall Rego coverage is below this percentage (implies --coverage; like opa test --threshold)")
 	durationVar(fl, &o.timeout, "timeout", 30*time.Second, positive, "deadline for each test")
+	fl.StringVar(&o.kubernetesVersion, "kubernetes-version", "", "Kubernetes version ("+kubeversion.SupportedList()+") the RolloutPolicyTest cases that set no kubernetesVersion plan for; default: the version their snapshot records, else "+kubeversion.Newest.String())
 	return cmd
 }
 
@@ -128,7 +138,13 @@ func runTests(ctx context.Context, stdout, stderr io.Writer, paths []string, o t
 		return err
 	}
 	results = append(results, rr.Results...)
-	runner := &policytest.Runner{Engines: testEngines(time.Minute, warn), Plan: testPlan, Timeout: o.timeout}
+	planCase := func(ctx context.Context, req policytest.PlanRequest) (*plan.Result, error) {
+		if req.KubernetesVersion == "" {
+			req.KubernetesVersion = o.kubernetesVersion
+		}
+		return testPlan(ctx, req)
+	}
+	runner := &policytest.Runner{Engines: testEngines(time.Minute, warn), Plan: planCase, Timeout: o.timeout}
 	for _, f := range in.YAML {
 		suites, err := policytest.LoadFile(f)
 		if err != nil {

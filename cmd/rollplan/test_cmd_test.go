@@ -386,3 +386,52 @@ func TestTestTimeoutNamesTheFlag(t *testing.T) {
 		t.Errorf("output does not name --timeout:\n%s", out)
 	}
 }
+
+// rollplan test --kubernetes-version: the version of the cases that name
+// none; a case's own kubernetesVersion wins.
+func TestTestKubernetesVersionFlag(t *testing.T) {
+	suite := `apiVersion: rollplan.dev/v1alpha1
+kind: RolloutPolicyTest
+metadata: {name: versions}
+spec:
+  tests:
+    - name: maxUnavailable 2 takes two at a time
+      snapshot: ` + filepath.Join(wd(t), "testdata/scenarios/sts-parallel-two-phase-v1.37/snapshot.yaml") + `
+      now: "2026-03-01T12:00:00Z"
+      expect:
+        decisions:
+          StatefulSet/default/web:
+            budgets: [{name: maxUnavailable, maxUnavailable: 4, source: "spec.updateStrategy.rollingUpdate.maxUnavailable=40% of 10, floor"}]
+    - name: its own version wins
+      snapshot: ` + filepath.Join(wd(t), "testdata/scenarios/sts-parallel-two-phase-v1.37/snapshot.yaml") + `
+      now: "2026-03-01T12:00:00Z"
+      kubernetesVersion: v1.37
+      expect:
+        decisions:
+          StatefulSet/default/web:
+            budgets: [{name: maxUnavailable, maxUnavailable: 4, source: "spec.updateStrategy.rollingUpdate.maxUnavailable=40% of 10, floor"}]
+`
+	f := filepath.Join(t.TempDir(), "versions_test.yaml")
+	if err := os.WriteFile(f, []byte(suite), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := run(t, "test", f); err != nil || out != "2 passed, 0 failed\n" {
+		t.Errorf("default version (v1.37): %v\n%s", err, out)
+	}
+	out, _, err := run(t, "test", "--kubernetes-version", "v1.36", f)
+	if !errors.Is(err, errTestsFailed) || !strings.Contains(out, "FAIL versions/maxUnavailable 2 takes two at a time") || !strings.Contains(out, "1 passed, 1 failed") {
+		t.Errorf("--kubernetes-version v1.36: want the first case to fail (one pod at a time), got %v\n%s", err, out)
+	}
+	if _, _, err := run(t, "test", "--kubernetes-version", "v1.20", f); exitCode(err) != 2 {
+		t.Errorf("--kubernetes-version v1.20: want a usage error, got %v", err)
+	}
+}
+
+func wd(t *testing.T) string {
+	t.Helper()
+	d, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
