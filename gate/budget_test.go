@@ -18,6 +18,20 @@ import (
 	"github.com/rollplan/rollplan/planner/kubeversion"
 )
 
+// nativeParallel: the 4-pod Parallel StatefulSet of the fixtures, rolled by
+// its controller (RollingUpdate, no rollplan annotations), with the named
+// pods not Ready.
+func nativeParallel(unready ...string) []runtime.Object {
+	return edit(statefulSet(4, unready...), nil, func(o runtime.Object) {
+		if set, ok := o.(*appsv1.StatefulSet); ok {
+			delete(set.Annotations, facts.AnnManaged)
+			delete(set.Annotations, facts.AnnMaxUnavailable)
+			delete(set.Annotations, facts.AnnPodUpdatePolicy)
+			set.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType}
+		}
+	})
+}
+
 // A native Parallel StatefulSet with MaxUnavailableStatefulSet off (the
 // default through v1.36): its
 // controller replaces the highest out-of-date ordinal whenever no replica
@@ -25,16 +39,6 @@ import (
 // plans it so. The gate counts its budget (one pod at a time) the same way:
 // an unready pod below does not stall the rollout, one above does.
 func TestNativeParallelStatefulSetCountsAbove(t *testing.T) {
-	native := func(unready ...string) []runtime.Object {
-		return edit(statefulSet(4, unready...), nil, func(o runtime.Object) {
-			if set, ok := o.(*appsv1.StatefulSet); ok {
-				delete(set.Annotations, facts.AnnManaged)
-				delete(set.Annotations, facts.AnnMaxUnavailable)
-				delete(set.Annotations, facts.AnnPodUpdatePolicy)
-				set.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType}
-			}
-		})
-	}
 	cases := []struct {
 		name    string
 		objs    []runtime.Object
@@ -42,10 +46,10 @@ func TestNativeParallelStatefulSetCountsAbove(t *testing.T) {
 		allowed bool
 		want    string
 	}{
-		{"unready pod below", native("db-1"), "db-3", true, ""},
-		{"unready pod above", native("db-3"), "db-2", false, "budget maxUnavailable allows 1 pod unavailable, this would make 2 (already unavailable: db-3)"},
-		{"the unready pod itself", native("db-1"), "db-1", true, ""},
-		{"every pod available", native(), "db-0", true, ""},
+		{"unready pod below", nativeParallel("db-1"), "db-3", true, ""},
+		{"unready pod above", nativeParallel("db-3"), "db-2", false, "budget maxUnavailable allows 1 pod unavailable, this would make 2 (already unavailable: db-3)"},
+		{"the unready pod itself", nativeParallel("db-1"), "db-1", true, ""},
+		{"every pod available", nativeParallel(), "db-0", true, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -67,16 +71,6 @@ func TestNativeParallelStatefulSetCountsAbove(t *testing.T) {
 // a pod that is unavailable already, so it never stalls phase 1; an
 // available pod still needs room in the budget.
 func TestNativeParallelStatefulSetPhase1OnV137(t *testing.T) {
-	native := func(unready ...string) []runtime.Object {
-		return edit(statefulSet(4, unready...), nil, func(o runtime.Object) {
-			if set, ok := o.(*appsv1.StatefulSet); ok {
-				delete(set.Annotations, facts.AnnManaged)
-				delete(set.Annotations, facts.AnnMaxUnavailable)
-				delete(set.Annotations, facts.AnnPodUpdatePolicy)
-				set.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType}
-			}
-		})
-	}
 	cases := []struct {
 		name    string
 		version kubeversion.Version
@@ -85,9 +79,9 @@ func TestNativeParallelStatefulSetPhase1OnV137(t *testing.T) {
 		pod     string
 		allowed bool
 	}{
-		{"v1.37: an unavailable old pod past the budget", kubeversion.V1_37, nil, native("db-1", "db-2"), "db-1", true},
-		{"v1.37: an available pod past the budget", kubeversion.V1_37, nil, native("db-1", "db-2"), "db-3", false},
-		{"v1.36, gate on: an available pod past the budget", kubeversion.V1_36, map[string]bool{kubeversion.MaxUnavailableStatefulSet: true}, native("db-1", "db-2"), "db-3", false},
+		{"v1.37: an unavailable old pod past the budget", kubeversion.V1_37, nil, nativeParallel("db-1", "db-2"), "db-1", true},
+		{"v1.37: an available pod past the budget", kubeversion.V1_37, nil, nativeParallel("db-1", "db-2"), "db-3", false},
+		{"v1.36, gate on: an available pod past the budget", kubeversion.V1_36, map[string]bool{kubeversion.MaxUnavailableStatefulSet: true}, nativeParallel("db-1", "db-2"), "db-3", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
