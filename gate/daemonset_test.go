@@ -130,12 +130,39 @@ func TestNodeFactsChanged(t *testing.T) {
 			n.Spec.Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}
 		}, true},
 		{"rollplan's cordon annotation", func(n *corev1.Node) { n.Annotations[facts.AnnCordonedBy] = "shop/agent" }, true},
+		{"maintenance planned", func(n *corev1.Node) {
+			n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeMaintenancePlanned, Status: corev1.ConditionTrue})
+		}, true},
+		{"maintenance in progress", func(n *corev1.Node) {
+			n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeMaintenanceInProgress, Status: corev1.ConditionTrue})
+		}, true},
+		{"maintenance reported False", func(n *corev1.Node) {
+			n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeMaintenancePlanned, Status: corev1.ConditionFalse})
+		}, false},
+		{"rollplan's drain conditions (the facts do not read them)", func(n *corev1.Node) {
+			n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeDrainInProgress, Status: corev1.ConditionTrue},
+				corev1.NodeCondition{Type: corev1.NodeDrained, Status: corev1.ConditionFalse})
+		}, false},
 	} {
 		cur := base.DeepCopy()
 		tc.change(cur)
 		if got := nodeFactsChanged(base, cur); got != tc.want {
 			t.Errorf("%s: nodeFactsChanged = %v, want %v", tc.name, got, tc.want)
 		}
+		// The way back is a change too.
+		if got := nodeFactsChanged(cur, base); got != tc.want {
+			t.Errorf("%s, undone: nodeFactsChanged = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// Maintenance that ends (True → False), and its heartbeat.
+	under := base.DeepCopy()
+	under.Status.Conditions = append(under.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeMaintenanceInProgress, Status: corev1.ConditionTrue})
+	beat := under.DeepCopy()
+	beat.Status.Conditions[1].LastHeartbeatTime = metav1.NewTime(now)
+	ended := under.DeepCopy()
+	ended.Status.Conditions[1].Status = corev1.ConditionFalse
+	if nodeFactsChanged(under, beat) || !nodeFactsChanged(under, ended) {
+		t.Errorf("maintenance heartbeat changed: %v (want false); maintenance ended changed: %v (want true)", nodeFactsChanged(under, beat), nodeFactsChanged(under, ended))
 	}
 }
 

@@ -100,15 +100,20 @@ func (g *generations) bumpNamespace(ns string) {
 
 // nodeFactsChanged says whether a Node update changes anything the facts
 // read of a Node (facts.Build: labels, for zones and DaemonSet placement;
-// taints; spec.unschedulable; the rollplan.dev/cordoned-by annotation).
-// Every Node update would otherwise invalidate every cached state, and a
-// large cluster's Nodes change status all the time. A new Node field in
-// the facts must be added here.
+// taints; spec.unschedulable; the rollplan.dev/cordoned-by annotation;
+// the MaintenancePlanned and MaintenanceInProgress conditions being True,
+// facts.Maintenance). Every Node update would otherwise invalidate every
+// cached state, and a large cluster's Nodes change status all the time
+// (heartbeats, other conditions). A new Node field in the facts must be
+// added here.
 func nodeFactsChanged(old, cur *corev1.Node) bool {
+	op, oi := facts.Maintenance(old)
+	cp, ci := facts.Maintenance(cur)
 	return !maps.Equal(old.Labels, cur.Labels) ||
 		old.Spec.Unschedulable != cur.Spec.Unschedulable ||
 		!apiequality.Semantic.DeepEqual(old.Spec.Taints, cur.Spec.Taints) ||
-		old.Annotations[facts.AnnCordonedBy] != cur.Annotations[facts.AnnCordonedBy]
+		old.Annotations[facts.AnnCordonedBy] != cur.Annotations[facts.AnnCordonedBy] ||
+		op != cp || oi != ci
 }
 
 // informing is a Cache that exposes its informers (capture.ListerSource):

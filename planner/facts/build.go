@@ -102,8 +102,9 @@ type builder struct {
 	// podsByOwner: controller owner UID (or "Kind/ns/name" when the UID is empty) → pods.
 	podsByOwner map[string][]*corev1.Pod
 	// nodes by name. The facts read a Node's labels, taints,
-	// spec.unschedulable and AnnCordonedBy only; the gate rebuilds its cached
-	// states on a change of those (gate.nodeFactsChanged): keep both in step.
+	// spec.unschedulable, AnnCordonedBy and its maintenance conditions
+	// (Maintenance) only; the gate rebuilds its cached states on a change
+	// of those (gate.nodeFactsChanged): keep both in step.
 	nodes map[string]*corev1.Node
 	// drainable: node → the pods a drain evicts (nodeFacts, built on first use).
 	drainable map[string][]string

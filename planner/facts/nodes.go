@@ -35,9 +35,28 @@ func Drainable(p *corev1.Pod) bool {
 	return true
 }
 
+// Maintenance reports whether the node has the condition
+// MaintenancePlanned, and MaintenanceInProgress, with status True: what
+// the facts' MaintenancePlanned and MaintenanceInProgress say. The gate
+// compares it between a Node's updates (see builder.nodes).
+func Maintenance(n *corev1.Node) (planned, inProgress bool) {
+	for _, c := range n.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case corev1.NodeMaintenancePlanned:
+			planned = true
+		case corev1.NodeMaintenanceInProgress:
+			inProgress = true
+		}
+	}
+	return planned, inProgress
+}
+
 // nodeFacts adds to a DaemonSet's nodes what node preparation reads: the
 // cordon, who cordoned it (AnnCordonedBy), and the pods of the snapshot a
-// drain would evict.
+// drain would evict; and whether the node is under maintenance.
 func (b *builder) nodeFacts(r *Rollout) {
 	if r.Workload.Kind != "DaemonSet" || len(r.Nodes) == 0 {
 		return
@@ -60,6 +79,7 @@ func (b *builder) nodeFacts(r *Rollout) {
 			n.Unschedulable = node.Spec.Unschedulable
 			n.CordonedBy = node.Annotations[AnnCordonedBy]
 			n.DrainPods = append(n.DrainPods, b.drainable[n.Name]...)
+			n.MaintenancePlanned, n.MaintenanceInProgress = Maintenance(node)
 		}
 	}
 }

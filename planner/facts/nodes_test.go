@@ -1,7 +1,10 @@
 package facts
 
 import (
+	"encoding/json"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,5 +83,60 @@ func TestNodeFacts(t *testing.T) {
 	}
 	if n := nodes[1]; !n.Unschedulable || n.CordonedBy != "default/agent" || !slices.Equal(n.DrainPods, []string{"shop/web-a"}) {
 		t.Errorf("n2: %+v, want cordoned by default/agent, drain [shop/web-a]", n)
+	}
+}
+
+// A node reporting MaintenancePlanned or MaintenanceInProgress with status
+// True shows it in a DaemonSet's facts; False, Unknown or another
+// condition does not.
+func TestNodeMaintenanceFacts(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "agent"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:2"}}}}
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "agent", UID: "ds"},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}}, Template: tmpl,
+			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}}}
+	cond := func(ty corev1.NodeConditionType, st corev1.ConditionStatus) corev1.NodeCondition {
+		return corev1.NodeCondition{Type: ty, Status: st, Reason: "Admin"}
+	}
+	ready := cond(corev1.NodeReady, corev1.ConditionTrue)
+	cases := []struct {
+		name                string
+		conds               []corev1.NodeCondition
+		planned, inProgress bool
+	}{
+		{"none", nil, false, false},
+		{"ready only", []corev1.NodeCondition{ready}, false, false},
+		{"planned", []corev1.NodeCondition{ready, cond(corev1.NodeMaintenancePlanned, corev1.ConditionTrue)}, true, false},
+		{"in progress", []corev1.NodeCondition{cond(corev1.NodeMaintenanceInProgress, corev1.ConditionTrue), ready}, false, true},
+		{"both", []corev1.NodeCondition{cond(corev1.NodeMaintenancePlanned, corev1.ConditionTrue), cond(corev1.NodeMaintenanceInProgress, corev1.ConditionTrue)}, true, true},
+		{"reported False", []corev1.NodeCondition{cond(corev1.NodeMaintenancePlanned, corev1.ConditionFalse), cond(corev1.NodeMaintenanceInProgress, corev1.ConditionFalse)}, false, false},
+		{"Unknown", []corev1.NodeCondition{cond(corev1.NodeMaintenanceInProgress, corev1.ConditionUnknown)}, false, false},
+		{"a drain is not maintenance", []corev1.NodeCondition{cond(corev1.NodeDrainInProgress, corev1.ConditionTrue), cond(corev1.NodeDrained, corev1.ConditionTrue)}, false, false},
+	}
+	snap := &snapshot.Snapshot{DaemonSets: []*appsv1.DaemonSet{ds}}
+	for i, c := range cases {
+		snap.Nodes = append(snap.Nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%d", i)}, Status: corev1.NodeStatus{Conditions: c.conds}})
+	}
+	rs, err := Build(snap, Options{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 1 || len(rs[0].Nodes) != len(cases) {
+		t.Fatalf("rollouts %d, nodes %+v", len(rs), rs[0].Nodes)
+	}
+	for i, c := range cases {
+		n := rs[0].Nodes[i]
+		if n.Name != fmt.Sprintf("n%d", i) || n.MaintenancePlanned != c.planned || n.MaintenanceInProgress != c.inProgress {
+			t.Errorf("%s: node %s maintenancePlanned %v, maintenanceInProgress %v; want %v, %v", c.name, n.Name, n.MaintenancePlanned, n.MaintenanceInProgress, c.planned, c.inProgress)
+		}
+	}
+	// The facts document carries them under their schema names.
+	raw, err := json.Marshal(rs[0].Nodes[4])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), `"maintenancePlanned":true,"maintenanceInProgress":true`) {
+		t.Errorf("node facts JSON %s lacks maintenancePlanned and maintenanceInProgress", raw)
 	}
 }

@@ -216,6 +216,13 @@ type Node struct {
 	// not mirror pods, neither terminating nor finished. A snapshot may
 	// not hold every pod of the node.
 	DrainPods []string `json:"drainPods"`
+	// MaintenancePlanned, MaintenanceInProgress: the node reports the
+	// condition of that type (Kubernetes v1.37 node lifecycle vocabulary,
+	// written by the cluster's admin or their tools) with status True.
+	// The default strategy ignores them, as upstream controllers do; a
+	// policy may hold the node's pods.
+	MaintenancePlanned    bool `json:"maintenancePlanned"`
+	MaintenanceInProgress bool `json:"maintenanceInProgress"`
 }
 
 // PDB is a PodDisruptionBudget selecting some of the pods.
