@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -107,6 +108,7 @@ func (e *Executor) act(ctx context.Context, first *liveState, wp plan.WorkloadPl
 	default:
 		err = e.remove(wctx, pod)
 	}
+	pdb, isPDB := pdbRefusal(err, pod.Namespace)
 	switch {
 	case err == nil:
 		spent[a.Pod] = true
@@ -116,9 +118,15 @@ func (e *Executor) act(ctx context.Context, first *liveState, wp plan.WorkloadPl
 			metric = OutcomeDryRun
 		}
 		e.actionEvent(live, pod, a)
-	case apierrors.IsTooManyRequests(err):
+	case isPDB:
 		metric = OutcomeSkippedPDB
-		r.Outcome, r.Reason = Skipped, "eviction refused for now (PodDisruptionBudget): "+err.Error()
+		r.Outcome, r.Reason = Skipped, fmt.Sprintf("eviction refused for now by %s: %s; %s", pdb.by, pdb.cause, pdb.next)
+	case apierrors.IsTooManyRequests(err):
+		// A 429 without the cause of a PodDisruptionBudget: the rollplan
+		// gate's "not now" for evictions, the API server's flow control,
+		// or a server that names no cause.
+		metric = OutcomeSkippedPDB
+		r.Outcome, r.Reason = Skipped, "eviction refused for now (a PodDisruptionBudget, the rollplan gate or the API server's flow control; 429): "+err.Error()
 	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "rollplan gate"):
 		// The admission gate counted a disruption this executor's read
 		// did not see yet (another actor's): not now.
@@ -130,6 +138,66 @@ func (e *Executor) act(ctx context.Context, first *liveState, wp plan.WorkloadPl
 		return r, fmt.Errorf("%s %s: %w", a.Type, a.Pod, err)
 	}
 	return r, nil
+}
+
+// refusal is a PodDisruptionBudget's refusal of an eviction: by whom
+// ("PodDisruptionBudget ns/name", or "a PodDisruptionBudget in namespace
+// ns" when the server names it only in the cause), why (the server's
+// cause message, which names the budget) and what to do.
+type refusal struct{ by, cause, next string }
+
+// pdbRefusal recognises an eviction a PodDisruptionBudget refused:
+//
+//   - a status cause of type policyv1.DisruptionBudgetCause, which the
+//     eviction REST attaches to every refusal of a PDB from v1.37
+//     (kubernetes#138003: the 403s of a budget whose status is out of order
+//     too) and to its 429s before. A 429 is "not now": the budget allows no
+//     disruption until pods are healthy again. A 403 says the budget's
+//     status is out of order (disruptionsAllowed negative, or too many
+//     evictions its controller has not confirmed yet).
+//   - on older servers, a 403 without a cause whose details name a
+//     poddisruptionbudget of group policy (the same refusals).
+//
+// A 429 without the cause is left to the callers' older recognition (any
+// 429 is "not now").
+func pdbRefusal(err error, namespace string) (refusal, bool) {
+	var st apierrors.APIStatus
+	if err == nil || !errors.As(err, &st) {
+		return refusal{}, false
+	}
+	s := st.Status()
+	var cause, name string
+	if d := s.Details; d != nil {
+		for _, c := range d.Causes {
+			if c.Type == policyv1.DisruptionBudgetCause {
+				cause = c.Message
+				break
+			}
+		}
+		if d.Group == policyv1.GroupName && d.Kind == "poddisruptionbudget" {
+			name = d.Name
+		}
+	}
+	by := "a PodDisruptionBudget in namespace " + namespace
+	if name != "" {
+		by = "PodDisruptionBudget " + namespace + "/" + name
+	}
+	switch {
+	case apierrors.IsTooManyRequests(err) && cause != "":
+		return refusal{by: by, cause: cause,
+			next: fmt.Sprintf("rollplan tries again once the budget allows a disruption, when the pods it selects are healthy again (kubectl get pdb -n %s)", namespace)}, true
+	case apierrors.IsForbidden(err) && (cause != "" || name != ""):
+		if cause == "" {
+			cause = s.Message
+		}
+		what := "kubectl get pdb -n " + namespace + " -o yaml"
+		if name != "" {
+			what = "kubectl get pdb -n " + namespace + " " + name + " -o yaml"
+		}
+		return refusal{by: by, cause: cause,
+			next: fmt.Sprintf("the budget's status is out of order: check that kube-controller-manager's disruption controller runs and updates it (%s: status.disruptionsAllowed, status.disruptedPods, the DisruptionAllowed condition); rollplan tries again", what)}, true
+	}
+	return refusal{}, false
 }
 
 func findPod(live *liveState, name string) *corev1.Pod {
