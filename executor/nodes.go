@@ -14,14 +14,18 @@ package executor
 //     cordoned for good).
 //  2. DrainNode: only on a node this step found cordoned; every pod bound
 //     to it that facts.Drainable says a drain evicts is evicted (UID
-//     precondition; a PodDisruptionBudget's 429 is "not now"). The node is
-//     drained once no such pod is left, terminating ones included.
+//     precondition; a PodDisruptionBudget's refusal is "not now", see
+//     pdbRefusal). The node is drained once no such pod is left,
+//     terminating ones included. On v1.37+ a node rollplan cordoned
+//     carries the conditions DrainInProgress and Drained meanwhile (see
+//     setDrainConditions).
 //  3. The pod's own action runs only once its node was found cordoned (and
 //     drained) in this very step.
 //  4. UncordonNode: only on a node annotated for this DaemonSet, once every
 //     daemon pod on it runs the update revision and is available (pods held
-//     out of the rollout aside): spec.unschedulable=false and the
-//     annotation removed, with the resourceVersion as precondition.
+//     out of the rollout aside): rollplan's drain conditions removed
+//     first, then spec.unschedulable=false and the annotation removed,
+//     with the resourceVersion as precondition.
 //
 // Nothing is remembered between steps: the state is the Node (its cordon
 // and annotation) and its pods, read again from the API server before each
@@ -34,6 +38,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -45,6 +50,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/kubeversion"
 	"github.com/rollplan/rollplan/planner/plan"
 )
 
@@ -59,6 +65,10 @@ const (
 // names contain neither ':' nor '/', so they never collide.
 func cordonedKey(node string) string { return "cordoned:" + node }
 func drainedKey(node string) string  { return "drained:" + node }
+
+// ownCordonKey: this step cordoned the node for the DaemonSet (in a dry
+// run too, where the node shows no annotation afterwards).
+func ownCordonKey(node string) string { return "cordoned-by-rollplan:" + node }
 
 // cordonedBy is the AnnCordonedBy value for the target.
 func (e *Executor) cordonedBy() string { return e.opts.Namespace + "/" + e.opts.Name }
@@ -185,6 +195,7 @@ func (e *Executor) cordon(ctx context.Context, live *liveState, wp plan.Workload
 		return r, OutcomeError, fmt.Errorf("%s: cordon node %s (spec.unschedulable, annotation %s): %w", e.opts.Target, node.Name, facts.AnnCordonedBy, err)
 	}
 	prepared()
+	spent[ownCordonKey(node.Name)] = true
 	r.Outcome = e.outcome()
 	e.nodeEvent(live, node, ReasonNodeCordoned, plan.ActionCordonNode,
 		fmt.Sprintf("cordoned node %s before updating pod %s to revision %s", node.Name, pa.Pod, live.rollout.Workload.UpdateRevision))
@@ -217,15 +228,21 @@ func (e *Executor) drain(ctx context.Context, live *liveState, wp plan.WorkloadP
 		return evict[i].Namespace+"/"+evict[i].Name < evict[j].Namespace+"/"+evict[j].Name
 	})
 	sort.Strings(going)
-	var evicted, refused []string
+	var evicted, refused, nexts []string
 	for _, p := range evict {
 		err := e.evict(ctx, p)
 		name := p.Namespace + "/" + p.Name
+		pdb, isPDB := pdbRefusal(err, p.Namespace)
 		switch {
 		case err == nil:
 			evicted = append(evicted, name)
 		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
 			// gone or replaced since the list: not on the node any more.
+		case isPDB:
+			refused = append(refused, fmt.Sprintf("%s (%s: %s)", name, pdb.by, pdb.cause))
+			if !slices.Contains(nexts, pdb.next) {
+				nexts = append(nexts, pdb.next)
+			}
 		case apierrors.IsTooManyRequests(err) || (apierrors.IsForbidden(err) && strings.Contains(err.Error(), "rollplan gate")):
 			refused = append(refused, fmt.Sprintf("%s (%v)", name, err))
 		default:
@@ -240,29 +257,43 @@ func (e *Executor) drain(ctx context.Context, live *liveState, wp plan.WorkloadP
 		e.nodeEvent(live, node, ReasonNodeDrain, plan.ActionDrainNode,
 			fmt.Sprintf("evicted %d pod(s) from node %s to drain it before updating pod %s: %s", len(evicted), node.Name, pod, strings.Join(evicted, ", ")))
 	}
+	var metric string
+	drained := false
 	switch {
 	case e.opts.DryRun && len(evicted) > 0 && len(refused) == 0 && len(going) == 0:
 		// The server accepted every eviction and changed nothing: as far
 		// as this step goes, the node is drained.
-		spent[drainedKey(node.Name)] = true
+		drained = true
 		r.Outcome, r.Reason = Would, fmt.Sprintf("would evict %d pod(s) from node %s: %s", len(evicted), node.Name, strings.Join(evicted, ", "))
-		return r, OutcomeDryRun, nil
+		metric = OutcomeDryRun
 	case len(evicted) > 0:
 		r.Outcome, r.Reason = e.outcome(), fmt.Sprintf("evicted %s from node %s; pod %s waits until they are gone", strings.Join(evicted, ", "), node.Name, pod)
 		if len(refused) > 0 {
 			r.Reason += "; eviction refused for now: " + strings.Join(refused, ", ")
 		}
-		return r, e.doneMetric(), nil
+		metric = e.doneMetric()
 	case len(refused) > 0:
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("eviction refused for now (PodDisruptionBudget or the rollplan gate): %s: node %s is not drained", strings.Join(refused, ", "), node.Name)
-		return r, OutcomeSkippedPDB, nil
+		metric = OutcomeSkippedPDB
 	case len(going) > 0:
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("waiting for %s to terminate: node %s is not drained yet", strings.Join(going, ", "), node.Name)
-		return r, OutcomeWaiting, nil
+		metric = OutcomeWaiting
+	default:
+		drained = true
+		r.Outcome, r.Reason = Skipped, fmt.Sprintf("nothing to evict: node %s is drained", node.Name)
+		metric = OutcomeUnchanged
 	}
-	spent[drainedKey(node.Name)] = true
-	r.Outcome, r.Reason = Skipped, fmt.Sprintf("nothing to evict: node %s is drained", node.Name)
-	return r, OutcomeUnchanged, nil
+	if len(nexts) > 0 {
+		r.Reason += "; " + strings.Join(nexts, "; ")
+	}
+	if drained {
+		spent[drainedKey(node.Name)] = true
+	}
+	ours := node.Annotations[facts.AnnCordonedBy] == e.cordonedBy() || spent[ownCordonKey(node.Name)]
+	if note := e.setDrainConditions(ctx, node, pod, ours, drained); note != "" {
+		r.Reason += "; " + note
+	}
+	return r, metric, nil
 }
 
 // withoutDeletion is the pod as if it were not terminating (Drainable
@@ -285,15 +316,24 @@ func (e *Executor) uncordon(ctx context.Context, live *liveState, wp plan.Worklo
 		r.Outcome, r.Reason = Skipped, why+": node "+node.Name+" stays cordoned for now"
 		return r, OutcomeWaiting, nil
 	}
-	err := e.uncordonNode(ctx, node)
+	// The drain conditions go first, while the annotation still says the
+	// node is rollplan's: a crash after this write leaves the node to the
+	// next UncordonNode, which finds them gone.
+	node, note, err := e.clearDrainConditions(ctx, node)
+	if err == nil {
+		err = e.uncordonNode(ctx, node)
+	}
 	switch {
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("node %s changed since it was read: %v", node.Name, err)
 		return r, OutcomeConflict, nil
 	case err != nil:
-		return r, OutcomeError, fmt.Errorf("%s: uncordon node %s (spec.unschedulable, annotation %s): %w", e.opts.Target, node.Name, facts.AnnCordonedBy, err)
+		return r, OutcomeError, fmt.Errorf("%s: uncordon node %s (node conditions %s and %s, spec.unschedulable, annotation %s): %w", e.opts.Target, node.Name, corev1.NodeDrainInProgress, corev1.NodeDrained, facts.AnnCordonedBy, err)
 	}
 	r.Outcome = e.outcome()
+	if note != "" {
+		r.Reason = joinNotes(r.Reason, note)
+	}
 	e.nodeEvent(live, node, ReasonNodeUncordoned, plan.ActionUncordonNode,
 		fmt.Sprintf("uncordoned node %s: its daemon pod runs revision %s and is available", node.Name, live.rollout.Workload.UpdateRevision))
 	return r, e.doneMetric(), nil
@@ -337,7 +377,8 @@ func (e *Executor) notReadyToUncordon(live *liveState, wp plan.WorkloadPlan, nam
 }
 
 // uncordonNode lifts rollplan's cordon: spec.unschedulable false and the
-// AnnCordonedBy annotation removed, in one patch.
+// AnnCordonedBy annotation removed, in one patch. The drain conditions
+// must be gone first (clearDrainConditions).
 func (e *Executor) uncordonNode(ctx context.Context, node *corev1.Node) error {
 	return e.patchNode(ctx, node, map[string]any{
 		"metadata": map[string]any{"resourceVersion": node.ResourceVersion, "annotations": map[string]any{facts.AnnCordonedBy: nil}},
@@ -393,7 +434,10 @@ func (e *Executor) releaseCordons(ctx context.Context, gone error) error {
 		if n.Annotations[facts.AnnCordonedBy] != by {
 			continue
 		}
-		err := e.uncordonNode(ctx, n)
+		cleared, _, err := e.clearDrainConditions(ctx, n)
+		if err == nil {
+			err = e.uncordonNode(ctx, cleared)
+		}
 		if err != nil {
 			failed = append(failed, fmt.Sprintf("%s (%v)", n.Name, err))
 			continue
@@ -420,4 +464,191 @@ func orNone(s []string) string {
 		return "none"
 	}
 	return strings.Join(s, ", ")
+}
+
+// Node conditions (Kubernetes v1.37 node lifecycle vocabulary,
+// corev1.NodeDrainInProgress and corev1.NodeDrained, which "the admin is
+// responsible for setting and clearing"): on a cluster at v1.37 or newer,
+// a DrainNode on a node rollplan cordoned for this DaemonSet (annotation
+// AnnCordonedBy) sets, in the Node's status subresource,
+//
+//	draining: DrainInProgress=True, Drained=False  (reason RollplanDraining)
+//	drained:  DrainInProgress=False, Drained=True  (reason RollplanDrained)
+//
+// and an UncordonNode removes both before it lifts the cordon, so a crash
+// in between leaves the node cordoned and annotated, and the next apply's
+// UncordonNode finds nothing left to remove and uncordons. Each write is a
+// strategic-merge patch of status.conditions keyed by type: it touches
+// rollplan's two types only, never the kubelet's (Ready, pressure) nor any
+// other. A condition of those types whose reason is not rollplan's belongs
+// to someone else (an admin, another drain tool) and is left alone. Like
+// the rest, nothing is remembered: each DrainNode writes the conditions
+// the node lacks, so a restarted apply converges. The conditions are a
+// report: a failure to write them is noted in the action's reason and
+// logged, never a reason to stop the drain; a failure to remove them,
+// other than a refusal (403, the permission nodes/status patch missing),
+// keeps the node cordoned until the next step removes them.
+
+// Reasons of the node conditions rollplan writes; a condition with
+// another reason is not rollplan's.
+const (
+	CondReasonDraining = "RollplanDraining"
+	CondReasonDrained  = "RollplanDrained"
+)
+
+// drainConditionTypes are the node condition types rollplan writes.
+var drainConditionTypes = []corev1.NodeConditionType{corev1.NodeDrainInProgress, corev1.NodeDrained}
+
+// writesNodeConditions: the cluster has the node drain conditions (v1.37+).
+func (e *Executor) writesNodeConditions() bool {
+	return e.opts.KubernetesVersion.Or(kubeversion.Newest).AtLeast(kubeversion.V1_37)
+}
+
+func nodeCondition(node *corev1.Node, t corev1.NodeConditionType) *corev1.NodeCondition {
+	for i := range node.Status.Conditions {
+		if node.Status.Conditions[i].Type == t {
+			return &node.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// ownCondition: a condition rollplan wrote (by its reason).
+func ownCondition(c *corev1.NodeCondition) bool {
+	return c != nil && (c.Reason == CondReasonDraining || c.Reason == CondReasonDrained)
+}
+
+// drainConditions are the conditions rollplan wants on a node it cordoned
+// for the DaemonSet, while it drains it (drained false) or once drained.
+func (e *Executor) drainConditions(node, pod string, drained bool) []corev1.NodeCondition {
+	by := e.cordonedBy()
+	if !drained {
+		return []corev1.NodeCondition{
+			{Type: corev1.NodeDrainInProgress, Status: corev1.ConditionTrue, Reason: CondReasonDraining,
+				Message: fmt.Sprintf("rollplan is draining node %s for DaemonSet %s before it updates pod %s", node, by, pod)},
+			{Type: corev1.NodeDrained, Status: corev1.ConditionFalse, Reason: CondReasonDraining,
+				Message: fmt.Sprintf("rollplan has not drained node %s yet: pods it evicts are still on the node", node)},
+		}
+	}
+	return []corev1.NodeCondition{
+		{Type: corev1.NodeDrainInProgress, Status: corev1.ConditionFalse, Reason: CondReasonDrained,
+			Message: fmt.Sprintf("rollplan drained node %s for DaemonSet %s", node, by)},
+		{Type: corev1.NodeDrained, Status: corev1.ConditionTrue, Reason: CondReasonDrained,
+			Message: fmt.Sprintf("no pod a drain evicts is left on node %s: rollplan drained it for DaemonSet %s; it stays cordoned until pod %s is updated and available", node, by, pod)},
+	}
+}
+
+// setDrainConditions writes the drain conditions the node lacks (see
+// above): only on a v1.37+ cluster, only on a node rollplan cordoned for
+// this DaemonSet (ours: its annotation says so, or this step cordoned it).
+// It returns a note for the action's reason ("" when all is well or
+// nothing was to be done).
+func (e *Executor) setDrainConditions(ctx context.Context, node *corev1.Node, pod string, ours, drained bool) string {
+	if !e.writesNodeConditions() || !ours {
+		return ""
+	}
+	now := metav1.NewTime(e.now().UTC().Truncate(time.Second))
+	var write []corev1.NodeCondition
+	var others []string
+	for _, want := range e.drainConditions(node.Name, pod, drained) {
+		have := nodeCondition(node, want.Type)
+		switch {
+		case have != nil && !ownCondition(have):
+			others = append(others, fmt.Sprintf("%s=%s (reason %q)", have.Type, have.Status, have.Reason))
+			continue
+		case have != nil && have.Status == want.Status && have.Reason == want.Reason && have.Message == want.Message:
+			continue
+		}
+		want.LastHeartbeatTime, want.LastTransitionTime = now, now
+		if have != nil && have.Status == want.Status && !have.LastTransitionTime.IsZero() {
+			want.LastTransitionTime = have.LastTransitionTime
+		}
+		write = append(write, want)
+	}
+	note := ""
+	if len(others) > 0 {
+		note = fmt.Sprintf("node conditions %s are someone else's: left as they are", strings.Join(others, ", "))
+	}
+	if len(write) == 0 {
+		return note
+	}
+	if _, err := e.patchNodeConditions(ctx, node.Name, write, nil); err != nil {
+		e.opts.Log.Warn("node conditions not written", "workload", e.opts.Target.String(), "node", node.Name, "error", err)
+		return joinNotes(note, fmt.Sprintf("node conditions %s not written (the drain goes on; the next step tries again): %v", conditionList(write), err))
+	}
+	return note
+}
+
+// clearDrainConditions removes the drain conditions rollplan wrote on the
+// node, whatever the cluster's version (there are none to remove before
+// v1.37). It returns the node as the write left it (its resourceVersion
+// is the precondition of the uncordon that follows) and a note for the
+// action's reason; an error when they are still there and the node must
+// stay cordoned for now.
+func (e *Executor) clearDrainConditions(ctx context.Context, node *corev1.Node) (*corev1.Node, string, error) {
+	var remove []corev1.NodeConditionType
+	for _, t := range drainConditionTypes {
+		if ownCondition(nodeCondition(node, t)) {
+			remove = append(remove, t)
+		}
+	}
+	if len(remove) == 0 {
+		return node, "", nil
+	}
+	got, err := e.patchNodeConditions(ctx, node.Name, nil, remove)
+	switch {
+	case apierrors.IsForbidden(err):
+		e.opts.Log.Warn("node conditions not removed", "workload", e.opts.Target.String(), "node", node.Name, "error", err)
+		return node, fmt.Sprintf("node conditions %s left on the node: removing them was refused (%v); grant patch on nodes/status, or remove them by hand", typeList(remove), err), nil
+	case err != nil:
+		return node, "", err
+	case e.opts.DryRun || got == nil:
+		// A dry run changed nothing: the node's resourceVersion holds.
+		return node, "", nil
+	}
+	return got, "", nil
+}
+
+// patchNodeConditions sends a strategic-merge patch of the Node's status
+// subresource: the conditions in set (merged by type) and those of the
+// types in remove deleted; no other condition is touched.
+func (e *Executor) patchNodeConditions(ctx context.Context, name string, set []corev1.NodeCondition, remove []corev1.NodeConditionType) (*corev1.Node, error) {
+	conds := []any{}
+	for _, c := range set {
+		conds = append(conds, c)
+	}
+	for _, t := range remove {
+		conds = append(conds, map[string]any{"type": t, "$patch": "delete"})
+	}
+	data, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": conds}})
+	if err != nil {
+		return nil, err
+	}
+	return e.client.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, data, metav1.PatchOptions{DryRun: e.dryRun(), FieldManager: "rollplan"}, "status")
+}
+
+func conditionList(cs []corev1.NodeCondition) string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, string(c.Type)+"="+string(c.Status))
+	}
+	return strings.Join(out, ", ")
+}
+
+func typeList(ts []corev1.NodeConditionType) string {
+	var out []string
+	for _, t := range ts {
+		out = append(out, string(t))
+	}
+	return strings.Join(out, ", ")
+}
+
+func joinNotes(notes ...string) string {
+	var out []string
+	for _, n := range notes {
+		if n != "" {
+			out = append(out, n)
+		}
+	}
+	return strings.Join(out, "; ")
 }

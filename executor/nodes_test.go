@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -22,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
@@ -29,7 +32,9 @@ import (
 
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/engine/native"
+	"github.com/rollplan/rollplan/planner/engine/rego"
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/kubeversion"
 	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
 )
@@ -140,6 +145,69 @@ func (c *dsCluster) cordon(i int, by string) {
 type nodeWrites struct {
 	patches   []string // node name, with " (dry run)"
 	evictions []string // namespace/name, with " (dry run)"
+	// status: patches of a node's status subresource, as "node-0
+	// DrainInProgress=True Drained=False" (a condition set) or "node-0
+	// -DrainInProgress" (one deleted), with " (dry run)".
+	status []string
+	// statusErr, when set, answers a status patch of the node instead.
+	statusErr func(node string) error
+	// seq: every node write in order, "status node-0" or "patch node-0".
+	seq []string
+}
+
+// patchNodeStatus is the status subresource of a node: the patch must be a
+// strategic-merge patch of status.conditions only, of the types rollplan
+// writes, by field manager rollplan; it is applied to the tracker (not in a
+// dry run) and bumps the resourceVersion.
+func patchNodeStatus(t *testing.T, cs *fake.Clientset, w *nodeWrites, p k8stesting.PatchActionImpl) (bool, runtime.Object, error) {
+	dry := len(p.PatchOptions.DryRun) > 0
+	if p.PatchType != types.StrategicMergePatchType || p.PatchOptions.FieldManager != "rollplan" {
+		t.Errorf("node %s status: patch type %s, field manager %q; want a strategic-merge patch by rollplan", p.Name, p.PatchType, p.PatchOptions.FieldManager)
+	}
+	var body map[string]map[string][]map[string]any
+	if err := json.Unmarshal(p.Patch, &body); err != nil || len(body) != 1 || len(body["status"]) != 1 || body["status"]["conditions"] == nil {
+		t.Errorf("node %s status: patch %s, want status.conditions only (%v)", p.Name, p.Patch, err)
+	}
+	what := p.Name
+	for _, c := range body["status"]["conditions"] {
+		switch ty := fmt.Sprint(c["type"]); {
+		case ty != string(corev1.NodeDrainInProgress) && ty != string(corev1.NodeDrained):
+			t.Errorf("node %s status: patch of condition %s, which rollplan does not own", p.Name, ty)
+		case c["$patch"] == "delete":
+			what += " -" + ty
+		default:
+			what += " " + ty + "=" + fmt.Sprint(c["status"])
+		}
+	}
+	w.status = append(w.status, what+map[bool]string{true: " (dry run)"}[dry])
+	w.seq = append(w.seq, "status "+p.Name)
+	if w.statusErr != nil {
+		if err := w.statusErr(p.Name); err != nil {
+			return true, nil, err
+		}
+	}
+	obj, err := cs.Tracker().Get(nodesGVR, "", p.Name)
+	if err != nil {
+		return true, nil, err
+	}
+	node := obj.(*corev1.Node).DeepCopy()
+	if dry {
+		return true, node, nil
+	}
+	old, _ := json.Marshal(node)
+	merged, err := strategicpatch.StrategicMergePatch(old, p.Patch, corev1.Node{})
+	if err != nil {
+		return true, nil, err
+	}
+	out := &corev1.Node{}
+	if err := json.Unmarshal(merged, out); err != nil {
+		return true, nil, err
+	}
+	node.Status = out.Status
+	var rv int
+	fmt.Sscan(node.ResourceVersion, &rv)
+	node.ResourceVersion = fmt.Sprint(rv + 1)
+	return true, node, cs.Tracker().Update(nodesGVR, node, "")
 }
 
 // client is a fake clientset holding the cluster. A node patch must carry
@@ -160,8 +228,12 @@ func (c *dsCluster) client(t *testing.T, w *nodeWrites, evict func(name string) 
 	cs := fake.NewClientset(objs...)
 	cs.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		p := a.(k8stesting.PatchActionImpl)
+		if a.GetSubresource() == "status" {
+			return patchNodeStatus(t, cs, w, p)
+		}
 		dry := len(p.PatchOptions.DryRun) > 0
 		w.patches = append(w.patches, p.Name+map[bool]string{true: " (dry run)"}[dry])
+		w.seq = append(w.seq, "patch "+p.Name)
 		if p.PatchType != types.MergePatchType {
 			t.Errorf("node %s: patch type %s, want a merge patch", p.Name, p.PatchType)
 		}
@@ -334,6 +406,24 @@ func TestNodePreparationStep(t *testing.T) {
 			nodes:   map[string]string{"node-0": "cordoned by default/agent"},
 			evicted: []string{"shop/web-1"}, patched: []string{"node-0"},
 			reason: map[int]string{1: "eviction refused for now"},
+		},
+		{
+			name: "drain: a PodDisruptionBudget whose status is out of order (v1.37's 403 with its cause) is not now; the reason names it and what to do",
+			prep: engine.NodePrepDrain,
+			setup: func(c *dsCluster) {
+				c.pods = append(c.pods, otherPod("shop", "web-1", "node-0", "ReplicaSet"), otherPod("shop", "web-2", "node-0", "ReplicaSet"))
+			},
+			evict: func(n string) error {
+				return pdbForbidden("web-pdb", "pdb disruptions allowed is negative",
+					"The disruption budget web-pdb does not allow evicting pods currently: pdb disruptions allowed is negative")
+			},
+			want:    []string{"CordonNode:node-0:done", "DrainNode:node-0:skipped", "Recreate:agent-0:skipped", "UncordonNode:node-0:skipped"},
+			nodes:   map[string]string{"node-0": "cordoned by default/agent"},
+			evicted: []string{"shop/web-1", "shop/web-2"}, patched: []string{"node-0"},
+			reason: map[int]string{1: "eviction refused for now (PodDisruptionBudget or the rollplan gate): " +
+				"shop/web-1 (PodDisruptionBudget shop/web-pdb: The disruption budget web-pdb does not allow evicting pods currently: pdb disruptions allowed is negative), " +
+				"shop/web-2 (PodDisruptionBudget shop/web-pdb: The disruption budget web-pdb does not allow evicting pods currently: pdb disruptions allowed is negative): " +
+				"node node-0 is not drained; the budget's status is out of order: check that kube-controller-manager's disruption controller runs and updates it (kubectl get pdb -n shop web-pdb -o yaml"},
 		},
 		{
 			name: "drain: a pod still terminating on the node keeps it undrained",
@@ -570,6 +660,9 @@ func TestNodePreparationConverges(t *testing.T) {
 			if got := nodeState(t, cs, "node-1"); got != "cordoned by default/agent" {
 				t.Fatalf("node-1 %s when apply died, want cordoned for the DaemonSet", got)
 			}
+			if got, want := condState(t, cs, "node-1"), []string{"DrainInProgress=False/RollplanDrained", "Drained=True/RollplanDrained"}; !slices.Equal(got, want) {
+				t.Fatalf("node-1 conditions %q when apply died, want %q", got, want)
+			}
 			x, restarted = newExec(), true
 		case err != nil:
 			t.Fatalf("step %d: %v\n%s", step, err, log.String())
@@ -578,8 +671,14 @@ func TestNodePreparationConverges(t *testing.T) {
 		}
 		cordoned := 0
 		for i := range 4 {
-			if strings.HasPrefix(nodeState(t, cs, fmt.Sprintf("node-%d", i)), "cordoned by") {
+			name := fmt.Sprintf("node-%d", i)
+			ours := strings.HasPrefix(nodeState(t, cs, name), "cordoned by")
+			if ours {
 				cordoned++
+			}
+			// rollplan's drain conditions never outlive its cordon.
+			if conds := condState(t, cs, name); len(conds) > 0 && !ours {
+				t.Fatalf("step %d: %s is %s with conditions %q", step, name, nodeState(t, cs, name), conds)
 			}
 		}
 		if cordoned > 1 {
@@ -594,6 +693,25 @@ func TestNodePreparationConverges(t *testing.T) {
 		if got := nodeState(t, cs, fmt.Sprintf("node-%d", i)); got != want {
 			t.Errorf("node-%d: %s, want %s", i, got, want)
 		}
+		if got := condState(t, cs, fmt.Sprintf("node-%d", i)); len(got) > 0 {
+			t.Errorf("node-%d: conditions %q left", i, got)
+		}
+	}
+	// Set while draining, cleared at the uncordon: the three nodes
+	// rollplan cordoned, none on the one someone else did.
+	var sets, clears int
+	for _, s := range w.status {
+		switch {
+		case strings.HasPrefix(s, "node-2"):
+			t.Errorf("status patch %q of the node someone else cordoned", s)
+		case strings.Contains(s, " -"):
+			clears++
+		default:
+			sets++
+		}
+	}
+	if clears != 3 || sets < 3 {
+		t.Errorf("status patches %q: %d removals, %d sets; want 3 and at least 3", w.status, clears, sets)
 	}
 	pods, _ := cs.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{})
 	for _, p := range pods.Items {
@@ -691,5 +809,437 @@ func TestReleaseCordonsOfDeletedDaemonSet(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Node conditions of others, on node-0 in the condition tests: the
+// kubelet's Ready and an admin's MaintenancePlanned. rollplan never
+// changes them.
+var (
+	kubeletReady = corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "kubelet is posting ready status",
+		LastHeartbeatTime: metav1.NewTime(now.Add(-time.Minute)), LastTransitionTime: metav1.NewTime(now.Add(-time.Hour))}
+	adminMaintenance = corev1.NodeCondition{Type: corev1.NodeMaintenancePlanned, Status: corev1.ConditionTrue, Reason: "KernelUpgrade", Message: "reboot on Sunday",
+		LastHeartbeatTime: metav1.NewTime(now.Add(-2 * time.Hour)), LastTransitionTime: metav1.NewTime(now.Add(-2 * time.Hour))}
+)
+
+// cond is a condition as rollplan or someone else wrote it an hour ago.
+func cond(t corev1.NodeConditionType, s corev1.ConditionStatus, reason string) corev1.NodeCondition {
+	return corev1.NodeCondition{Type: t, Status: s, Reason: reason, Message: "earlier",
+		LastHeartbeatTime: metav1.NewTime(now.Add(-time.Hour)), LastTransitionTime: metav1.NewTime(now.Add(-time.Hour))}
+}
+
+// condState lists the node's conditions as Type=Status/Reason, in order.
+func condState(t *testing.T, cs *fake.Clientset, name string) []string {
+	t.Helper()
+	n, err := cs.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, c := range n.Status.Conditions {
+		out = append(out, fmt.Sprintf("%s=%s/%s", c.Type, c.Status, c.Reason))
+	}
+	slices.Sort(out) // a merge by type keeps no order that matters
+	return out
+}
+
+// checkOthers fails unless the kubelet's and the admin's conditions on the
+// node are exactly as they were.
+func checkOthers(t *testing.T, cs *fake.Clientset, name string) {
+	t.Helper()
+	n, err := cs.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []corev1.NodeCondition{kubeletReady, adminMaintenance} {
+		got := nodeCondition(n, want.Type)
+		if got == nil || !got.LastHeartbeatTime.Equal(&want.LastHeartbeatTime) || !got.LastTransitionTime.Equal(&want.LastTransitionTime) ||
+			got.Status != want.Status || got.Reason != want.Reason || got.Message != want.Message {
+			t.Errorf("node %s: condition %s is %+v, want it untouched: %+v", name, want.Type, got, want)
+		}
+	}
+}
+
+func newDSExecAt(t *testing.T, cs *fake.Clientset, prep string, v kubeversion.Version, dryRun bool, log *bytes.Buffer) *Executor {
+	t.Helper()
+	x, err := New(cs, Options{
+		Target: Target{Namespace: ns, Kind: "DaemonSet", Name: "agent"}, Engine: prepEngine{native.New(), prep},
+		KubernetesVersion: v, DryRun: dryRun, Now: func() time.Time { return now },
+		Log: slog.New(slog.NewTextHandler(log, nil)), Poll: time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+// The drain conditions through whole steps: set on the node rollplan
+// cordoned while it drains, Drained once no pod a drain evicts is left,
+// removed before the cordon is lifted; none before v1.37 nor on a node
+// someone else cordoned; the kubelet's and the admin's conditions are left
+// as they are, and so is a drain condition someone else wrote.
+func TestNodeDrainConditions(t *testing.T) {
+	draining := []string{"Ready=True/KubeletReady", "MaintenancePlanned=True/KernelUpgrade", "DrainInProgress=True/RollplanDraining", "Drained=False/RollplanDraining"}
+	drained := []string{"Ready=True/KubeletReady", "MaintenancePlanned=True/KernelUpgrade", "DrainInProgress=False/RollplanDrained", "Drained=True/RollplanDrained"}
+	untouched := []string{"Ready=True/KubeletReady", "MaintenancePlanned=True/KernelUpgrade"}
+	webOnNode0 := func(c *dsCluster) { c.pods = append(c.pods, otherPod("shop", "web-1", "node-0", "ReplicaSet")) }
+	tests := []struct {
+		name    string
+		version kubeversion.Version
+		dryRun  bool
+		setup   func(c *dsCluster)
+		want    []string // type:pod-or-node:outcome
+		status  []string // status patches
+		seq     []string // node writes in order (when set)
+		conds   []string // node-0's conditions afterwards
+		reason  map[int]string
+	}{
+		{
+			name:   "v1.37: the node rollplan cordons and drains gets DrainInProgress=True, Drained=False",
+			setup:  webOnNode0,
+			want:   []string{"CordonNode:node-0:done", "DrainNode:node-0:done", "Recreate:agent-0:skipped", "UncordonNode:node-0:skipped"},
+			status: []string{"node-0 DrainInProgress=True Drained=False"},
+			seq:    []string{"patch node-0", "status node-0"},
+			conds:  draining,
+		},
+		{
+			name:    "zero version means the newest: the same",
+			version: kubeversion.Version{},
+			setup:   webOnNode0,
+			status:  []string{"node-0 DrainInProgress=True Drained=False"},
+			conds:   draining,
+		},
+		{
+			name:    "v1.36: no condition at all",
+			version: kubeversion.V1_36,
+			setup:   webOnNode0,
+			want:    []string{"CordonNode:node-0:done", "DrainNode:node-0:done", "Recreate:agent-0:skipped", "UncordonNode:node-0:skipped"},
+			conds:   untouched,
+		},
+		{
+			name:    "v1.35: none either",
+			version: kubeversion.V1_35,
+			setup:   webOnNode0,
+			conds:   untouched,
+		},
+		{
+			name: "drained: nothing left to evict, DrainInProgress=False and Drained=True before the pod's own action",
+			setup: func(c *dsCluster) {
+				c.cordon(0, ns+"/agent")
+				c.nodes[0].Status.Conditions = append(c.nodes[0].Status.Conditions,
+					cond(corev1.NodeDrainInProgress, corev1.ConditionTrue, CondReasonDraining), cond(corev1.NodeDrained, corev1.ConditionFalse, CondReasonDraining))
+			},
+			want:   []string{"CordonNode:node-0:skipped", "DrainNode:node-0:skipped", "Recreate:agent-0:done", "UncordonNode:node-0:skipped"},
+			status: []string{"node-0 DrainInProgress=False Drained=True"},
+			conds:  drained,
+		},
+		{
+			name: "a restarted apply (a crash before the conditions were written) sets the ones it finds missing",
+			setup: func(c *dsCluster) {
+				c.cordon(0, ns+"/agent")
+			},
+			status: []string{"node-0 DrainInProgress=False Drained=True"},
+			conds:  drained,
+		},
+		{
+			name: "a node someone else cordoned is drained without conditions",
+			setup: func(c *dsCluster) {
+				c.cordon(0, "")
+				webOnNode0(c)
+			},
+			want:  []string{"CordonNode:node-0:skipped", "DrainNode:node-0:done", "Recreate:agent-0:skipped"},
+			conds: untouched,
+		},
+		{
+			name: "a DrainInProgress someone else wrote is left alone, and the reason says so",
+			setup: func(c *dsCluster) {
+				c.cordon(0, ns+"/agent")
+				c.nodes[0].Status.Conditions = append(c.nodes[0].Status.Conditions, cond(corev1.NodeDrainInProgress, corev1.ConditionTrue, "AdminDrain"))
+			},
+			status: []string{"node-0 Drained=True"},
+			conds:  []string{"Ready=True/KubeletReady", "MaintenancePlanned=True/KernelUpgrade", "DrainInProgress=True/AdminDrain", "Drained=True/RollplanDrained"},
+			reason: map[int]string{1: `node conditions DrainInProgress=True (reason "AdminDrain") are someone else's: left as they are`},
+		},
+		{
+			name: "uncordon: rollplan's conditions go first, then the cordon; the others stay",
+			setup: func(c *dsCluster) {
+				c.cordon(0, ns+"/agent")
+				c.nodes[0].Status.Conditions = append(c.nodes[0].Status.Conditions,
+					cond(corev1.NodeDrainInProgress, corev1.ConditionFalse, CondReasonDrained), cond(corev1.NodeDrained, corev1.ConditionTrue, CondReasonDrained))
+				c.pods[0] = dsPod("agent-0x", "node-0", "new", true)
+			},
+			want:   []string{"UncordonNode:node-0:done", "CordonNode:node-1:done", "DrainNode:node-1:skipped", "Recreate:agent-1:done", "UncordonNode:node-1:skipped"},
+			status: []string{"node-0 -DrainInProgress -Drained", "node-1 DrainInProgress=False Drained=True"},
+			seq:    []string{"status node-0", "patch node-0", "patch node-1", "status node-1"},
+			conds:  untouched,
+		},
+		{
+			name:    "uncordon removes rollplan's conditions whatever the version",
+			version: kubeversion.V1_36,
+			setup: func(c *dsCluster) {
+				c.cordon(0, ns+"/agent")
+				c.nodes[0].Status.Conditions = append(c.nodes[0].Status.Conditions, cond(corev1.NodeDrained, corev1.ConditionTrue, CondReasonDrained))
+				c.pods[0] = dsPod("agent-0x", "node-0", "new", true)
+			},
+			status: []string{"node-0 -Drained"},
+			conds:  untouched,
+		},
+		{
+			name: "uncordon after a crash between the conditions' removal and the uncordon: nothing left to remove, uncordoned",
+			setup: func(c *dsCluster) {
+				c.cordon(0, ns+"/agent")
+				c.pods[0] = dsPod("agent-0x", "node-0", "new", true)
+			},
+			want:   []string{"UncordonNode:node-0:done", "CordonNode:node-1:done", "DrainNode:node-1:skipped", "Recreate:agent-1:done", "UncordonNode:node-1:skipped"},
+			status: []string{"node-1 DrainInProgress=False Drained=True"},
+			seq:    []string{"patch node-0", "patch node-1", "status node-1"},
+			conds:  untouched,
+		},
+		{
+			name: "uncordon leaves a drain condition someone else wrote",
+			setup: func(c *dsCluster) {
+				c.cordon(0, ns+"/agent")
+				c.nodes[0].Status.Conditions = append(c.nodes[0].Status.Conditions, cond(corev1.NodeDrained, corev1.ConditionTrue, "AdminDrain"))
+				c.pods[0] = dsPod("agent-0x", "node-0", "new", true)
+			},
+			status: []string{"node-1 DrainInProgress=False Drained=True"},
+			conds:  []string{"Ready=True/KubeletReady", "MaintenancePlanned=True/KernelUpgrade", "Drained=True/AdminDrain"},
+		},
+		{
+			name:   "dry run: the conditions are sent with dryRun=All and nothing changes",
+			dryRun: true,
+			setup:  webOnNode0,
+			want:   []string{"CordonNode:node-0:would", "DrainNode:node-0:would", "Recreate:agent-0:would", "UncordonNode:node-0:skipped"},
+			status: []string{"node-0 DrainInProgress=False Drained=True (dry run)"},
+			conds:  untouched,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newDSCluster(2, "1")
+			c.nodes[0].Status.Conditions = []corev1.NodeCondition{kubeletReady, adminMaintenance}
+			if tt.setup != nil {
+				tt.setup(c)
+			}
+			v := tt.version
+			if strings.HasPrefix(tt.name, "v1.37") {
+				v = kubeversion.V1_37
+			}
+			w := &nodeWrites{}
+			cs := c.client(t, w, nil, nil)
+			var log bytes.Buffer
+			res, err := newDSExecAt(t, cs, engine.NodePrepDrain, v, tt.dryRun, &log).Step(context.Background())
+			if err != nil {
+				t.Fatalf("step: %v\n%s", err, log.String())
+			}
+			if got := nodeOutcomes(res); tt.want != nil && !slices.Equal(got, tt.want) {
+				t.Errorf("actions %q, want %q\nlog:\n%s", got, tt.want, log.String())
+			}
+			if !slices.Equal(w.status, tt.status) {
+				t.Errorf("status patches %q, want %q", w.status, tt.status)
+			}
+			if tt.seq != nil && !slices.Equal(w.seq, tt.seq) {
+				t.Errorf("node writes in order %q, want %q", w.seq, tt.seq)
+			}
+			if got, want := condState(t, cs, "node-0"), slices.Sorted(slices.Values(tt.conds)); !slices.Equal(got, want) {
+				t.Errorf("node-0 conditions %q, want %q", got, want)
+			}
+			checkOthers(t, cs, "node-0")
+			for i, want := range tt.reason {
+				if i >= len(res.Actions) || !strings.Contains(res.Actions[i].Reason, want) {
+					t.Errorf("action %d: reason lacks %q: %+v", i, want, res.Actions)
+				}
+			}
+		})
+	}
+}
+
+// A condition written keeps its lastTransitionTime while its status holds
+// and gets the step's time when it changes; a node already as rollplan
+// wants it gets no write.
+func TestDrainConditionsIdempotent(t *testing.T) {
+	c := newDSCluster(2, "1")
+	c.cordon(0, ns+"/agent")
+	// An earlier apply's DrainInProgress=True, with another message.
+	c.nodes[0].Status.Conditions = []corev1.NodeCondition{cond(corev1.NodeDrainInProgress, corev1.ConditionTrue, CondReasonDraining)}
+	c.pods = append(c.pods, otherPod("shop", "web-1", "node-0", "ReplicaSet"))
+	w := &nodeWrites{}
+	refuse := func(string) error {
+		return apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 10)
+	}
+	cs := c.client(t, w, refuse, nil)
+	var log bytes.Buffer
+	x := newDSExecAt(t, cs, engine.NodePrepDrain, kubeversion.V1_37, false, &log)
+	wave := plan.WorkloadPlan{Waves: []plan.Wave{{Index: 1, Actions: []plan.Action{
+		{Type: plan.ActionCordonNode, Node: "node-0"}, {Type: plan.ActionDrainNode, Node: "node-0"}, {Type: plan.ActionRecreate, Pod: "agent-0", Node: "node-0"}}}}}
+	drain := plan.Action{Type: plan.ActionDrainNode, Node: "node-0"}
+	spent := map[string]bool{cordonedKey("node-0"): true}
+	for i := range 3 {
+		if _, _, err := x.nodeAction(context.Background(), wave, drain, spent); err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{"node-0 DrainInProgress=True Drained=False"}; !slices.Equal(w.status, want) {
+			t.Fatalf("after drain %d: status patches %q, want %q (one write)", i+1, w.status, want)
+		}
+	}
+	n, _ := cs.CoreV1().Nodes().Get(context.Background(), "node-0", metav1.GetOptions{})
+	if got := nodeCondition(n, corev1.NodeDrainInProgress); !got.LastTransitionTime.Time.Equal(now.Add(-time.Hour)) || !got.LastHeartbeatTime.Time.Equal(now) || got.Message == "earlier" {
+		t.Errorf("DrainInProgress %+v, want its new message, heartbeat %v and its transition kept (%v)", got, now, now.Add(-time.Hour))
+	}
+	if got := nodeCondition(n, corev1.NodeDrained).LastTransitionTime; !got.Time.Equal(now) {
+		t.Errorf("Drained lastTransitionTime %v, want %v", got, now)
+	}
+	// The PDB lets web-1 go; an hour later the node is drained: only
+	// then do the conditions change, with the new time.
+	later := now.Add(time.Hour)
+	x.opts.Now = func() time.Time { return later }
+	_ = cs.Tracker().Delete(podsGVR, "shop", "web-1")
+	if _, _, err := x.nodeAction(context.Background(), wave, drain, spent); err != nil {
+		t.Fatal(err)
+	}
+	n, _ = cs.CoreV1().Nodes().Get(context.Background(), "node-0", metav1.GetOptions{})
+	for _, ty := range drainConditionTypes {
+		if got := nodeCondition(n, ty).LastTransitionTime; !got.Time.Equal(later) {
+			t.Errorf("%s lastTransitionTime %v, want %v", ty, got, later)
+		}
+	}
+	if len(w.status) != 2 || !spent[drainedKey("node-0")] {
+		t.Errorf("status patches %q, drained %v; want a second write and the node drained", w.status, spent[drainedKey("node-0")])
+	}
+}
+
+// A failed condition write: while draining it is noted and the drain goes
+// on; at the uncordon a refusal (403, no permission on nodes/status)
+// lets the uncordon go on with a note, any other failure keeps the node
+// cordoned (an error, like a failed uncordon).
+func TestDrainConditionWriteFails(t *testing.T) {
+	denied := func(n string) error {
+		return apierrors.NewForbidden(schema.GroupResource{Resource: "nodes/status"}, n, errors.New("no RBAC"))
+	}
+	broken := func(string) error { return apierrors.NewInternalError(errors.New("etcd went away")) }
+	uncordon := plan.Action{Type: plan.ActionUncordonNode, Node: "node-0"}
+	drain := plan.Action{Type: plan.ActionDrainNode, Node: "node-0"}
+	for _, tc := range []struct {
+		name      string
+		a         plan.Action
+		statusErr func(string) error
+		outcome   string
+		reason    string
+		err       string
+		node      string // nodeState afterwards
+	}{
+		{"drain: refused, noted", drain, denied, Skipped, `node conditions DrainInProgress=False, Drained=True not written (the drain goes on; the next step tries again)`, "", "cordoned by default/agent"},
+		{"drain: failed, noted", drain, broken, Skipped, "etcd went away", "", "cordoned by default/agent"},
+		{"uncordon: refused, uncordoned with a note", uncordon, denied, Done, "node conditions DrainInProgress, Drained left on the node: removing them was refused", "", "schedulable"},
+		{"uncordon: failed, stays cordoned", uncordon, broken, "", "", "uncordon node node-0 (node conditions DrainInProgress and Drained", "cordoned by default/agent"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newDSCluster(2, "1")
+			c.cordon(0, ns+"/agent")
+			c.nodes[0].Status.Conditions = []corev1.NodeCondition{
+				cond(corev1.NodeDrainInProgress, corev1.ConditionTrue, CondReasonDraining), cond(corev1.NodeDrained, corev1.ConditionFalse, CondReasonDraining)}
+			c.pods[0] = dsPod("agent-0x", "node-0", "new", true)
+			w := &nodeWrites{statusErr: tc.statusErr}
+			cs := c.client(t, w, nil, nil)
+			var log bytes.Buffer
+			x := newDSExecAt(t, cs, engine.NodePrepDrain, kubeversion.V1_37, false, &log)
+			wp := plan.WorkloadPlan{Waves: []plan.Wave{{Index: 1, Actions: []plan.Action{tc.a}}}}
+			r, _, err := x.nodeAction(context.Background(), wp, tc.a, map[string]bool{cordonedKey("node-0"): true})
+			switch {
+			case tc.err != "":
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Errorf("error %v, want one containing %q", err, tc.err)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case r.Outcome != tc.outcome || !strings.Contains(r.Reason, tc.reason):
+				t.Errorf("got %s (%s), want %s containing %q", r.Outcome, r.Reason, tc.outcome, tc.reason)
+			}
+			if len(w.status) != 1 {
+				t.Errorf("status patches %q, want one attempt", w.status)
+			}
+			if got := nodeState(t, cs, "node-0"); got != tc.node {
+				t.Errorf("node-0 %s, want %s", got, tc.node)
+			}
+		})
+	}
+}
+
+// A DaemonSet deleted mid-drain: its nodes lose rollplan's drain
+// conditions before their cordon; someone else's conditions stay.
+func TestReleaseCordonsClearsConditions(t *testing.T) {
+	c := newDSCluster(2, "1")
+	c.cordon(0, ns+"/agent")
+	c.nodes[0].Status.Conditions = []corev1.NodeCondition{kubeletReady, adminMaintenance,
+		cond(corev1.NodeDrainInProgress, corev1.ConditionTrue, CondReasonDraining), cond(corev1.NodeDrained, corev1.ConditionFalse, CondReasonDraining)}
+	w := &nodeWrites{}
+	cs := c.client(t, w, nil, nil)
+	if err := cs.AppsV1().DaemonSets(ns).Delete(context.Background(), "agent", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	if _, err := newDSExec(t, cs, "drain", false, &log).Step(context.Background()); !errors.Is(err, capture.ErrNotFound) || !strings.Contains(err.Error(), "uncordoned nodes node-0") {
+		t.Fatalf("Step error %v, want not found and node-0 uncordoned", err)
+	}
+	if want := []string{"status node-0", "patch node-0"}; !slices.Equal(w.seq, want) {
+		t.Errorf("node writes %q, want %q", w.seq, want)
+	}
+	if got, want := condState(t, cs, "node-0"), []string{"MaintenancePlanned=True/KernelUpgrade", "Ready=True/KubeletReady"}; !slices.Equal(got, want) {
+		t.Errorf("node-0 conditions %q, want %q", got, want)
+	}
+	checkOthers(t, cs, "node-0")
+	if got := nodeState(t, cs, "node-0"); got != "schedulable" {
+		t.Errorf("node-0 %s, want schedulable", got)
+	}
+}
+
+// maintenancePolicy is the example of docs/policy-contract.md: a Rego
+// policy that holds the daemon pods of a node under maintenance (facts
+// nodes[].maintenancePlanned, .maintenanceInProgress), the default
+// strategy otherwise.
+const maintenancePolicy = `package rollplan.strategy
+
+import data.rollplan.defaults
+
+under_maintenance := {n.name | some n in input.nodes; n.maintenanceInProgress}
+
+scope(pod) := {"in": false, "reason": sprintf("node %s is under maintenance", [pod.node])} if {
+	pod.node in under_maintenance
+} else := defaults.scope(pod)
+`
+
+// A policy can hold the pods of a node under maintenance: the live Node's
+// MaintenanceInProgress condition reaches the facts, the plan holds the
+// node's daemon pod, and apply neither cordons that node nor touches its
+// pod; a node only planned for maintenance is not held by this policy.
+func TestPolicyHoldsPodsUnderMaintenance(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "maintenance.rego"), []byte(maintenancePolicy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eng, err := rego.Load(context.Background(), []string{dir}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newDSCluster(3, "3")
+	c.nodes[1].Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeMaintenanceInProgress, Status: corev1.ConditionTrue, Reason: "KernelUpgrade"}}
+	c.nodes[2].Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeMaintenancePlanned, Status: corev1.ConditionTrue, Reason: "KernelUpgrade"}}
+	w := &nodeWrites{}
+	cs := c.client(t, w, nil, nil)
+	var log bytes.Buffer
+	res, err := testExec(t, cs, "DaemonSet", "agent", prepEngine{eng, engine.NodePrepCordon}, false, &log).Step(context.Background())
+	if err != nil {
+		t.Fatalf("step: %v\n%s", err, log.String())
+	}
+	if want := []plan.Held{{Pod: "agent-1", Reason: "node node-1 is under maintenance"}}; !slices.EqualFunc(res.Plan.Held, want, func(a, b plan.Held) bool { return a.Pod == b.Pod && a.Reason == b.Reason }) {
+		t.Errorf("held %+v, want %+v", res.Plan.Held, want)
+	}
+	for _, a := range res.Actions {
+		if a.Pod == "agent-1" || a.Node == "node-1" {
+			t.Errorf("action %+v on the node under maintenance", a)
+		}
+	}
+	if !slices.Equal(w.evictions, []string{"default/agent-0", "default/agent-2"}) || nodeState(t, cs, "node-1") != "schedulable" {
+		t.Errorf("evicted %q, node-1 %s; want agent-0 and agent-2, node-1 untouched", w.evictions, nodeState(t, cs, "node-1"))
 	}
 }
