@@ -1,6 +1,6 @@
 // Package facts turns a snapshot into one normalised document per workload
 // rollout: the input every policy engine sees. The schema is an API: fields are
-// added, never renamed. Version: SchemaVersion. Documented in docs/facts.md.
+// added, never renamed. Version: SchemaVersion. Documented in docs/policy-contract.md.
 package facts
 
 // SchemaVersion names the facts schema. Policies may check it.
