@@ -85,7 +85,8 @@ func (e *Executor) act(ctx context.Context, first *liveState, wp plan.WorkloadPl
 		r.Outcome, r.Reason = Skipped, "the pod is gone since the plan was made"
 		return r, nil
 	}
-	if fp := factPod(live.rollout, a.Pod); fp != nil && fp.Updated && a.Type != plan.ActionDelete {
+	fp := factPod(live.rollout, a.Pod)
+	if fp != nil && fp.Updated && a.Type != plan.ActionDelete {
 		r.Outcome, r.Reason = Skipped, "the pod runs the update revision already"
 		return r, nil
 	}
@@ -93,7 +94,12 @@ func (e *Executor) act(ctx context.Context, first *liveState, wp plan.WorkloadPl
 	for p := range spent {
 		extra[p] = true
 	}
-	if why := overBudget(live.rollout, wp.Budgets, extra); why != "" {
+	// Replacing a pod that is down costs no availability: an unavailable
+	// old pod goes whatever the budget (the plan puts it first), so the
+	// crash-looping pods of a broken revision never hold their own
+	// rollback. It still counts against the budget for the others.
+	down := fp != nil && !fp.Available && !fp.Terminating
+	if why := overBudget(live.rollout, wp.Budgets, extra); why != "" && !down {
 		metric = OutcomeSkippedBudget
 		r.Outcome, r.Reason = Skipped, why+" with this pod: not now"
 		return r, nil

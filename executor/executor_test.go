@@ -249,11 +249,16 @@ func TestStep(t *testing.T) {
 			want: []string{"web-2:InPlaceUpdate:done"}, patched: []string{"web-2"},
 		},
 		{
-			name: "two pods not Ready already: the budget is spent, nothing is done",
+			// Replacing a pod that is down costs no availability: all three
+			// go first, whatever the budget (2, already over), and the
+			// available pod waits.
+			name: "three old pods not Ready already: they are updated whatever the budget, nothing else",
 			setup: func(c *cluster) {
 				c.pods[0] = pod("web-0", "example.com/app:v1", oldRev, false)
 				c.pods[1] = pod("web-1", "example.com/app:v1", oldRev, false)
+				c.pods[2] = pod("web-2", "example.com/app:v1", oldRev, false)
 			},
+			want: []string{"web-2:InPlaceUpdate:done", "web-1:InPlaceUpdate:done", "web-0:InPlaceUpdate:done"}, patched: []string{"web-2", "web-1", "web-0"},
 		},
 		{
 			name: "an evicted pod not yet recreated counts against the budget",

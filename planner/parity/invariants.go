@@ -581,7 +581,8 @@ func (c *checker) order() {
 			}
 			// Phase 1 of a v1.37 Parallel update replaces unavailable old
 			// pods in the sync that reaches them, whatever comes before.
-			if c.stsPhase1() && !c.r.Pods[i].Available {
+			// So does a rollout rollplan drives, whatever the policy's order.
+			if (c.stsPhase1() || c.driven()) && !c.r.Pods[i].Available {
 				continue
 			}
 			if prev >= 0 && c.podCompare(prev, i) > 0 {
@@ -1040,6 +1041,9 @@ func (c *checker) podReplay() {
 			// StatefulSet: phase 1 of a v1.37 Parallel update and
 			// updateStrategy Recreate delete whatever the budget (§8).
 			forced = forced || (c.stsPhase1() && wasUnavailable) || c.stsRecreate()
+			// A rollout rollplan drives replaces an unavailable old pod
+			// first, whatever the budget, for every kind.
+			forced = forced || (c.driven() && wasUnavailable)
 			for _, bs := range budgets {
 				if !c.relevant(bs.b, s.pod) {
 					continue

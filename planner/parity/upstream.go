@@ -400,3 +400,25 @@ func (c *checker) dsSurge() {
 		c.add(RuleDSSurge, 1, "", "upstream's first sync creates %d pod(s): %d for unavailable old pods (budget-free) + min(%d available old pods, maxSurge %d − %d node(s) at surge); the plan's first wave at 0s recreates %d (%d waves%s)", want, allowed, candidates, maxSurge, surging, got, len(c.wp.Waves), noteSuffix(c.wp.Notes))
 	}
 }
+
+// driven: rollplan apply drives the rollout (a managed OnDelete
+// StatefulSet or DaemonSet, or a managed Deployment updated in place:
+// its plan scales no ReplicaSet), so an unavailable old pod is replaced
+// first, whatever the budget.
+func (c *checker) driven() bool {
+	w := c.r.Workload
+	if !w.Managed {
+		return false
+	}
+	if w.Kind != "Deployment" {
+		return w.Strategy.Type == "OnDelete"
+	}
+	for _, wave := range c.wp.Waves {
+		for _, a := range wave.Actions {
+			if a.Type == plan.ActionScaleRS {
+				return false
+			}
+		}
+	}
+	return true
+}

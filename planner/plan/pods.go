@@ -116,6 +116,13 @@ type podSim struct {
 	// gate on) deletes every old pod at once, then creates the new ones:
 	// all at once (Parallel) or one at a time in ordinal order (OrderedReady).
 	stsRecreate bool
+	// managedForced: rollplan drives the rollout (managed, any kind): a pod
+	// that is unavailable and not at the update revision is replaced first,
+	// whatever the budget, as upstream's DaemonSet does (§3.6). Replacing a
+	// pod that is down costs no availability, and the crash-looping pods of
+	// a broken revision must not hold their own rollback. It still counts
+	// against the budget for every other pod.
+	managedForced bool
 	// recreateRank (stsRecreate, OrderedReady): pod → its place in the
 	// order the controller creates the new pods, lowest ordinal first.
 	recreateRank map[int]int
@@ -155,6 +162,7 @@ func simulatePods(r *facts.Rollout, d *engine.Decisions, o Options) *simulation 
 	// the plan warns about the waves that break them (advisoryWarnings).
 	s.budgets = ResolveBudgets(r, d)
 	w := &r.Workload
+	s.managedForced = drivenByRollplan(r, d)
 	switch w.Kind {
 	case "StatefulSet":
 		s.upstreamSTS = true
@@ -915,10 +923,11 @@ func (s *podSim) run(sim *simulation) {
 			p := &r.Pods[pi]
 			pd := &d.Pods[pi]
 			it := &s.items[pi]
-			forced := (s.dsForced || s.stsPhase1) && it.unavailable || s.stsRecreate
+			forced := (s.dsForced || s.stsPhase1 || s.managedForced) && it.unavailable || s.stsRecreate
 			// The StatefulSet controller reaches these in the same sync
-			// whatever the pods before them (§8): nothing holds them.
-			stsForced := forced && s.upstreamSTS
+			// whatever the pods before them (§8), and rollplan replaces an
+			// unavailable old pod first: nothing holds them.
+			unheld := forced && (s.upstreamSTS || s.managedForced)
 			// A DaemonSet pod on a node that should no longer run it is
 			// deleted and not replaced (§3.6); it uses budget while it goes.
 			remove := s.r.Workload.Kind == "DaemonSet" && len(r.Nodes) > 0 && !s.nodeRuns[p.Node]
@@ -936,7 +945,7 @@ func (s *podSim) run(sim *simulation) {
 			// (§3.7 rule 3), outside any budget and whatever the order;
 			// until then it waits without holding the others.
 			misscheduled := remove && s.surgeMode && !r.Workload.Managed && !forced
-			if blocked != "" && !misscheduled && !stsForced {
+			if blocked != "" && !misscheduled && !unheld {
 				rest = append(rest, pi)
 				continue
 			}
@@ -954,7 +963,7 @@ func (s *podSim) run(sim *simulation) {
 					continue
 				}
 			}
-			if s.upstreamSTS && it.unavailable && !stsForced {
+			if s.upstreamSTS && it.unavailable && !unheld {
 				for bi := range s.budgets {
 					if it.relevant[bi] {
 						s.extra[bi]++
@@ -988,9 +997,11 @@ func (s *podSim) run(sim *simulation) {
 				a.Reasons = append([]string{"unavailable old pod, not Ready: upstream creates its replacement whatever the surge budget and deletes the old pod at once, so the node takes no surge pod (§3.4, §3.7)"}, a.Reasons...)
 			case s.stsRecreate:
 				a.Reasons = append([]string{s.recreateReason()}, a.Reasons...)
-			case stsForced:
+			case forced && s.stsPhase1:
 				a.Reasons = append([]string{"unavailable old pod: the v" + strings.TrimPrefix(r.KubernetesVersion, "v") + " StatefulSet controller (Parallel) deletes every unavailable old pod whatever maxUnavailable (phase 1 of its update), and it counts against the budget"}, a.Reasons...)
 				phase1 = append(phase1, p.Name)
+			case forced && s.managedForced:
+				a.Reasons = append([]string{"unavailable and not at the update revision: replaced first, whatever the budget (replacing a pod that is down costs no availability); it counts against the budget for the other pods"}, a.Reasons...)
 			case forced:
 				a.Reasons = append([]string{"unavailable old pod: upstream replaces it whatever the budget, and it counts against the budget"}, a.Reasons...)
 			}
