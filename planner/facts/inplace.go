@@ -78,6 +78,40 @@ func sameQuantity(a, b corev1.ResourceList, rn corev1.ResourceName) bool {
 	return oka == okb && (!oka || qa.Cmp(qb) == 0)
 }
 
+// imageDrift lists the container and init-container images in which pod p
+// differs from template t, as the changes that bring p to t. Only images
+// are compared: the API server and admission fill in the rest of a pod's
+// spec (defaults, LimitRange resources), and images are what an in-place
+// update changes.
+func imageDrift(p *corev1.Pod, t *corev1.PodTemplateSpec) []Change {
+	images := func(cs []corev1.Container) []corev1.Container {
+		out := make([]corev1.Container, len(cs))
+		for i, c := range cs {
+			out[i] = corev1.Container{Name: c.Name, Image: c.Image}
+		}
+		return out
+	}
+	from := &corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: images(p.Spec.Containers), InitContainers: images(p.Spec.InitContainers)}}
+	to := &corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: images(t.Spec.Containers), InitContainers: images(t.Spec.InitContainers)}}
+	return Diff(from, to)
+}
+
+// inPlaceRevision is the revision the executor's in-place record on p
+// names ("" without one).
+func inPlaceRevision(p *corev1.Pod) string {
+	raw, ok := p.Annotations[annInPlaceUpdate]
+	if !ok {
+		return ""
+	}
+	var rec struct {
+		Revision string `json:"revision"`
+	}
+	if json.Unmarshal([]byte(raw), &rec) != nil {
+		return ""
+	}
+	return rec.Revision
+}
+
 // annInPlaceUpdate is the executor's record on a pod it updated in place
 // (executor.AnnInPlaceUpdate); facts read the restart counts it kept.
 const annInPlaceUpdate = "rollplan.dev/in-place-update"

@@ -169,6 +169,18 @@ func (b *builder) deployment(d *appsv1.Deployment) (*Rollout, error) {
 			if inPlace && !updated && len(changes) > 0 && RunsChanges(p, &d.Spec.Template, changes) {
 				pc.revision, pc.updated, pc.changes = w.UpdateRevision, true, nil
 			}
+			// A pod of the update revision's ReplicaSet that runs other
+			// images than its template was updated in place to a revision
+			// since rolled back (undo of a broken image): it is not at
+			// the update revision until it runs the template's images.
+			if inPlace && updated {
+				if drift := imageDrift(p, templates[rs.Name]); len(drift) > 0 {
+					pc.updated, pc.changes = false, drift
+					if rev := inPlaceRevision(p); rev != "" && rev != w.UpdateRevision {
+						pc.revision = rev
+					}
+				}
+			}
 			r.Pods = append(r.Pods, b.pod(p, pc))
 		}
 	}
