@@ -174,6 +174,32 @@ func TestRollbackStatefulSet(t *testing.T) {
 	}
 }
 
+// TestRollbackStatefulSetCLI: the operator's way, with the rollplan
+// binary: apply halts (exit 3), undo completes (exit 0), in place.
+func TestRollbackStatefulSetCLI(t *testing.T) {
+	e := newEnv(t, 3)
+	const name, replicas = "web", 6
+	sel := "app=" + name
+	if _, err := e.client.AppsV1().StatefulSets(e.ns).Create(e.ctx, statefulSet(e.ns, name, replicas, "2"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitSettled(name, replicas)
+	before := uids(e.pods(sel))
+	e.kubelet.SetImage(badImage, kubelet.Behavior{CrashLoop: true, CrashInterval: 200 * time.Millisecond})
+	e.setTemplate(name, func(s *corev1.PodSpec) { s.Containers[0].Image = badImage })
+	out := e.cli(3, "apply", "statefulset/"+name, "--timeout", "2m")
+	if !strings.Contains(out, "crash-looping") {
+		t.Errorf("rollplan apply halted without naming the crash loop:\n%s", out)
+	}
+	out = e.cli(0, "undo", "statefulset/"+name, "--timeout", "90s")
+	t.Logf("rollplan undo:\n%s", out)
+	for _, p := range e.pods(sel) {
+		if img := p.Spec.Containers[0].Image; img != goodImage || before[p.Name] != p.UID {
+			t.Errorf("pod %s after undo: image %s, uid %s (was %s); want %s in place", p.Name, img, p.UID, before[p.Name], goodImage)
+		}
+	}
+}
+
 func TestRollbackDaemonSet(t *testing.T) {
 	for _, tc := range []struct {
 		name string
