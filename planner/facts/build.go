@@ -43,52 +43,120 @@ type Options struct {
 }
 
 // Build computes the facts of every workload in the snapshot, sorted by
-// kind, namespace and name.
+// kind, namespace and name. Any workload whose facts cannot be built fails
+// the whole call (the first in snapshot order, Deployments, DaemonSets, then
+// StatefulSets): callers that can report a workload's error beside the
+// others' plans use BuildEach.
 func Build(s *snapshot.Snapshot, o Options) ([]*Rollout, error) {
+	out, failed, err := build(s, o)
+	if err != nil {
+		return nil, err
+	}
+	if len(failed) > 0 {
+		return nil, failed[0]
+	}
+	sortRollouts(out)
+	return out, nil
+}
+
+// WorkloadError is the error of one workload whose facts cannot be built:
+// an invalid annotation, strategy or ControllerRevision of its own. It
+// belongs to that workload alone; the other workloads' facts do not depend
+// on it (a PodDisruptionBudget counts another workload's pods from the
+// snapshot, not from that workload's facts).
+type WorkloadError struct {
+	Kind, Namespace, Name string
+	// Err names the object and the field; its message starts with the
+	// workload ("DaemonSet default/agent: annotation ...").
+	Err error
+}
+
+func (e *WorkloadError) Error() string { return e.Err.Error() }
+
+func (e *WorkloadError) Unwrap() error { return e.Err }
+
+// BuildEach is Build where one workload's error does not fail the others:
+// it returns the facts of every workload that has them (sorted as Build
+// sorts them) and the errors of the others (sorted the same way). The
+// error is for what belongs to no single workload (the feature gates); it
+// fails the whole call.
+func BuildEach(s *snapshot.Snapshot, o Options) ([]*Rollout, []*WorkloadError, error) {
+	out, failed, err := build(s, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	sortRollouts(out)
+	sort.SliceStable(failed, func(i, j int) bool {
+		return workloadLess(failed[i].Kind, failed[i].Namespace, failed[i].Name, failed[j].Kind, failed[j].Namespace, failed[j].Name)
+	})
+	return out, failed, nil
+}
+
+// build computes the facts of every workload, in snapshot order, with the
+// errors of the workloads that have none.
+func build(s *snapshot.Snapshot, o Options) ([]*Rollout, []*WorkloadError, error) {
 	b := &builder{snap: s, opts: o, now: o.Now, version: o.KubernetesVersion.Or(kubeversion.Newest)}
 	var err error
 	if b.gates, err = kubeversion.WithOverrides(b.version, o.FeatureGates); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	b.index()
 	var out []*Rollout
-	for _, d := range s.Deployments {
-		r, err := b.deployment(d)
+	var failed []*WorkloadError
+	add := func(kind string, meta *metav1.ObjectMeta, r *Rollout, err error) {
 		if err != nil {
-			return nil, err
+			failed = append(failed, workloadError(kind, meta, err))
+			return
 		}
 		out = append(out, r)
+	}
+	for _, d := range s.Deployments {
+		r, err := b.deployment(d)
+		add("Deployment", &d.ObjectMeta, r, err)
 	}
 	for _, ds := range s.DaemonSets {
 		r, err := b.daemonSet(ds)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
+		add("DaemonSet", &ds.ObjectMeta, r, err)
 	}
 	for _, set := range s.StatefulSets {
 		r, err := b.statefulSet(set)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
+		add("StatefulSet", &set.ObjectMeta, r, err)
 	}
 	for _, r := range out {
 		b.pdbs(r)
 		setRevisions(r)
 		b.nodeFacts(r)
 	}
+	return out, failed, nil
+}
+
+// workloadError names the workload in front of err, unless err names it
+// already (the workload checks do; a ControllerRevision's decoding names
+// the revision only).
+func workloadError(kind string, meta *metav1.ObjectMeta, err error) *WorkloadError {
+	id := fmt.Sprintf("%s %s/%s", kind, meta.Namespace, meta.Name)
+	if !strings.HasPrefix(err.Error(), id+":") {
+		err = fmt.Errorf("%s: %w", id, err)
+	}
+	return &WorkloadError{Kind: kind, Namespace: meta.Namespace, Name: meta.Name, Err: err}
+}
+
+func sortRollouts(out []*Rollout) {
 	sort.SliceStable(out, func(i, j int) bool {
 		a, c := out[i].Workload, out[j].Workload
-		if a.Kind != c.Kind {
-			return a.Kind < c.Kind
-		}
-		if a.Namespace != c.Namespace {
-			return a.Namespace < c.Namespace
-		}
-		return a.Name < c.Name
+		return workloadLess(a.Kind, a.Namespace, a.Name, c.Kind, c.Namespace, c.Name)
 	})
-	return out, nil
+}
+
+// workloadLess orders workloads by kind, namespace and name.
+func workloadLess(k1, ns1, n1, k2, ns2, n2 string) bool {
+	if k1 != k2 {
+		return k1 < k2
+	}
+	if ns1 != ns2 {
+		return ns1 < ns2
+	}
+	return n1 < n2
 }
 
 type builder struct {
