@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -22,6 +23,8 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:               true,
 		SilenceErrors:              true,
 		SuggestionsMinimumDistance: 2,
+		// --version prints what `rollplan version` prints.
+		Version: version,
 		// Runnable, so that an unknown command reaches RunE (cobra would
 		// report it as a plain error, exit 1) and is a usage error.
 		Args: cobra.ArbitraryArgs,
@@ -32,6 +35,9 @@ func newRootCommand() *cobra.Command {
 			return unknownCommand(cmd, args[0])
 		},
 	}
+	// The template prints the line as one quoted string constant, whatever
+	// the version or commit hold.
+	root.SetVersionTemplate("{{" + strconv.Quote(versionLine()) + "}}")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		// A bounded flag value's error is a usageError already, worded
 		// for the user; pflag's wrapping only repeats the value.
@@ -61,10 +67,15 @@ func newVersionCommand() *cobra.Command {
 		Short: "Print the rollplan version",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintf(cmd.OutOrStdout(), "rollplan %s (commit %s)\n", version, commit)
-			return nil
+			_, err := fmt.Fprint(cmd.OutOrStdout(), versionLine())
+			return err
 		},
 	}
+}
+
+// versionLine is what `rollplan version` and `rollplan --version` print.
+func versionLine() string {
+	return fmt.Sprintf("rollplan %s (commit %s)\n", version, commit)
 }
 
 func noArgs(cmd *cobra.Command, args []string) error {
