@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -116,6 +117,11 @@ kustomize base in deploy/.`,
 			if err != nil {
 				return err
 			}
+			// The certificate first: a gate that cannot serve HTTPS is
+			// useless whatever the kubeconfig, and its error should say so.
+			if err := checkServingCert(certFile, keyFile); err != nil {
+				return err
+			}
 			if os.Getenv("GOGC") == "" {
 				// An admission webhook's p99 is mostly GC pauses: collect
 				// less often (bound the heap with GOMEMLIMIT, as the
@@ -213,6 +219,20 @@ kustomize base in deploy/.`,
 	durationVarOff(fl, &reload, "policy-reload-interval", 10*time.Second, zeroOrSeconds, "never", "how often to check --policy files for changes (at least 1s); 0: never")
 	cmd.AddCommand(newGateManifestsCommand())
 	return cmd
+}
+
+// checkServingCert: the serving certificate and its key exist and load as
+// a pair (the server re-reads them when they change).
+func checkServingCert(certFile, keyFile string) error {
+	for _, f := range []struct{ flag, path string }{{"--tls-cert-file", certFile}, {"--tls-private-key-file", keyFile}} {
+		if _, err := os.Stat(f.path); err != nil {
+			return fmt.Errorf("%s %s: %w", f.flag, f.path, err)
+		}
+	}
+	if _, err := tls.LoadX509KeyPair(certFile, keyFile); err != nil {
+		return fmt.Errorf("serving certificate --tls-cert-file %s, --tls-private-key-file %s: %w", certFile, keyFile, err)
+	}
+	return nil
 }
 
 // gateNamespace is the gate's own namespace, where it keeps its
