@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/rollplan/rollplan/planner/kubeversion"
@@ -103,24 +104,25 @@ func build(s *snapshot.Snapshot, o Options) ([]*Rollout, []*WorkloadError, error
 	b.index()
 	var out []*Rollout
 	var failed []*WorkloadError
-	add := func(kind string, meta *metav1.ObjectMeta, r *Rollout, err error) {
+	add := func(kind string, meta *metav1.ObjectMeta, selector *metav1.LabelSelector, r *Rollout, err error) {
 		if err != nil {
 			failed = append(failed, workloadError(kind, meta, err))
 			return
 		}
+		r.Warnings = append(r.Warnings, b.orphans(kind, meta, selector)...)
 		out = append(out, r)
 	}
 	for _, d := range s.Deployments {
 		r, err := b.deployment(d)
-		add("Deployment", &d.ObjectMeta, r, err)
+		add("Deployment", &d.ObjectMeta, d.Spec.Selector, r, err)
 	}
 	for _, ds := range s.DaemonSets {
 		r, err := b.daemonSet(ds)
-		add("DaemonSet", &ds.ObjectMeta, r, err)
+		add("DaemonSet", &ds.ObjectMeta, ds.Spec.Selector, r, err)
 	}
 	for _, set := range s.StatefulSets {
 		r, err := b.statefulSet(set)
-		add("StatefulSet", &set.ObjectMeta, r, err)
+		add("StatefulSet", &set.ObjectMeta, set.Spec.Selector, r, err)
 	}
 	for _, r := range out {
 		b.pdbs(r)
@@ -128,6 +130,28 @@ func build(s *snapshot.Snapshot, o Options) ([]*Rollout, []*WorkloadError, error
 		b.nodeFacts(r)
 	}
 	return out, failed, nil
+}
+
+// orphans warns about each pod of the workload's namespace that its
+// spec.selector matches but that no controller owns (no ownerReference with
+// controller: true): the facts take a workload's pods by owner, so such a
+// pod is neither planned nor counted, in budgets or in the summary.
+func (b *builder) orphans(kind string, meta *metav1.ObjectMeta, selector *metav1.LabelSelector) []string {
+	if selector == nil {
+		return nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(selector)
+	if err != nil || sel.Empty() {
+		return nil // the API server refuses both; nothing a pod could match
+	}
+	var out []string
+	for _, p := range b.unowned {
+		if p.Namespace != meta.Namespace || !sel.Matches(labels.Set(p.Labels)) {
+			continue
+		}
+		out = append(out, fmt.Sprintf("pod %s/%s matches spec.selector of %s %s/%s but no controller owns it (no ownerReference with controller: true): it is neither planned nor counted", p.Namespace, p.Name, kind, meta.Namespace, meta.Name))
+	}
+	return out
 }
 
 // workloadError names the workload in front of err, unless err names it
@@ -169,6 +193,8 @@ type builder struct {
 	gates map[string]bool
 	// podsByOwner: controller owner UID (or "Kind/ns/name" when the UID is empty) → pods.
 	podsByOwner map[string][]*corev1.Pod
+	// unowned: the pods without a controller, by name (orphans).
+	unowned []*corev1.Pod
 	// nodes by name. The facts read a Node's labels, taints,
 	// spec.unschedulable, AnnCordonedBy and its maintenance conditions
 	// (Maintenance) only; the gate rebuilds its cached states on a change
@@ -183,6 +209,7 @@ func (b *builder) index() {
 	for _, p := range b.snap.Pods {
 		ref := snapshot.ControllerOf(p)
 		if ref == nil {
+			b.unowned = append(b.unowned, p)
 			continue
 		}
 		// Index by UID when the reference has one, and by name so that
@@ -193,6 +220,7 @@ func (b *builder) index() {
 		k := ref.Kind + "/" + p.Namespace + "/" + ref.Name
 		b.podsByOwner[k] = append(b.podsByOwner[k], p)
 	}
+	b.unowned = sortPods(b.unowned)
 	b.nodes = map[string]*corev1.Node{}
 	for _, n := range b.snap.Nodes {
 		b.nodes[n.Name] = n
