@@ -77,6 +77,26 @@ type WorkloadPlan struct {
 	Summary  Summary  `json:"summary"`
 	// EstimatedDuration of the whole rollout, from the per-action estimates.
 	EstimatedDuration string `json:"estimatedDuration"`
+	// Stalled: the rollout cannot start or finish within its budgets: the
+	// simulated rollout stops with pods left to update and nothing in
+	// flight to make room (the note "the rollout stalls after ..." words
+	// it). Absent when the rollout completes, or is halted.
+	Stalled *Stall `json:"stalled,omitempty"`
+	// Error: why the workload could not be planned (its own objects are
+	// invalid: an annotation, a strategy field). Only the workload's kind,
+	// namespace and name are set beside it; the other workloads of the
+	// snapshot are planned as if it were not there.
+	Error string `json:"error,omitempty"`
+}
+
+// Stall is where a simulated rollout stops.
+type Stall struct {
+	// After: when nothing moves any more, as an offset from the beginning
+	// of the rollout ("0s": it cannot start).
+	After string `json:"after"`
+	// Reason: what holds it (a budget, an OrderedReady StatefulSet's
+	// unavailable replica, pods that never become available).
+	Reason string `json:"reason"`
 }
 
 // Budget is a resolved budget.

@@ -40,6 +40,11 @@ func (Table) Render(w io.Writer, p *plan.Plan) error {
 }
 
 func workload(out io.Writer, wp *plan.WorkloadPlan) error {
+	if wp.Error != "" {
+		// Not planned: the others are.
+		fmt.Fprintf(out, "%s %s/%s\n  ERROR: %s\n", wp.Kind, wp.Namespace, wp.Name, wp.Error)
+		return nil
+	}
 	s := wp.Summary
 	fmt.Fprintf(out, "%s %s/%s  %s -> %s\n", wp.Kind, wp.Namespace, wp.Name, wp.FromRevision, wp.ToRevision)
 	mode := "native"
@@ -77,6 +82,9 @@ func workload(out io.Writer, wp *plan.WorkloadPlan) error {
 			fmt.Fprintf(out, "    - %s\n", h)
 		}
 	}
+	if st := wp.Stalled; st != nil {
+		fmt.Fprintf(out, "  STALLED after %s: %s\n", st.After, st.Reason)
+	}
 	if len(wp.Waves) > 0 {
 		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  WAVE\tSTART\tACTIONS")
@@ -95,6 +103,9 @@ func workload(out io.Writer, wp *plan.WorkloadPlan) error {
 		fmt.Fprintf(out, "  held: %s\n", strings.Join(hs, ", "))
 	}
 	for _, n := range wp.Notes {
+		if wp.Stalled != nil && strings.HasSuffix(n, wp.Stalled.Reason) {
+			continue // the STALLED line says it
+		}
 		fmt.Fprintf(out, "  note: %s\n", n)
 	}
 	for _, warn := range wp.Warnings {
