@@ -44,14 +44,16 @@ func newExplainCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return explain(cmd.OutOrStdout(), res, args[0], f.namespace)
+			return explain(cmd.OutOrStdout(), res.Result, res.failed, args[0], f.namespace)
 		},
 	}
 	f.register(cmd)
 	return cmd
 }
 
-func explain(out io.Writer, res *plan.Result, arg, namespace string) error {
+// explain prints the decisions behind pod arg; failed are the workloads
+// that could not be planned, which a pod not found may belong to.
+func explain(out io.Writer, res *plan.Result, failed []*facts.WorkloadError, arg, namespace string) error {
 	ns, name := namespace, arg
 	if i := strings.Index(arg, "/"); i >= 0 {
 		ns, name = arg[:i], arg[i+1:]
@@ -163,13 +165,26 @@ func explain(out io.Writer, res *plan.Result, arg, namespace string) error {
 		}
 	}
 	sort.Strings(elsewhere)
-	if ns == "" {
-		return fmt.Errorf("pod %s is not a pod of any Deployment, StatefulSet or DaemonSet in the snapshot: check the pod name", arg)
+	var err error
+	switch {
+	case ns == "":
+		err = fmt.Errorf("pod %s is not a pod of any Deployment, StatefulSet or DaemonSet in the snapshot: check the pod name", arg)
+	case len(elsewhere) > 0:
+		err = fmt.Errorf("pod %s is not a pod of any Deployment, StatefulSet or DaemonSet in namespace %q of the snapshot; a pod of that name is in %s: explain %s/%s, or pass -n %s", name, ns, namespaces(elsewhere), elsewhere[0], name, elsewhere[0])
+	default:
+		err = fmt.Errorf("pod %s is not a pod of any Deployment, StatefulSet or DaemonSet in namespace %q of the snapshot: check the name and the namespace", name, ns)
 	}
-	if len(elsewhere) > 0 {
-		return fmt.Errorf("pod %s is not a pod of any Deployment, StatefulSet or DaemonSet in namespace %q of the snapshot; a pod of that name is in %s: explain %s/%s, or pass -n %s", name, ns, namespaces(elsewhere), elsewhere[0], name, elsewhere[0])
+	// It may be a pod of a workload that could not be planned.
+	var why []string
+	for _, e := range failed {
+		if ns == "" || e.Namespace == ns {
+			why = append(why, e.Error())
+		}
 	}
-	return fmt.Errorf("pod %s is not a pod of any Deployment, StatefulSet or DaemonSet in namespace %q of the snapshot: check the name and the namespace", name, ns)
+	if len(why) > 0 {
+		err = fmt.Errorf("%w; it may be a pod of a workload that could not be planned: %s", err, strings.Join(why, "; "))
+	}
+	return err
 }
 
 func contains(xs []string, s string) bool {

@@ -42,6 +42,35 @@ func scenarioArgs(t *testing.T, dir string) []string {
 	return strings.Fields(string(b))
 }
 
+// scenarioExit is the exit code a scenario's plan ends with: the number in
+// its exit-code file, 0 without one (README "Exit codes").
+func scenarioExit(t *testing.T, dir string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "exit-code"))
+	if os.IsNotExist(err) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("%s/exit-code: %v", dir, err)
+	}
+	return code
+}
+
+// runScenario runs a plan of the scenario in dir and fails unless it ends
+// with the scenario's exit code.
+func runScenario(t *testing.T, dir string, args ...string) (string, string) {
+	t.Helper()
+	out, stderr, err := run(t, args...)
+	if got, want := exitCode(err), scenarioExit(t, dir); got != want {
+		t.Fatalf("%s: exit code %d, want %d (%v)\n%s", dir, got, want, err, stderr)
+	}
+	return out, stderr
+}
+
 // TestGoldenScenarios plans every scenario and compares the YAML plan and
 // the table with the golden files (go test ./cmd/rollplan -update rewrites them).
 func TestGoldenScenarios(t *testing.T) {
@@ -53,10 +82,7 @@ func TestGoldenScenarios(t *testing.T) {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			base := append([]string{"plan", "-f", filepath.Join(dir, "snapshot.yaml")}, scenarioArgs(t, dir)...)
 			for _, g := range []struct{ format, file string }{{"yaml", "plan.golden.yaml"}, {"table", "plan.golden.txt"}} {
-				out, stderr, err := run(t, append(base, "-o", g.format)...)
-				if err != nil {
-					t.Fatalf("plan failed: %v\n%s", err, stderr)
-				}
+				out, _ := runScenario(t, dir, append(base, "-o", g.format)...)
 				golden := filepath.Join(dir, g.file)
 				if *update {
 					if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
@@ -94,11 +120,8 @@ func TestPlanIsDeterministic(t *testing.T) {
 			t.Fatal(err)
 		}
 		args := scenarioArgs(t, dir)
-		a, _, err1 := run(t, append([]string{"plan", "-o", "json", "-f", filepath.Join(dir, "snapshot.yaml")}, args...)...)
-		b, _, err2 := run(t, append([]string{"plan", "-o", "json", "-f", shuffled}, args...)...)
-		if err1 != nil || err2 != nil {
-			t.Fatalf("%s: %v %v", dir, err1, err2)
-		}
+		a, _ := runScenario(t, dir, append([]string{"plan", "-o", "json", "-f", filepath.Join(dir, "snapshot.yaml")}, args...)...)
+		b, _ := runScenario(t, dir, append([]string{"plan", "-o", "json", "-f", shuffled}, args...)...)
 		if a != b {
 			t.Errorf("%s: the plan depends on document order:\n%s", dir, diff(a, b))
 		}

@@ -17,16 +17,30 @@ const (
 	exitOK    = 0
 	exitError = 1 // bad input, policy error
 	exitUsage = 2 // wrong flags or arguments
-	// exitHalted: rollplan apply stopped because the policy halted the
-	// rollout (progress deadline, crash loop, a guard rule); the cluster is
-	// left as it is.
+	// exitHalted: the policy halts the rollout (progress deadline, crash
+	// loop, a guard rule): apply and undo stopped, leaving the cluster as
+	// it is; plan and status report it.
 	exitHalted = 3
+	// exitStalled: the rollout cannot start or finish within its budgets
+	// (plan), or its pods do not move (status).
+	exitStalled = 4
 )
 
 // usageError marks errors in how the command was called.
 type usageError struct{ err error }
 
 func (u usageError) Error() string { return u.err.Error() }
+
+// codedError is the outcome of a command that printed what it found and
+// exits with code (exitError, exitHalted, exitStalled) because of it.
+type codedError struct {
+	code int
+	err  error
+}
+
+func (c codedError) Error() string { return c.err.Error() }
+
+func (c codedError) Unwrap() error { return c.err }
 
 func main() {
 	cmd, err := newRootCommand().ExecuteC()
@@ -52,9 +66,12 @@ func errorLine(cmd *cobra.Command, err error) string {
 func exitCode(err error) int {
 	var u usageError
 	var h *executor.HaltedError
+	var c codedError
 	switch {
 	case err == nil:
 		return exitOK
+	case errors.As(err, &c):
+		return c.code
 	case errors.As(err, &h):
 		return exitHalted
 	case errors.As(err, &u):

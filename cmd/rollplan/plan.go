@@ -37,6 +37,8 @@ type planFlags struct {
 	terminate         time.Duration
 	timeout           time.Duration
 	engine            string
+	// allowHalted (plan only): a halted or stalled rollout exits 0.
+	allowHalted bool
 	// stdin: what -f - reads (the command's input).
 	stdin io.Reader
 }
@@ -66,6 +68,15 @@ func newPlanCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "plan -f SNAPSHOT... [--policy DIR]",
 		Short: "Preview, wave by wave, what a rollout will do",
+		Long: `Preview, wave by wave, what a rollout will do: which pod changes, how
+(in place or recreated), in which wave, and why, for every Deployment,
+StatefulSet and DaemonSet of the snapshot (or the one --workload names).
+
+A workload whose own objects are invalid (an annotation, a strategy field)
+is reported with its error (the table's ERROR line, the "error" field of
+-o json|yaml) and the others are planned; the exit code is then 1. A
+halted rollout exits 3 and a stalled one (it cannot start or finish within
+its budgets: "stalled" in -o json|yaml) exits 4, unless --allow-halted.`,
 		Example: `  rollplan plan -f testdata/scenarios/deploy-rolling-10-25pct/snapshot.yaml
   kubectl get deploy,rs,sts,ds,controllerrevisions,pods,nodes,pdb -A -o yaml > snap.yaml && rollplan plan -f snap.yaml -o json
   rollplan plan -f snap/ --policy policies/examples/leader-last --workload StatefulSet/web`,
@@ -80,16 +91,75 @@ func newPlanCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return r.Render(cmd.OutOrStdout(), res.Plan)
+			p := *res.Plan
+			p.Workloads = slices.Clone(p.Workloads)
+			plan.WithFailed(&p, res.failedPlans())
+			if err := r.Render(cmd.OutOrStdout(), &p); err != nil {
+				return err
+			}
+			return planOutcome(&p, f.allowHalted)
 		},
 	}
 	f.register(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
+	cmd.Flags().BoolVar(&f.allowHalted, "allow-halted", false, "exit 0 when a planned rollout is halted (else 3) or stalled (else 4); a workload that could not be planned still exits 1")
 	return cmd
 }
 
-// run loads the snapshot, evaluates the policy and packs the plan.
-func (f *planFlags) run(ctx context.Context, stderr io.Writer) (*plan.Result, error) {
+// planOutcome is the exit status of a plan once it is printed (README "Exit
+// codes"; the smallest code that applies wins): 1 when a workload could
+// not be planned, 3 when a rollout is halted, 4 when one is stalled
+// (neither with allowHalted), else nil (0).
+func planOutcome(p *plan.Plan, allowHalted bool) error {
+	var failed, halted, stalled []string
+	for _, wp := range p.Workloads {
+		id := fmt.Sprintf("%s %s/%s", wp.Kind, wp.Namespace, wp.Name)
+		switch {
+		case wp.Error != "":
+			failed = append(failed, wp.Error)
+		case len(wp.Halted) > 0:
+			halted = append(halted, fmt.Sprintf("%s: %s", id, wp.Halted[0]))
+		case wp.Stalled != nil:
+			stalled = append(stalled, fmt.Sprintf("%s after %s: %s", id, wp.Stalled.After, wp.Stalled.Reason))
+		}
+	}
+	switch {
+	case len(failed) > 0:
+		err := errors.New(strings.Join(failed, "; "))
+		if len(failed) < len(p.Workloads) {
+			err = fmt.Errorf("%w (%d of %d workloads could not be planned; the others are)", err, len(failed), len(p.Workloads))
+		}
+		return codedError{exitError, err}
+	case allowHalted:
+		return nil
+	case len(halted) > 0:
+		return codedError{exitHalted, fmt.Errorf("halted: %s (--allow-halted exits 0)", strings.Join(halted, "; "))}
+	case len(stalled) > 0:
+		return codedError{exitStalled, fmt.Errorf("stalled: %s (--allow-halted exits 0)", strings.Join(stalled, "; "))}
+	}
+	return nil
+}
+
+// planned is a plan with the workloads --workload and -n select that
+// could not be planned (their facts failed).
+type planned struct {
+	*plan.Result
+	failed []*facts.WorkloadError
+}
+
+// failedPlans are the plan entries of the failed workloads.
+func (p *planned) failedPlans() []plan.WorkloadPlan {
+	out := make([]plan.WorkloadPlan, 0, len(p.failed))
+	for _, e := range p.failed {
+		out = append(out, plan.Failed(e.Kind, e.Namespace, e.Name, e))
+	}
+	return out
+}
+
+// run loads the snapshot, evaluates the policy and packs the plan. A
+// workload whose facts fail is left out of the plan and returned with its
+// error; what belongs to no single workload fails the run.
+func (f *planFlags) run(ctx context.Context, stderr io.Writer) (*planned, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -132,11 +202,11 @@ func (f *planFlags) run(ctx context.Context, stderr io.Writer) (*plan.Result, er
 	}
 	in := planInput{snap: snap, warnings: warnings, now: now, cluster: cluster,
 		opts: plan.Options{RecreateSeconds: int(f.recreate / time.Second), InPlaceSeconds: int(f.inPlace / time.Second), TerminateSeconds: int(f.terminate / time.Second)}}
-	rollouts, err := in.rollouts()
+	rollouts, failed, err := in.rolloutsEach()
 	if err != nil {
 		return nil, err
 	}
-	if rollouts, err = f.filter(rollouts); err != nil {
+	if rollouts, failed, err = f.filter(rollouts, failed); err != nil {
 		return nil, err
 	}
 	kind, err := f.engineKind()
@@ -150,7 +220,11 @@ func (f *planFlags) run(ctx context.Context, stderr io.Writer) (*plan.Result, er
 	for _, w := range engineWarnings(eng) {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
-	return in.build(ctx, rollouts, eng)
+	res, err := in.build(ctx, rollouts, eng)
+	if err != nil {
+		return nil, err
+	}
+	return &planned{Result: res, failed: failed}, nil
 }
 
 // engineKind is --engine, or the engine the policy files call for: CEL when
@@ -215,11 +289,20 @@ type planInput struct {
 	opts    plan.Options
 }
 
-// rollouts builds the facts of every workload in the snapshot.
+// rollouts builds the facts of every workload in the snapshot; one
+// workload's error fails them all (policy tests).
 func (in *planInput) rollouts() ([]*facts.Rollout, error) {
 	o := in.cluster
 	o.Now = in.now
 	return facts.Build(in.snap, o)
+}
+
+// rolloutsEach builds the facts of every workload in the snapshot, with
+// the errors of the workloads that have none (facts.BuildEach).
+func (in *planInput) rolloutsEach() ([]*facts.Rollout, []*facts.WorkloadError, error) {
+	o := in.cluster
+	o.Now = in.now
+	return facts.BuildEach(in.snap, o)
 }
 
 // build evaluates the engine and packs the plan of the rollouts.
@@ -265,42 +348,60 @@ func (f *planFlags) target() (workloadRef, error) {
 	return ref, nil
 }
 
-func (f *planFlags) filter(rs []*facts.Rollout) ([]*facts.Rollout, error) {
+// filter keeps the rollouts and the failed workloads that --workload and
+// -n select. Selecting nothing is an error naming where the snapshot has
+// what was asked for; a snapshot without workloads is an empty plan.
+func (f *planFlags) filter(rs []*facts.Rollout, failed []*facts.WorkloadError) ([]*facts.Rollout, []*facts.WorkloadError, error) {
 	ref, err := f.target()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	type id struct{ kind, namespace, name string }
+	all := make([]id, 0, len(rs)+len(failed))
+	for _, r := range rs {
+		all = append(all, id{r.Workload.Kind, r.Workload.Namespace, r.Workload.Name})
+	}
+	for _, e := range failed {
+		all = append(all, id{e.Kind, e.Namespace, e.Name})
+	}
+	selects := func(w id) bool {
+		return (ref.kind == "" || w.kind == ref.kind) && (ref.namespace == "" || w.namespace == ref.namespace) && (ref.name == "" || w.name == ref.name)
 	}
 	var out []*facts.Rollout
 	for _, r := range rs {
-		w := r.Workload
-		if (ref.kind == "" || w.Kind == ref.kind) && (ref.namespace == "" || w.Namespace == ref.namespace) && (ref.name == "" || w.Name == ref.name) {
+		if selects(id{r.Workload.Kind, r.Workload.Namespace, r.Workload.Name}) {
 			out = append(out, r)
 		}
 	}
-	if len(out) > 0 {
-		return out, nil
+	var outFailed []*facts.WorkloadError
+	for _, e := range failed {
+		if selects(id{e.Kind, e.Namespace, e.Name}) {
+			outFailed = append(outFailed, e)
+		}
+	}
+	if len(out)+len(outFailed) > 0 {
+		return out, outFailed, nil
 	}
 	// Nothing selected: say where the snapshot has what was asked for.
 	elsewhere := map[string]bool{}
-	for _, r := range rs {
-		w := r.Workload
-		if (ref.kind == "" || w.Kind == ref.kind) && (ref.name == "" || w.Name == ref.name) {
-			elsewhere[w.Namespace] = true
+	for _, w := range all {
+		if (ref.kind == "" || w.kind == ref.kind) && (ref.name == "" || w.name == ref.name) {
+			elsewhere[w.namespace] = true
 		}
 	}
 	nss := slices.Sorted(maps.Keys(elsewhere))
 	switch {
 	case f.workload != "" && ref.namespace != "" && len(nss) > 0:
-		return nil, fmt.Errorf("--workload %s: no %s %s in namespace %q of the snapshot; it has one in %s: name that namespace (--workload %s/%s/%s, without -n)", f.workload, ref.kind, ref.name, ref.namespace, namespaces(nss), parts(f.workload)[0], nss[0], ref.name)
+		return nil, nil, fmt.Errorf("--workload %s: no %s %s in namespace %q of the snapshot; it has one in %s: name that namespace (--workload %s/%s/%s, without -n)", f.workload, ref.kind, ref.name, ref.namespace, namespaces(nss), parts(f.workload)[0], nss[0], ref.name)
 	case f.workload != "" && ref.namespace != "":
-		return nil, fmt.Errorf("--workload %s: no %s %s in namespace %q of the snapshot: check the name, or capture the workload (rollplan snapshot %s/%s -n %s)", f.workload, ref.kind, ref.name, ref.namespace, strings.ToLower(ref.kind), ref.name, ref.namespace)
+		return nil, nil, fmt.Errorf("--workload %s: no %s %s in namespace %q of the snapshot: check the name, or capture the workload (rollplan snapshot %s/%s -n %s)", f.workload, ref.kind, ref.name, ref.namespace, strings.ToLower(ref.kind), ref.name, ref.namespace)
 	case f.workload != "":
-		return nil, fmt.Errorf("--workload %s: no %s %s in the snapshot: check the name, or capture the workload (rollplan snapshot %s/%s)", f.workload, ref.kind, ref.name, strings.ToLower(ref.kind), ref.name)
+		return nil, nil, fmt.Errorf("--workload %s: no %s %s in the snapshot: check the name, or capture the workload (rollplan snapshot %s/%s)", f.workload, ref.kind, ref.name, strings.ToLower(ref.kind), ref.name)
 	case ref.namespace != "" && len(nss) > 0:
-		return nil, fmt.Errorf("-n %s: no Deployment, StatefulSet or DaemonSet in namespace %q of the snapshot; it has workloads in %s: pass one of them to -n, or drop -n to plan them all", ref.namespace, ref.namespace, namespaces(nss))
+		return nil, nil, fmt.Errorf("-n %s: no Deployment, StatefulSet or DaemonSet in namespace %q of the snapshot; it has workloads in %s: pass one of them to -n, or drop -n to plan them all", ref.namespace, ref.namespace, namespaces(nss))
 	}
 	// No workload in the snapshot at all: an empty plan (-n is not why).
-	return out, nil
+	return out, outFailed, nil
 }
 
 func parts(workload string) []string { return strings.Split(workload, "/") }

@@ -91,14 +91,8 @@ func TestSnapshotRoundTrip(t *testing.T) {
 				t.Errorf("stdout %q, stderr %q", out, stderr)
 			}
 			args := scenarioArgs(t, dir)
-			want, _, err := run(t, append([]string{"plan", "-o", "yaml", "-f", fixture}, args...)...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, stderr, err := run(t, append([]string{"plan", "-o", "yaml", "-f", captured}, args...)...)
-			if err != nil {
-				t.Fatalf("plan of the captured snapshot: %v\n%s", err, stderr)
-			}
+			want, _ := runScenario(t, dir, append([]string{"plan", "-o", "yaml", "-f", fixture}, args...)...)
+			got, stderr := runScenario(t, dir, append([]string{"plan", "-o", "yaml", "-f", captured}, args...)...)
 			if strings.Contains(stderr, "warning") {
 				t.Errorf("plan of the captured snapshot warns: %s", stderr)
 			}

@@ -133,7 +133,7 @@ func testPlan(ctx context.Context, req policytest.PlanRequest) (*plan.Result, er
 	if err != nil {
 		return nil, err
 	}
-	if rollouts, err = f.filter(rollouts); err != nil {
+	if rollouts, _, err = f.filter(rollouts, nil); err != nil {
 		return nil, fmt.Errorf("workload: %w", err)
 	}
 	return in.build(ctx, rollouts, req.Engine)

@@ -26,6 +26,10 @@ type Scenario struct {
 	// Rollouts are the facts of its workloads (only --workload's, when
 	// the args name one).
 	Rollouts []*facts.Rollout
+	// Failed are the workloads whose facts cannot be built (a scenario of
+	// an invalid workload beside valid ones): rollplan plan reports their
+	// errors and plans the Rollouts.
+	Failed []*facts.WorkloadError
 }
 
 // Load reads the scenario in dir.
@@ -76,14 +80,21 @@ func Load(dir string) (*Scenario, error) {
 	if now.IsZero() {
 		now = snap.Latest()
 	}
-	rs, err := facts.Build(snap, facts.Options{Now: now, FeatureGates: gates})
+	rs, failed, err := facts.BuildEach(snap, facts.Options{Now: now, FeatureGates: gates})
 	if err != nil {
 		return nil, fmt.Errorf("scenario %s: build facts: %w", dir, err)
 	}
+	selected := func(kind, ns, name string) bool {
+		return workload == "" || strings.EqualFold(kind+"/"+name, workload) || strings.EqualFold(kind+"/"+ns+"/"+name, workload)
+	}
 	for _, r := range rs {
-		w := r.Workload
-		if workload == "" || strings.EqualFold(w.Kind+"/"+w.Name, workload) || strings.EqualFold(w.Kind+"/"+w.Namespace+"/"+w.Name, workload) {
+		if w := r.Workload; selected(w.Kind, w.Namespace, w.Name) {
 			s.Rollouts = append(s.Rollouts, r)
+		}
+	}
+	for _, f := range failed {
+		if selected(f.Kind, f.Namespace, f.Name) {
+			s.Failed = append(s.Failed, f)
 		}
 	}
 	return s, nil
