@@ -279,9 +279,16 @@ func (e *Executor) readFrom(ctx context.Context, r Reader) (*liveState, error) {
 func Observe(snap *snapshot.Snapshot, t Target, now time.Time, opts facts.Options) (*facts.Rollout, map[string]string, error) {
 	inFlight := normalise(snap, minReadySeconds(snap, t), now)
 	opts.Now = now
-	rollouts, err := facts.Build(snap, opts)
+	// Only the target's own error fails it: another workload the snapshot
+	// holds (a bulk read) has no say in the target's facts.
+	rollouts, failed, err := facts.BuildEach(snap, opts)
 	if err != nil {
 		return nil, nil, err
+	}
+	for _, f := range failed {
+		if f.Kind == t.Kind && f.Namespace == t.Namespace && f.Name == t.Name {
+			return nil, nil, f
+		}
 	}
 	for _, r := range rollouts {
 		w := r.Workload
