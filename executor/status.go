@@ -2,13 +2,17 @@ package executor
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/plan"
+	"github.com/rollplan/rollplan/planner/snapshot"
 )
 
 // RolloutStatus is what `rollplan status` reports about one workload's
@@ -23,13 +27,16 @@ type RolloutStatus struct {
 	Workload StatusWorkload `json:"workload"`
 	// Time of the read (RFC 3339).
 	Time string `json:"time"`
-	// State: RolledOut, InProgress, Halted or Paused (the Status* constants).
+	// State: RolledOut, InProgress, Halted, Paused, WaitingForDriver or
+	// Stalled (the Status* constants).
 	State string `json:"state"`
 	// Verdict is the one-line summary: "rolled out", "in progress: wave 2
 	// of 5" (Waves.Current of Waves.Total), "in progress: rolled by the
 	// Deployment controller, 3 waves left", "halted: ...", "paused" (a
 	// paused Deployment rollplan does not manage, or any workload under
-	// rollplan pause).
+	// rollplan pause), "stalled for 5m0s: budget maxUnavailable is used up
+	// (1/1): ..." and "waiting for a driver (run rollplan apply, or
+	// install the controller)" (see Observed).
 	Verdict string `json:"verdict"`
 	// Revisions: the revision pods are rolled from (current) and to (update).
 	Revisions StatusRevisions `json:"revisions"`
@@ -54,7 +61,37 @@ type RolloutStatus struct {
 	Denied []string `json:"denied,omitempty"`
 	// Notes from the plan (why nothing is planned, ...).
 	Notes []string `json:"notes,omitempty"`
+	// Stalled: the State is Stalled: what holds the rollout and since when.
+	Stalled *StatusStall `json:"stalled,omitempty"`
+	// LastActivity: the latest sign in the cluster of the rollout moving
+	// (see Activity); absent when the read shows none.
+	LastActivity *Activity `json:"lastActivity,omitempty"`
 }
+
+// StatusStall is what holds a stalled rollout.
+type StatusStall struct {
+	// Reason: the plan's stall reason (plan.Stall.Reason).
+	Reason string `json:"reason"`
+	// Budget: the enforced budget used up at the read, when one is
+	// ("maxUnavailable"); "" when something else holds it.
+	Budget string `json:"budget,omitempty"`
+	// For: how long nothing has moved (now − LastActivity), whole seconds;
+	// "" when the read shows no activity at all.
+	For string `json:"for,omitempty"`
+}
+
+// Activity is a sign of a rollout moving: when, and what.
+type Activity struct {
+	Time string `json:"time"`
+	What string `json:"what"`
+}
+
+// DriverGrace: a rollout that could act now but shows no activity for
+// this long is not being driven (WaitingForDriver), or, when it cannot
+// act, stalled. rollplan apply steps at least every 5s (Options.MaxPoll)
+// and acts at once on a wave that starts now, so 30s of quiet means no
+// apply runs (there is no in-cluster controller yet).
+const DriverGrace = 30 * time.Second
 
 // The document's type, and the values of RolloutStatus.State.
 const (
@@ -65,6 +102,12 @@ const (
 	StatusInProgress = "InProgress"
 	StatusHalted     = "Halted"
 	StatusPaused     = "Paused"
+	// StatusWaitingForDriver: a rollout rollplan drives that nobody drives
+	// now (no apply running): see Observed.
+	StatusWaitingForDriver = "WaitingForDriver"
+	// StatusStalled: the rollout's pods do not move and the plan says they
+	// cannot within its budgets: see Observed.
+	StatusStalled = "Stalled"
 )
 
 // StatusWorkload names the workload.
@@ -170,7 +213,145 @@ func (e *Executor) Status(ctx context.Context) (*RolloutStatus, error) {
 	if len(res.Plan.Workloads) == 0 {
 		return nil, fmt.Errorf("%s: the plan has no workload", e.opts.Target)
 	}
-	return BuildStatus(live.rollout, res.Plan.Workloads[0], live.inFlight, live.now), nil
+	wp := res.Plan.Workloads[0]
+	st := BuildStatus(live.rollout, wp, live.inFlight, live.now)
+	Observed(st, live.rollout, wp, LastActivity(live.snap, live.rollout), live.now)
+	return st, nil
+}
+
+// LastActivity is the latest sign in the snapshot that the rollout moved,
+// from what the cluster records of the executor's and the controllers'
+// writes: the update revision's creation (the template changed), a pod of
+// the workload created (a replacement), a deletion requested
+// (deletionTimestamp − grace period), an in-place update sent (the
+// AnnInPlaceUpdate record's time), and a pod at the update revision
+// turning Ready. Events are not read (a read captures none). Nil when
+// none is known.
+func LastActivity(snap *snapshot.Snapshot, r *facts.Rollout) *Activity {
+	var last time.Time
+	what := ""
+	see := func(t time.Time, why string) {
+		if t.After(last) {
+			last, what = t, why
+		}
+	}
+	rev := r.Workload.UpdateRevision
+	for _, cr := range snap.ControllerRevisions {
+		if cr.Name == rev && cr.Namespace == r.Workload.Namespace {
+			see(cr.CreationTimestamp.Time, "update revision "+rev+" created")
+		}
+	}
+	for _, rs := range snap.ReplicaSets {
+		if rs.Name == rev && rs.Namespace == r.Workload.Namespace {
+			see(rs.CreationTimestamp.Time, "ReplicaSet "+rev+" created")
+		}
+	}
+	mine := map[string]facts.Pod{}
+	for _, p := range r.Pods {
+		mine[p.Name] = p
+	}
+	for _, p := range snap.Pods {
+		fp, ok := mine[p.Name]
+		if !ok || p.Namespace != r.Workload.Namespace {
+			continue
+		}
+		see(p.CreationTimestamp.Time, "pod "+p.Name+" created")
+		if p.DeletionTimestamp != nil {
+			t := p.DeletionTimestamp.Time
+			if g := p.DeletionGracePeriodSeconds; g != nil {
+				t = t.Add(-time.Duration(*g) * time.Second)
+			}
+			see(t, "pod "+p.Name+" deleted")
+		}
+		if raw, ok := p.Annotations[AnnInPlaceUpdate]; ok {
+			var rec InPlaceRecord
+			if json.Unmarshal([]byte(raw), &rec) == nil {
+				if at, err := time.Parse(time.RFC3339, rec.At); err == nil {
+					see(at, "pod "+p.Name+" updated in place")
+				}
+			}
+		}
+		if c := readyCondition(p); fp.Updated && c != nil && c.Status == corev1.ConditionTrue {
+			see(c.LastTransitionTime.Time, "pod "+p.Name+" Ready at the update revision")
+		}
+	}
+	if last.IsZero() {
+		return nil
+	}
+	return &Activity{Time: last.UTC().Format(time.RFC3339), What: what}
+}
+
+// Observed judges a status that BuildStatus says is in progress from
+// what the cluster shows, for a reader that does not drive the rollout
+// itself (rollplan status):
+//
+//   - Stalled: the plan stalls before its first wave (plan.Stall, no
+//     wave), nothing is in flight or terminating, and nothing has moved
+//     for DriverGrace: the pods do not move, and the plan says they cannot
+//     within the budgets. The status names the budget used up (if one is),
+//     the plan's reason and how long nothing has moved.
+//   - WaitingForDriver: rollplan drives the rollout (managed; a managed
+//     Deployment while rollplan holds it paused), the plan's first wave
+//     starts now, nothing is in flight or terminating, and nothing has
+//     moved for DriverGrace: apply would have acted by then, so none runs.
+//
+// act is LastActivity's answer (nil: no activity known, as good as long
+// ago). Other states are left as they are.
+func Observed(st *RolloutStatus, r *facts.Rollout, wp plan.WorkloadPlan, act *Activity, now time.Time) {
+	st.LastActivity = act
+	if st.State != StatusInProgress || len(st.InFlight) > 0 {
+		return
+	}
+	for _, p := range r.Pods {
+		if p.Terminating {
+			return // a deletion is going on
+		}
+	}
+	quietFor := time.Duration(-1) // unknown: no activity known
+	if act != nil {
+		t, err := time.Parse(time.RFC3339, act.Time)
+		if err != nil {
+			return
+		}
+		if quietFor = now.Sub(t); quietFor < DriverGrace {
+			return // something moved a moment ago
+		}
+	}
+	since := ""
+	if quietFor >= 0 {
+		since = quietFor.Truncate(time.Second).String()
+	}
+	w := r.Workload
+	switch {
+	case wp.Stalled != nil && len(wp.Waves) == 0:
+		stall := &StatusStall{Reason: wp.Stalled.Reason, For: since}
+		for _, b := range wp.Budgets {
+			if !b.Advisory && (b.Type == "unavailable" || b.Type == "groups") && b.InUse >= b.Limit {
+				stall.Budget = b.Name
+				break
+			}
+		}
+		st.State, st.Stalled = StatusStalled, stall
+		st.Verdict = "stalled"
+		if since != "" {
+			st.Verdict += " for " + since
+		}
+		if stall.Budget != "" {
+			for _, b := range st.Budgets {
+				if b.Name == stall.Budget {
+					st.Verdict += fmt.Sprintf(": budget %s is used up (%d/%d)", b.Name, b.InUse, b.Limit)
+					break
+				}
+			}
+		}
+		st.Verdict += ": " + stall.Reason
+	case w.Managed && (w.Kind != "Deployment" || w.Paused) && len(wp.Waves) > 0 && startsNow(wp.Waves[0]):
+		st.State = StatusWaitingForDriver
+		st.Verdict = "waiting for a driver (run rollplan apply, or install the controller)"
+		if since != "" {
+			st.Verdict += ": nothing has moved for " + since
+		}
+	}
 }
 
 // BuildStatus computes the status from the facts of a (normalised) read,

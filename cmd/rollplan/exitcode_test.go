@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rollplan/rollplan/executor"
 	"github.com/rollplan/rollplan/planner/plan"
@@ -128,5 +129,37 @@ func TestExitCode(t *testing.T) {
 		if got := exitCode(c.err); got != c.want {
 			t.Errorf("exitCode(%v) = %d, want %d", c.err, got, c.want)
 		}
+	}
+}
+
+// status exits by the same table: 3 halted, 4 stalled, 0 otherwise (a
+// rollout nobody drives is not an error).
+func TestStatusExitCodes(t *testing.T) {
+	march := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	cases := []struct {
+		scenario string
+		code     int
+		state    string
+		verdict  string
+	}{
+		{"stalled-plan", exitStalled, executor.StatusStalled, "stalled for 1m0s: budget maxUnavailable is used up (1/1): pod web-4 cannot start without exceeding budget maxUnavailable"},
+		{"sts-inplaceonly-halt", exitHalted, executor.StatusHalted, "halted: InPlaceOnly"},
+		{"sts-ondelete-managed", exitOK, executor.StatusWaitingForDriver, "waiting for a driver (run rollplan apply, or install the controller)"},
+	}
+	for _, c := range cases {
+		t.Run(c.scenario, func(t *testing.T) {
+			fakeApply(t, march, c.scenario)
+			out, _, err := run(t, "status", "sts/web", "-o", "json", "--kubernetes-version", "v1.36")
+			if got := exitCode(err); got != c.code {
+				t.Fatalf("exit code %d, want %d (%v)", got, c.code, err)
+			}
+			var st executor.RolloutStatus
+			if err := json.Unmarshal([]byte(out), &st); err != nil {
+				t.Fatal(err)
+			}
+			if st.State != c.state || !strings.HasPrefix(st.Verdict, c.verdict) {
+				t.Errorf("%s %q, want %s %q", st.State, st.Verdict, c.state, c.verdict)
+			}
+		})
 	}
 }

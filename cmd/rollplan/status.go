@@ -49,11 +49,21 @@ the revisions (current → update); the pods: total, updated, available, held
 (with reasons) and in flight (being updated in place); the plan's next wave
 and its actions; every budget with its use and limit; the policy's halt and
 deny reasons; and a one-line verdict: "rolled out", "in progress: wave 2 of
-5", "halted: ...", or "paused" (a paused Deployment rollplan does not
-manage, or a rollout paused with rollplan pause). A Deployment its
-controller rolls shows "in progress: rolled by the Deployment controller, 2
-waves left": its waves are the controller's, re-planned at every read, so
-they are not numbered.
+5", "halted: ...", "stalled ...", "waiting for a driver ...", or "paused" (a
+paused Deployment rollplan does not manage, or a rollout paused with
+rollplan pause). A Deployment its controller rolls shows "in progress:
+rolled by the Deployment controller, 2 waves left": its waves are the
+controller's, re-planned at every read, so they are not numbered.
+
+The verdict says what the cluster shows, not what should happen: the
+latest sign of the rollout moving (a pod created, deleted, updated in
+place or turning Ready at the update revision; the update revision
+created) decides it. A rollout rollplan drives whose next wave could start
+now, with nothing in flight and nothing moved for 30s, is "waiting for a
+driver (run rollplan apply, or install the controller)": rollplan apply
+would have acted by then. A rollout whose plan cannot start within its
+budgets, with nothing moved for 30s, is "stalled for D: budget B is used
+up (N/N): REASON". Halted exits 3 and stalled 4 (the table below).
 
 It only reads, so it works for every workload rollplan plans: Deployments,
 StatefulSets and DaemonSets, rolled by their controller or by rollplan
@@ -66,14 +76,11 @@ plus the current one, plus the ones after it.
 
 With --watch it reads from informer caches, again on every change (at most
 every 0.2s) and every 2s, and prints again until the rollout is
-rolled out (exit 0) or halted (exit 3): on a terminal the table is redrawn;
+rolled out (exit 0), halted (exit 3) or stalled (exit 4): on a terminal the table is redrawn;
 otherwise a line (or, with -o json|yaml, a document) is printed only when
 something changed.
 
--o json and -o yaml print a RolloutStatus (apiVersion rollplan.dev/v1alpha1).
-
-Exit codes: 0 rolled out, or without --watch the status was printed; 1
-error; 2 usage error; 3 halted by policy (with or without --watch).`,
+-o json and -o yaml print a RolloutStatus (apiVersion rollplan.dev/v1alpha1).`,
 		Example: `  rollplan status sts/web -n prod
   rollplan status deploy/api -o json | jq .verdict
   rollplan status ds/agent --policy policies/examples/one-zone-at-a-time --watch`,
@@ -129,15 +136,18 @@ error; 2 usage error; 3 halted by policy (with or without --watch).`,
 	pf.registerCluster(fl)
 	durationVar(fl, &pf.timeout, "policy-timeout", time.Minute, positive, "deadline for evaluating the policy at each read")
 	fl.StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
-	fl.BoolVarP(&watch, "watch", "w", false, "read again on every change (and every 2s) until the rollout is rolled out (exit 0) or halted (exit 3)")
+	fl.BoolVarP(&watch, "watch", "w", false, "read again on every change (and every 2s) until the rollout is rolled out (exit 0), halted (exit 3) or stalled (exit 4)")
 	return cmd
 }
 
 // statusErr is the error a status maps to: a *executor.HaltedError (exit 3)
-// when the policy halts the rollout, else nil.
+// when the policy halts the rollout, exit 4 when it is stalled, else nil.
 func statusErr(t executor.Target, st *executor.RolloutStatus) error {
-	if st.State == executor.StatusHalted {
+	switch st.State {
+	case executor.StatusHalted:
 		return &executor.HaltedError{Target: t, Reasons: append(append([]string{}, st.Halted...), st.Denied...)}
+	case executor.StatusStalled:
+		return codedError{exitStalled, fmt.Errorf("%s: %s", t, st.Verdict)}
 	}
 	return nil
 }
@@ -181,7 +191,7 @@ func watchStatus(ctx context.Context, x *executor.Executor, t executor.Target, o
 		switch st.State {
 		case executor.StatusRolledOut:
 			return nil
-		case executor.StatusHalted:
+		case executor.StatusHalted, executor.StatusStalled:
 			return statusErr(t, st)
 		}
 		stopped := func() error {
@@ -311,6 +321,9 @@ func writeStatus(w io.Writer, st *executor.RolloutStatus, format string) error {
 			fmt.Fprintf(tw, "  %s\t%s\t%d/%d in use%s\t%s\n", bu.Name, bu.Type, bu.InUse, bu.Limit, adv, bu.Source)
 		}
 		tw.Flush()
+	}
+	if a := st.LastActivity; a != nil {
+		fmt.Fprintf(&b, "Last activity: %s (%s)\n", a.Time, a.What)
 	}
 	reasons(&b, "Halted", st.Halted)
 	reasons(&b, "Denied", st.Denied)

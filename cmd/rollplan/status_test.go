@@ -36,7 +36,7 @@ func TestStatusCommand(t *testing.T) {
 			name:     "a managed StatefulSet before its rollout: the first wave",
 			scenario: "sts-inplace-image-only", now: march,
 			args: []string{"status", "sts/web"}, code: exitOK,
-			stdout: []string{"StatefulSet default/web: in progress: wave 1 of 4", "web-6545fdd768 → web-59c59f4f75", "4 desired, 4 total: 0 updated, 4 available, 0 held, 0 in flight", "Current wave 1 (starts now)", "InPlaceUpdate", "0/1 in use"},
+			stdout: []string{"StatefulSet default/web: waiting for a driver (run rollplan apply, or install the controller): nothing has moved for 1h2m0s", "web-6545fdd768 → web-59c59f4f75", "4 desired, 4 total: 0 updated, 4 available, 0 held, 0 in flight", "Current wave 1 (starts now)", "InPlaceUpdate", "0/1 in use"},
 		},
 		{
 			name:     "halted by policy: exit code 3, the reasons printed",
@@ -155,7 +155,7 @@ func TestStatusJSON(t *testing.T) {
 	if err := dec.Decode(&st); err != nil {
 		t.Fatalf("decode: %v\n%s", err, stdout)
 	}
-	if st.Verdict != "in progress: wave 1 of 4" || st.CurrentWave == nil || len(st.CurrentWave.Actions) != 1 {
+	if st.State != executor.StatusWaitingForDriver || st.Verdict != "waiting for a driver (run rollplan apply, or install the controller): nothing has moved for 1h2m0s" || st.CurrentWave == nil || len(st.CurrentWave.Actions) != 1 {
 		t.Errorf("status %+v", st)
 	}
 }
@@ -226,16 +226,16 @@ func TestStatusWatch(t *testing.T) {
 	}{
 		{name: "until rolled out, a line per change", scenario: "sts-inplace-image-only", complete: true,
 			args: []string{"status", "sts/web", "--watch"}, code: exitOK,
-			want: []string{"in progress: wave 1 of 4; 0/4 pods updated, 4 available", "rolled out; 4/4 pods updated, 4 available, 0 held, 0 in flight"}, lines: 2},
+			want: []string{"waiting for a driver (run rollplan apply, or install the controller): nothing has moved for 1h2m0s; 0/4 pods updated, 4 available", "rolled out; 4/4 pods updated, 4 available, 0 held, 0 in flight"}, lines: 2},
 		{name: "on a terminal, redrawn", scenario: "sts-inplace-image-only", complete: true, tty: true,
 			args: []string{"status", "sts/web", "-w"}, code: exitOK,
-			want: []string{"\x1b[H\x1b[2J", "in progress: wave 1 of 4", "\x1b[H\x1b[2J", "StatefulSet default/web: rolled out"}},
+			want: []string{"\x1b[H\x1b[2J", "waiting for a driver", "\x1b[H\x1b[2J", "StatefulSet default/web: rolled out"}},
 		{name: "halted: exit code 3", scenario: "sts-inplaceonly-halt",
 			args: []string{"status", "sts/web", "--watch"}, code: exitHalted,
 			want: []string{"halted: InPlaceOnly"}, lines: 1},
 		{name: "-o json: a document per change", scenario: "sts-inplace-image-only", complete: true,
 			args: []string{"status", "sts/web", "--watch", "-o", "json"}, code: exitOK,
-			want: []string{`"verdict": "in progress: wave 1 of 4"`, `"verdict": "rolled out"`}},
+			want: []string{`"state": "WaitingForDriver"`, `"verdict": "waiting for a driver (run rollplan apply, or install the controller): nothing has moved for 1h2m0s"`, `"verdict": "rolled out"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -286,7 +286,7 @@ func TestStatusWatchStops(t *testing.T) {
 	cmd.SetErr(io.Discard)
 	cmd.SetArgs([]string{"status", "sts/web", "--watch"})
 	err := cmd.ExecuteContext(ctx)
-	if exitCode(err) != exitError || err == nil || !strings.Contains(err.Error(), "in progress: wave 1 of 4") {
+	if exitCode(err) != exitError || err == nil || !strings.Contains(err.Error(), "waiting for a driver") {
 		t.Errorf("err %v, want exit 1 naming the verdict", err)
 	}
 }
