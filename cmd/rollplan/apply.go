@@ -89,10 +89,9 @@ Deleted, RolloutHalted, RolloutComplete, and for a Deployment Hold and
 InPlaceRevision; none with --dry-run), serves
 Prometheus metrics at /metrics with --metrics-bind-address, and on a
 terminal redraws one progress line after each step (waves, pods updated
-and available, budgets in use).
-
-Exit codes: 0 done (or, with --once or --dry-run, the step succeeded),
-1 error or timeout, 2 usage error, 3 halted by policy.`,
+and available, budgets in use). It exits 0 when done (or, with --once or
+--dry-run, when the step succeeded) and 3 when the policy halts the
+rollout (the table below).`,
 		Example: `  rollplan apply sts/web -n prod
   rollplan apply deploy/api -n prod --timeout 30m
   rollplan apply statefulset/web -n prod --dry-run=server

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/rollplan/rollplan/executor"
 	"github.com/rollplan/rollplan/planner/plan"
 )
@@ -162,4 +164,25 @@ func TestStatusExitCodes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Every command's help ends with the one exit-code table, and none words
+// its exit codes another way.
+func TestHelpEndsWithTheExitCodeTable(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if !strings.HasSuffix(c.Long, exitCodesHelp) {
+			t.Errorf("%s: help does not end with the exit-code table", c.CommandPath())
+		}
+		rest := strings.TrimSuffix(c.Long, exitCodesHelp)
+		for _, other := range []string{"Exit codes", "Exit status", "exit codes as"} {
+			if strings.Contains(rest, other) {
+				t.Errorf("%s: help words its exit codes apart from the table (%q)", c.CommandPath(), other)
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRootCommand())
 }

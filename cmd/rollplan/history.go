@@ -160,10 +160,7 @@ kubectl rollout undo).
 
 --dry-run=client changes nothing: it prints the plan of the rollback
 (-o table|json|yaml), computed from the live state with the template
-rolled back.
-
-Exit codes as rollplan apply: 0 done, 1 error or timeout, 2 usage error,
-3 halted by policy.`,
+rolled back. It exits as rollplan apply does (the table below).`,
 		Example: `  rollplan undo deploy/web -n prod --dry-run=client   # preview the plan
   rollplan undo deploy/web -n prod
   rollplan undo deploy/web --to-revision 3 --timeout 20m`,

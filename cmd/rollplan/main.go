@@ -26,6 +26,33 @@ const (
 	exitStalled = 4
 )
 
+// exitCodesHelp ends every command's help: the one exit-code table
+// (README "Exit codes"), the same for every command.
+const exitCodesHelp = `
+
+Exit codes (the same for every rollplan command; README "Exit codes"):
+  0  success: planned, done, rolled out, printed, tests passed
+  1  error: bad input, a policy error, a workload that could not be
+     planned, a failed test, a timeout or interrupted watch
+  2  usage error: wrong flags or arguments
+  3  halted: the policy halts a rollout (plan, apply, undo, status)
+  4  stalled: a rollout cannot start or finish within its budgets (plan),
+     or its pods do not move (status)
+When several apply, the smallest wins; plan --allow-halted exits 0 for 3
+and 4.`
+
+// withExitCodes appends exitCodesHelp to the help of cmd and every command
+// under it.
+func withExitCodes(cmd *cobra.Command) {
+	if cmd.Long == "" {
+		cmd.Long = cmd.Short
+	}
+	cmd.Long += exitCodesHelp
+	for _, c := range cmd.Commands() {
+		withExitCodes(c)
+	}
+}
+
 // usageError marks errors in how the command was called.
 type usageError struct{ err error }
 

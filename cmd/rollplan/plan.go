@@ -76,7 +76,8 @@ A workload whose own objects are invalid (an annotation, a strategy field)
 is reported with its error (the table's ERROR line, the "error" field of
 -o json|yaml) and the others are planned; the exit code is then 1. A
 halted rollout exits 3 and a stalled one (it cannot start or finish within
-its budgets: "stalled" in -o json|yaml) exits 4, unless --allow-halted.`,
+its budgets: "stalled" in -o json|yaml) exits 4, unless --allow-halted
+(the table below).`,
 		Example: `  rollplan plan -f testdata/scenarios/deploy-rolling-10-25pct/snapshot.yaml
   kubectl get deploy,rs,sts,ds,controllerrevisions,pods,nodes,pdb -A -o yaml > snap.yaml && rollplan plan -f snap.yaml -o json
   rollplan plan -f snap/ --policy policies/examples/leader-last --workload StatefulSet/web`,

@@ -47,10 +47,9 @@ computes it.
 
 YAML: documents with apiVersion rollplan.dev/v1alpha1 and kind
 RolloutPolicyTest plan a snapshot with a policy and compare the decisions or
-the plan with what they expect; other YAML files are ignored.
-
-Exit status: 0 when every test passes, 1 when one fails or cannot run (or
-coverage is below --fail-under), 2 for usage errors.`,
+the plan with what they expect; other YAML files are ignored. A test that
+fails or cannot run, or coverage below --fail-under, exits 1 (the table
+below).`,
 		Example: `  rollplan test policies/
   rollplan test -v --coverage policies/examples/leader-last
   rollplan test -o junit policies/ > report.xml`,
