@@ -72,8 +72,9 @@ const (
 	// RuleSummary: the summary does not count what the waves do.
 	RuleSummary = "summary"
 	// RuleReplicaSet: a ScaleReplicaSet step is inconsistent (unknown
-	// ReplicaSet, from ≠ the replica count reached so far, pods that are not
-	// the ReplicaSet's, an old ReplicaSet scaled up, mixed action kinds).
+	// ReplicaSet, from ≠ the replica count reached so far, from = to, pods
+	// that are not the ReplicaSet's, an old ReplicaSet scaled up, mixed
+	// action kinds).
 	RuleReplicaSet = "rs-step"
 	// RuleRSSurge: after a scale-up, Σ spec.replicas > replicas + maxSurge,
 	// or the new ReplicaSet above replicas (upstream NewRSNewReplicas).
@@ -1409,6 +1410,8 @@ func (c *checker) replicaSets() {
 				continue
 			}
 			switch {
+			case to == from:
+				c.add(RuleReplicaSet, wi+1, a.ReplicaSet, "scales from %d to %d: a no-op", from, to)
 			case to > from:
 				if !rs.isNew {
 					c.add(RuleReplicaSet, wi+1, a.ReplicaSet, "scales old ReplicaSet up from %d to %d", from, to)

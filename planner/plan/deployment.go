@@ -59,6 +59,9 @@ type deploySim struct {
 	t       float64
 	actions []Action
 	created int
+	// created0: why the new ReplicaSet was created at 0 replicas, for
+	// its first scale-up (scale writes no 0->0 action).
+	created0 []string
 	// advisory: the budgets the controller does not pace by (PDBs, a
 	// policy's own) that the simulation can count: ungrouped unavailable
 	// and surge budgets (a new pod's zone or node is the scheduler's).
@@ -209,8 +212,20 @@ func b2i(b bool) int {
 
 func (s *deploySim) scale(rs *simRS, to int, reason string) {
 	from := rs.spec
+	if from == to {
+		// Nothing to scale (the new ReplicaSet created with 0 replicas:
+		// no room within maxSurge): no action; its first scale says it
+		// was created.
+		s.created0 = append(s.created0, reason)
+		return
+	}
 	rs.spec = to
-	a := Action{Type: ActionScaleRS, ReplicaSet: rs.name, From: intp(from), To: intp(to), Reasons: []string{reason}}
+	reasons := []string{reason}
+	if rs == s.newRS && len(s.created0) > 0 {
+		reasons = append(s.created0, reason)
+		s.created0 = nil
+	}
+	a := Action{Type: ActionScaleRS, ReplicaSet: rs.name, From: intp(from), To: intp(to), Reasons: reasons}
 	// The plan names the snapshot's pods; pods the simulation made up have no name to give.
 	for _, p := range s.reconcilePods(rs) {
 		if p.fact >= 0 {

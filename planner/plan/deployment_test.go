@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"fmt"
 	"math"
 	"sort"
 	"strings"
@@ -140,5 +141,60 @@ func TestDeletedBeforeStrictWeakOrder(t *testing.T) {
 	}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("deletion order:\n  got  %v\n  want %v", got, want)
+	}
+}
+
+// A sync that leaves a ReplicaSet's replicas as they are writes no action:
+// the new ReplicaSet created with 0 replicas (maxSurge 0, or 0 desired)
+// once showed as "ScaleReplicaSet new 0->0". Its creation is the first
+// reason of its first scale-up instead.
+func TestNoNoOpScale(t *testing.T) {
+	cases := []struct {
+		name              string
+		recreate          bool
+		d, surge, unavail int
+		oldSpec, oldAvail int
+		want              []string // the actions, "rs from->to"
+		wantFirstReason   string   // of the new ReplicaSet's first action, if any
+	}{
+		{name: "surge 0 creates the new ReplicaSet empty", d: 3, surge: 0, unavail: 1, oldSpec: 3, oldAvail: 3,
+			want: []string{"old 3->2", "new 0->1", "old 2->1", "new 1->2", "old 1->0", "new 2->3"}, wantFirstReason: "create ReplicaSet new at the update revision with 0 replicas"},
+		{name: "surge 1 creates it with one", d: 3, surge: 1, unavail: 0, oldSpec: 3, oldAvail: 3,
+			want: []string{"new 0->1", "old 3->2", "new 1->2", "old 2->1", "new 2->3", "old 1->0"}, wantFirstReason: "create ReplicaSet new at the update revision with 1 replicas"},
+		{name: "scaled to 0 desired", d: 0, surge: 1, unavail: 0, oldSpec: 2, oldAvail: 2,
+			want: []string{"old 2->0"}},
+		{name: "recreate, scaled to 0 desired", recreate: true, d: 0, oldSpec: 2, oldAvail: 2,
+			want: []string{"old 2->0"}},
+		{name: "recreate", recreate: true, d: 2, oldSpec: 2, oldAvail: 2,
+			want: []string{"old 2->0", "new 0->2"}, wantFirstReason: "Recreate: create ReplicaSet new with all 2 replicas"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := newDeploySim(c.d, c.surge, c.unavail, rsWith("old", c.oldSpec, c.oldAvail), nil)
+			if c.recreate {
+				s.r.Workload.Strategy.Type = "Recreate"
+			}
+			sim := &simulation{}
+			s.run(sim)
+			var got []string
+			first := ""
+			for _, w := range sim.waves {
+				for _, a := range w.Actions {
+					got = append(got, fmt.Sprintf("%s %d->%d", a.ReplicaSet, *a.From, *a.To))
+					if *a.From == *a.To {
+						t.Errorf("wave %d: no-op action %s %d->%d", w.Index, a.ReplicaSet, *a.From, *a.To)
+					}
+					if a.ReplicaSet == "new" && first == "" {
+						first = a.Reasons[0]
+					}
+				}
+			}
+			if strings.Join(got, ", ") != strings.Join(c.want, ", ") {
+				t.Errorf("actions:\n  got  %s\n  want %s", strings.Join(got, ", "), strings.Join(c.want, ", "))
+			}
+			if !strings.HasPrefix(first, c.wantFirstReason) {
+				t.Errorf("the new ReplicaSet's first reason %q, want it to start %q", first, c.wantFirstReason)
+			}
+		})
 	}
 }
