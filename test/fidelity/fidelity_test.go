@@ -252,19 +252,24 @@ func TestFidelity(t *testing.T) {
 	if err != nil {
 		t.Skip(err)
 	}
+	// The control planes run side by side (as many as -test.parallel,
+	// GOMAXPROCS by default): each has its own controllers, which its
+	// scenarios pause and resume, so the scenarios of one plane run one
+	// after another. Most of a scenario is waiting for controllers.
 	for _, p := range planes(versions, scenarios) {
 		t.Run(p.label(), func(t *testing.T) {
+			t.Parallel()
+			// The default control planes stay for TestRevisionNames; one
+			// with gates has done its work.
+			if len(p.gates) > 0 {
+				defer stopCluster(p.run)
+			}
 			start := time.Now()
 			defer func() { report.addWall(p.version, time.Since(start)) }()
 			for _, sc := range p.scenarios {
 				t.Run(sc.name, func(t *testing.T) { runScenario(t, p.run, sc) })
 			}
 		})
-		// The default control planes stay for TestRevisionNames; one with
-		// gates has done its work.
-		if len(p.gates) > 0 {
-			stopCluster(p.run)
-		}
 	}
 }
 

@@ -319,7 +319,9 @@ func runPlan(ctx context.Context, snap []byte, now time.Time, r run, workload st
 	_ = f.Close()
 	args := []string{"plan", "-f", f.Name(), "-o", "json", "--now", now.UTC().Format(time.RFC3339Nano),
 		"--workload", workload, "--recreate-duration", recreateEstimate, "--inplace-duration", recreateEstimate,
-		"--terminate-duration", "0s"}
+		"--terminate-duration", "0s",
+		// A stalled or halted rollout is a plan to compare too (exit 0).
+		"--allow-halted"}
 	args = append(args, planArgs(r)...)
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, rollplanBin, args...)

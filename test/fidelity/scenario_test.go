@@ -96,6 +96,32 @@ func rankRaces(ops []Op) bool {
 // which pods carry as their revision label.
 func revisionHash(rev string) string { return rev[strings.LastIndex(rev, "-")+1:] }
 
+// workloadReady: the workload's controller has seen its spec and reports
+// every pod it wants Ready.
+func workloadReady(ctx context.Context, c kubernetes.Interface, obj any) (bool, error) {
+	switch o := obj.(type) {
+	case *appsv1.StatefulSet:
+		s, err := c.AppsV1().StatefulSets(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return s.Status.ObservedGeneration == s.Generation && s.Spec.Replicas != nil && s.Status.ReadyReplicas == *s.Spec.Replicas, nil
+	case *appsv1.Deployment:
+		d, err := c.AppsV1().Deployments(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return d.Status.ObservedGeneration == d.Generation && d.Spec.Replicas != nil && d.Status.ReadyReplicas == *d.Spec.Replicas, nil
+	case *appsv1.DaemonSet:
+		d, err := c.AppsV1().DaemonSets(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return d.Status.ObservedGeneration == d.Generation && d.Status.NumberReady == d.Status.DesiredNumberScheduled, nil
+	}
+	return true, nil
+}
+
 func stsReplicas(obj any) int {
 	if s, ok := obj.(*appsv1.StatefulSet); ok && s.Spec.Replicas != nil {
 		return int(*s.Spec.Replicas)
@@ -273,8 +299,18 @@ func runScenario(t *testing.T, r run, sc scenario) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Nothing held: done once the controller reports every pod Ready.
+		// A quiet second is not enough on a loaded machine: an
+		// OrderedReady StatefulSet creates its next pod only after the
+		// previous one's Ready reached the controller. A few more rounds
+		// for a workload that never reports so (pods meant to stay
+		// unready).
 		if len(released) == 0 {
-			break
+			if ready, err := workloadReady(ctx, c, obj); err != nil {
+				t.Fatal(err)
+			} else if ready || i >= 10 {
+				break
+			}
 		}
 		if i > 50 {
 			t.Fatalf("%s did not settle after creation", workload)
