@@ -427,6 +427,57 @@ func TestCheckerCatchesViolations(t *testing.T) {
 		expect(t, f, &wp, RuleSummary, 0, "")
 	})
 
+	// The summary adds up: the ways a planner once got it wrong.
+	summaryCases := []struct {
+		name, what string
+		want       func(f *found) bool
+		mutate     func(wp *plan.WorkloadPlan) (pod string)
+	}{
+		{"halted with nothing to update", "a halted plan with pods to update",
+			func(f *found) bool { return len(f.wp.Halted) > 0 && f.wp.Summary.Blocked > 0 },
+			func(wp *plan.WorkloadPlan) string {
+				// As before: "6 updated, 0 to update".
+				wp.Summary.ToUpdate, wp.Summary.Blocked, wp.Blocked = 0, 0, []plan.Held{}
+				return ""
+			}},
+		{"blocked pod not listed", "a stalled plan", func(f *found) bool { return len(f.wp.Waves) > 0 && f.wp.Summary.Blocked > 0 },
+			func(wp *plan.WorkloadPlan) string {
+				pod := wp.Blocked[0].Pod
+				wp.Blocked = wp.Blocked[1:]
+				return pod
+			}},
+		{"blocked pod without a reason", "a stalled plan", func(f *found) bool { return len(f.wp.Waves) > 0 && f.wp.Summary.Blocked > 0 },
+			func(wp *plan.WorkloadPlan) string {
+				wp.Blocked[0].Reason = ""
+				return wp.Blocked[0].Pod
+			}},
+		{"acted-on pod listed as blocked", "a pod-by-pod plan", podPlan,
+			func(wp *plan.WorkloadPlan) string {
+				pod := wp.Waves[0].Actions[0].Pod
+				wp.Blocked = append(wp.Blocked, plan.Held{Pod: pod, Reason: "stalled"})
+				return pod
+			}},
+		{"blocked counted as recreated", "a stalled plan", func(f *found) bool { return len(f.wp.Waves) > 0 && f.wp.Summary.Blocked > 0 },
+			func(wp *plan.WorkloadPlan) string {
+				// The sums still hold; the counts do not match the waves.
+				wp.Summary.Blocked--
+				wp.Summary.Recreate++
+				return ""
+			}},
+		{"Delete not counted", "a plan with a Delete action", func(f *found) bool { return f.wp.Summary.Deleted > 0 },
+			func(wp *plan.WorkloadPlan) string {
+				wp.Summary.Deleted--
+				return ""
+			}},
+	}
+	for _, c := range summaryCases {
+		t.Run("summary: "+c.name, func(t *testing.T) {
+			f := find(t, eng, c.what, c.want)
+			wp := f.clone(t)
+			expect(t, f, &wp, RuleSummary, 0, c.mutate(&wp))
+		})
+	}
+
 	t.Run("ReplicaSet surge exceeded", func(t *testing.T) {
 		var wave, idx int
 		f := find(t, eng, "a Deployment that scales its new ReplicaSet up", func(f *found) bool {

@@ -69,7 +69,11 @@ const (
 	// RuleNoWaves: a halted workload, an unmanaged paused Deployment or an
 	// unmanaged OnDelete workload has waves.
 	RuleNoWaves = "no-waves"
-	// RuleSummary: the summary does not count what the waves do.
+	// RuleSummary: the summary does not count what the waves do, or does
+	// not add up: pods = updated + held + toUpdate, toUpdate = inPlace +
+	// recreate + deleted + terminating + blocked, and plan.blocked lists
+	// exactly the pods to update that no wave places and are not
+	// terminating, each with a reason (plan.Summary).
 	RuleSummary = "summary"
 	// RuleReplicaSet: a ScaleReplicaSet step is inconsistent (unknown
 	// ReplicaSet, from ≠ the replica count reached so far, from = to, pods
@@ -422,31 +426,109 @@ func (c *checker) actionMatches(wave int, a *plan.Action, p *facts.Pod, pd *engi
 
 func (c *checker) summary() {
 	s := c.wp.Summary
-	want := plan.Summary{Pods: len(c.r.Pods), Held: len(c.wp.Held), Waves: len(c.wp.Waves)}
-	for _, p := range c.r.Pods {
-		if p.Updated {
-			want.Updated++
-		}
+	// The sums, as plan.Summary documents them.
+	if got := s.Updated + s.Held + s.ToUpdate; got != s.Pods {
+		c.add(RuleSummary, 0, "", "updated %d + held %d + toUpdate %d = %d, not the %d pods", s.Updated, s.Held, s.ToUpdate, got, s.Pods)
 	}
+	if got := s.InPlace + s.Recreate + s.Deleted + s.Terminating + s.Blocked; got != s.ToUpdate {
+		c.add(RuleSummary, 0, "", "inPlace %d + recreate %d + deleted %d + terminating %d + blocked %d = %d, not the %d to update", s.InPlace, s.Recreate, s.Deleted, s.Terminating, s.Blocked, got, s.ToUpdate)
+	}
+	// Each count, from the facts and the waves: every pod to update is
+	// acted on, terminating, or blocked.
+	want := plan.Summary{Pods: len(c.r.Pods), Held: len(c.wp.Held), Waves: len(c.wp.Waves)}
+	acted := map[string]string{}
 	for _, w := range c.wp.Waves {
 		for _, a := range w.Actions {
 			switch a.Type {
-			case plan.ActionInPlace:
-				want.InPlace++
-			case plan.ActionRecreate:
-				want.Recreate++
 			case plan.ActionScaleRS:
-				want.Recreate += len(a.Pods)
+				for _, p := range a.Pods {
+					acted[p] = plan.ActionRecreate
+				}
+			case plan.ActionInPlace, plan.ActionRecreate, plan.ActionDelete:
+				acted[a.Pod] = a.Type
 			}
 		}
 	}
-	// A stopped workload (halted, paused, unmanaged OnDelete) updates
-	// nothing: the planner leaves toUpdate at 0 for it.
-	if !c.stopped() {
-		want.ToUpdate = want.Pods - want.Updated - want.Held
+	listed := map[string]bool{}
+	for _, b := range c.wp.Blocked {
+		listed[b.Pod] = true
+	}
+	// A Deployment rolled through ReplicaSets: the ReplicaSet controller
+	// first deletes the pods of a ReplicaSet beyond its replicas, outside
+	// the plan's actions; they count as deleted. Which ones is upstream's
+	// deletion rank: count them per ReplicaSet, within what is possible.
+	excess, removed := map[string]int{}, map[string]int{}
+	rsPlan := c.r.Workload.Kind == "Deployment" && !c.stopped() && !c.inPlaceDeployment()
+	if rsPlan {
+		for _, rs := range c.r.ReplicaSets {
+			excess[rs.Name] = -rs.Replicas
+		}
+		for _, p := range c.r.Pods {
+			if _, ok := excess[p.Owner]; ok && !p.Terminating && !p.Terminal {
+				excess[p.Owner]++
+			}
+		}
+	}
+	blocked := map[string]bool{}
+	for i, p := range c.r.Pods {
+		switch {
+		case p.Updated:
+			want.Updated++
+			continue
+		case !c.d.Pods[i].InScope:
+			continue
+		}
+		want.ToUpdate++
+		switch acted[p.Name] {
+		case plan.ActionInPlace:
+			want.InPlace++
+		case plan.ActionRecreate:
+			want.Recreate++
+		case plan.ActionDelete:
+			want.Deleted++
+		default:
+			if p.Terminating {
+				want.Terminating++
+				continue
+			}
+			if rsPlan && excess[p.Owner] > 0 && !p.Terminal && !listed[p.Name] {
+				want.Deleted++
+				removed[p.Owner]++
+				continue
+			}
+			want.Blocked++
+			blocked[p.Name] = true
+		}
+	}
+	for rs, n := range removed {
+		if n > excess[rs] {
+			c.add(RuleSummary, 0, rs, "%d pod(s) of ReplicaSet %s are in no wave and not blocked, but it holds only %d pod(s) beyond its replicas", n, rs, excess[rs])
+		}
 	}
 	if s != want {
 		c.add(RuleSummary, 0, "", "summary %+v, the waves give %+v", s, want)
+	}
+	// The blocked list names exactly the blocked pods, once each, with why.
+	seen := map[string]bool{}
+	for _, b := range c.wp.Blocked {
+		switch {
+		case seen[b.Pod]:
+			c.add(RuleSummary, 0, b.Pod, "listed as blocked twice")
+		case !blocked[b.Pod]:
+			c.add(RuleSummary, 0, b.Pod, "listed as blocked (%s), but it is not a pod to update in no wave", b.Reason)
+		case b.Reason == "":
+			c.add(RuleSummary, 0, b.Pod, "blocked without a reason")
+		}
+		seen[b.Pod] = true
+	}
+	for name := range blocked {
+		if !seen[name] {
+			c.add(RuleSummary, 0, name, "a pod to update in no wave, not listed as blocked")
+		}
+	}
+	// A stopped rollout blocks every pod to update that is not leaving by itself.
+	if c.stopped() && want.Blocked != want.ToUpdate-want.Terminating {
+		c.add(RuleSummary, 0, "", "stopped, yet %d of %d pods to update are not blocked", want.ToUpdate-want.Terminating-want.Blocked, want.ToUpdate)
 	}
 }
 

@@ -117,9 +117,29 @@ func simulateDeployment(r *facts.Rollout, d *engine.Decisions, o Options) *simul
 			s.old = append(s.old, rs)
 		}
 	}
-	// The ReplicaSet controller makes pods match spec before anything else.
+	// The ReplicaSet controller makes pods match spec before anything
+	// else: the pods it deletes there take no action of the plan.
 	for _, rs := range s.all() {
-		s.reconcilePods(rs)
+		var names []string
+		for _, p := range s.reconcilePods(rs) {
+			if p.fact >= 0 {
+				names = append(names, p.name)
+			}
+		}
+		if len(names) > 0 {
+			sim.removed = append(sim.removed, names...)
+			sim.notes = append(sim.notes, fmt.Sprintf("pod(s) %s: ReplicaSet %s has more pods than its %d replicas: the ReplicaSet controller deletes them first, and nothing replaces them", strings.Join(names, ", "), rs.name, rs.spec))
+		}
+	}
+	// A finished pod (Failed, Succeeded) of an old ReplicaSet: the
+	// ReplicaSet counts active pods only, so no scale-down removes it.
+	for _, p := range r.Pods {
+		if p.Terminal && !p.Terminating && !p.Updated {
+			if sim.blocked == nil {
+				sim.blocked = map[string]string{}
+			}
+			sim.blocked[p.Name] = fmt.Sprintf("phase %s: its ReplicaSet counts active pods only, so no scale-down removes it; it stays until garbage-collected", p.Phase)
+		}
 	}
 	s.run(sim)
 	return sim
@@ -406,6 +426,7 @@ func (s *deploySim) run(sim *simulation) {
 	sim.end = s.t
 	if s.newRS == nil || s.newRS.spec != s.D || sumSpec(s.old) != 0 || s.newRS.avail(math.Inf(1)) < s.D {
 		sim.notes = append(sim.notes, "the rollout does not complete: pods that never become available hold it (upstream keeps waiting; see halt rules)")
+		sim.stall = "the rollout does not complete: pods that never become available hold it"
 	}
 	// Drop the ticks' milliseconds from the estimate.
 	sim.end = math.Floor(sim.end + 0.5)

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"runtime"
@@ -124,22 +125,30 @@ func Workload(r *facts.Rollout, d *engine.Decisions, o Options) (WorkloadPlan, *
 	wp.Warnings = append(wp.Warnings, nodePreparationWarnings(r, d)...)
 	if len(d.Halt) > 0 {
 		wp.Halted = append(wp.Halted, d.Halt...)
-		wp.Notes = append(wp.Notes, "halted: no wave is planned until the halt reasons are resolved")
+		const halted = "halted: no wave is planned until the halt reasons are resolved"
+		wp.Notes = append(wp.Notes, halted)
+		countPods(&wp, r, d, nil, halted)
 		return wp, det
 	}
+	stopped := ""
 	switch {
 	case w.Strategy.Type == "OnDelete" && !w.Managed:
-		wp.Notes = append(wp.Notes, fmt.Sprintf("updateStrategy OnDelete: the %s controller replaces a pod only when it is deleted; annotate %s=\"true\" to let rollplan drive the rollout", w.Kind, facts.AnnManaged))
-		return wp, det
+		stopped = fmt.Sprintf("updateStrategy OnDelete: the %s controller replaces a pod only when it is deleted; annotate %s=\"true\" to let rollplan drive the rollout", w.Kind, facts.AnnManaged)
 	case w.Paused && !w.Managed:
-		wp.Notes = append(wp.Notes, "spec.paused: the Deployment controller does not roll a paused Deployment; resume it to start the rollout")
-		return wp, det
+		stopped = "spec.paused: the Deployment controller does not roll a paused Deployment; resume it to start the rollout"
 	case w.Kind == "StatefulSet" && w.Strategy.Type == "Recreate":
 		if refused := recreateRefused(r); refused != "" {
 			wp.Warnings = append(wp.Warnings, refused)
-			wp.Notes = append(wp.Notes, "no wave is planned: the StatefulSet controller rolls nothing under this strategy")
+			const none = "no wave is planned: the StatefulSet controller rolls nothing under this strategy"
+			wp.Notes = append(wp.Notes, none)
+			countPods(&wp, r, d, nil, none)
 			return wp, det
 		}
+	}
+	if stopped != "" {
+		wp.Notes = append(wp.Notes, stopped)
+		countPods(&wp, r, d, nil, stopped)
+		return wp, det
 	}
 
 	var sim *simulation
@@ -167,17 +176,9 @@ func Workload(r *facts.Rollout, d *engine.Decisions, o Options) (WorkloadPlan, *
 			for _, p := range a.Pods {
 				det.Wave[p] = wi + 1
 			}
-			switch a.Type {
-			case ActionInPlace:
-				wp.Summary.InPlace++
-			case ActionRecreate:
-				wp.Summary.Recreate++
-			case ActionScaleRS:
-				wp.Summary.Recreate += len(a.Pods)
-			}
 		}
 	}
-	wp.Summary.ToUpdate = wp.Summary.Pods - wp.Summary.Updated - wp.Summary.Held
+	countPods(&wp, r, d, sim, cmp.Or(sim.stall, "placed in no wave"))
 	wp.Notes = append(wp.Notes, terminatingNotes(r, d, det)...)
 	wp.Summary.Waves = len(wp.Waves)
 	wp.EstimatedDuration = formatDuration(sim.end)
@@ -234,9 +235,59 @@ func WithFailed(p *Plan, failed []WorkloadPlan) {
 	})
 }
 
+// countPods counts each pod to update by what the waves do with it (see
+// Summary) and lists those no wave places as blocked, with why: the
+// simulation's reason for the pod, else why (the halt, what stops the
+// rollout, the simulation's stall). sim is nil when nothing is simulated.
+func countPods(wp *WorkloadPlan, r *facts.Rollout, d *engine.Decisions, sim *simulation, why string) {
+	acted := map[string]string{}
+	if sim != nil {
+		for _, p := range sim.removed {
+			acted[p] = ActionDelete
+		}
+	}
+	for _, wave := range wp.Waves {
+		for _, a := range wave.Actions {
+			switch a.Type {
+			case ActionInPlace, ActionRecreate, ActionDelete:
+				acted[a.Pod] = a.Type
+			case ActionScaleRS:
+				for _, p := range a.Pods {
+					acted[p] = ActionRecreate
+				}
+			}
+		}
+	}
+	s := &wp.Summary
+	for i, p := range r.Pods {
+		if p.Updated || !d.Pods[i].InScope {
+			continue // updated and held are counted already
+		}
+		s.ToUpdate++
+		switch acted[p.Name] {
+		case ActionInPlace:
+			s.InPlace++
+		case ActionRecreate:
+			s.Recreate++
+		case ActionDelete:
+			s.Deleted++
+		default:
+			if p.Terminating {
+				s.Terminating++
+				continue
+			}
+			reason := why
+			if sim != nil && sim.blocked[p.Name] != "" {
+				reason = sim.blocked[p.Name]
+			}
+			s.Blocked++
+			wp.Blocked = append(wp.Blocked, Held{Pod: p.Name, Reason: reason})
+		}
+	}
+}
+
 // terminatingNotes: a pod to update that is already terminating gets no
-// action of its own, so the summary's in-place and recreated counts leave it
-// out; say why.
+// action of its own (the summary counts it as terminating); say why.
 func terminatingNotes(r *facts.Rollout, d *engine.Decisions, det *Detail) []string {
 	var names []string
 	for i, p := range r.Pods {

@@ -20,6 +20,15 @@ type simulation struct {
 	end      float64
 	notes    []string
 	warnings []string
+	// stall: why the pods left to update are in no wave, when the
+	// simulated rollout stops short ("" when it completes); blocked: why
+	// a particular pod is in no wave, when that is something else.
+	stall   string
+	blocked map[string]string
+	// removed: pods to update that a controller deletes outside the
+	// plan's actions, and nothing replaces (a ReplicaSet holding more
+	// pods than its replicas).
+	removed []string
 }
 
 // item is a pod, or a virtual slot that counts against budgets: a DaemonSet
@@ -1055,16 +1064,19 @@ func (s *podSim) run(sim *simulation) {
 			next = s.heap[0].at
 		}
 		if math.IsInf(next, 1) {
+			var why string
 			switch {
 			case hold == "replicas":
-				sim.notes = append(sim.notes, fmt.Sprintf("the rollout stalls after %s: replica(s) %s are not available, and an OrderedReady StatefulSet updates nothing until every replica is (processReplica); nothing in flight makes them so", formatDuration(t), strings.Join(s.unavailableReplicas(), ", ")))
+				why = fmt.Sprintf("replica(s) %s are not available, and an OrderedReady StatefulSet updates nothing until every replica is (processReplica); nothing in flight makes them so", strings.Join(s.unavailableReplicas(), ", "))
 			case hold != "" || len(pending) == 0:
-				sim.notes = append(sim.notes, fmt.Sprintf("the rollout stalls after %s: condemned pod(s) are deleted only once every replica is available (processCondemned), and nothing in flight makes them so", formatDuration(t)))
+				why = "condemned pod(s) are deleted only once every replica is available (processCondemned), and nothing in flight makes them so"
 			case blockedPod < 0:
-				sim.notes = append(sim.notes, fmt.Sprintf("the rollout stalls after %s: pod %s waits for more nodes to hold an available pod than should run one, and nothing in flight brings that", formatDuration(t), r.Pods[pending[0]].Name))
+				why = fmt.Sprintf("pod %s waits for more nodes to hold an available pod than should run one, and nothing in flight brings that", r.Pods[pending[0]].Name)
 			default:
-				sim.notes = append(sim.notes, fmt.Sprintf("the rollout stalls after %s: pod %s cannot start without exceeding budget %s, and nothing in flight frees it", formatDuration(t), r.Pods[blockedPod].Name, blocked))
+				why = fmt.Sprintf("pod %s cannot start without exceeding budget %s, and nothing in flight frees it", r.Pods[blockedPod].Name, blocked)
 			}
+			sim.notes = append(sim.notes, fmt.Sprintf("the rollout stalls after %s: %s", formatDuration(t), why))
+			sim.stall = fmt.Sprintf("stalled after %s: %s", formatDuration(t), why)
 			break
 		}
 		s.completeDue(next)

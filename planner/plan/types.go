@@ -66,6 +66,12 @@ type WorkloadPlan struct {
 	Budgets []Budget `json:"budgets"`
 	Waves   []Wave   `json:"waves"`
 	Held    []Held   `json:"held"`
+	// Blocked: pods to update that the plan places in no wave, and why
+	// (the rollout is halted or stalls, or nothing drives it); see Summary.
+	// Omitted when empty, as summary's deleted, terminating and blocked
+	// are when 0: a plan that places every pod reads as it did before
+	// they were added, and policy tests expecting one still pass.
+	Blocked []Held `json:"blocked,omitempty"`
 	// Halted: stop reasons; when set, no wave is planned.
 	Halted []string `json:"halted"`
 	// Denied: the policy's guard rails refuse the workload's current spec
@@ -142,19 +148,50 @@ type Action struct {
 	Reasons    []string `json:"reasons"`
 }
 
-// Held is a pod kept out of the rollout.
+// Held is a pod kept out of the rollout, or (WorkloadPlan.Blocked) one
+// the rollout cannot reach.
 type Held struct {
 	Pod    string `json:"pod"`
 	Reason string `json:"reason"`
 }
 
-// Summary counts what the rollout does.
+// Summary counts what the rollout does with the workload's pods. Each pod
+// of the workload (facts, not pods the simulation makes up) is counted in
+// exactly one of updated, held and toUpdate, and each pod to update in
+// exactly one of the five counts after it:
+//
+//	pods     == updated + held + toUpdate
+//	toUpdate == inPlace + recreate + deleted + terminating + blocked
+//
+// planner/parity checks both over every random rollout it plans. deleted,
+// terminating and blocked are left out of the document when 0.
 type Summary struct {
-	Pods     int `json:"pods"`
-	Updated  int `json:"updated"`
+	// Pods: the workload's pods in the snapshot.
+	Pods int `json:"pods"`
+	// Updated: pods at the update revision already.
+	Updated int `json:"updated"`
+	// ToUpdate: pods not at the update revision and in the rollout's
+	// scope; a halted or stalled rollout counts them too.
 	ToUpdate int `json:"toUpdate"`
+	// InPlace, Recreate: pods to update that an InPlaceUpdate or a
+	// Recreate action names, or (Recreate) that a Deployment's
+	// ReplicaSet scale-down removes.
 	InPlace  int `json:"inPlace"`
 	Recreate int `json:"recreate"`
-	Held     int `json:"held"`
-	Waves    int `json:"waves"`
+	// Deleted: pods to update removed and not replaced: by a Delete
+	// action (a DaemonSet pod on a node that should no longer run it, or
+	// beside its replacement; a StatefulSet pod beyond the replicas), or
+	// by the ReplicaSet controller before the rollout, outside the plan's
+	// actions (an old ReplicaSet holding more pods than its replicas; a
+	// note names them).
+	Deleted int `json:"deleted,omitempty"`
+	// Terminating: pods to update already terminating: no action of their
+	// own (a note says what replaces them).
+	Terminating int `json:"terminating,omitempty"`
+	// Blocked: pods to update in no wave: the rollout is halted or stalls,
+	// or nothing drives it (WorkloadPlan.Blocked names each, with why).
+	Blocked int `json:"blocked,omitempty"`
+	// Held: pods kept out of the rollout (WorkloadPlan.Held).
+	Held  int `json:"held"`
+	Waves int `json:"waves"`
 }

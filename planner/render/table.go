@@ -51,8 +51,8 @@ func workload(out io.Writer, wp *plan.WorkloadPlan) error {
 	if wp.Managed {
 		mode = "managed by rollplan"
 	}
-	fmt.Fprintf(out, "  %d pods: %d updated, %d to update (%d in place, %d recreated), %d held; %d waves, pacing %s, %s, est. %s\n",
-		s.Pods, s.Updated, s.ToUpdate, s.InPlace, s.Recreate, s.Held, s.Waves, wp.Pacing, mode, wp.EstimatedDuration)
+	fmt.Fprintf(out, "  %d pods: %d updated, %d to update (%s), %d held; %d waves, pacing %s, %s, est. %s\n",
+		s.Pods, s.Updated, s.ToUpdate, toUpdate(s), s.Held, s.Waves, wp.Pacing, mode, wp.EstimatedDuration)
 	if len(wp.Budgets) > 0 {
 		var bs []string
 		for _, b := range wp.Budgets {
@@ -77,7 +77,7 @@ func workload(out io.Writer, wp *plan.WorkloadPlan) error {
 		}
 	}
 	if len(wp.Halted) > 0 {
-		fmt.Fprintln(out, "  HALTED:")
+		fmt.Fprintf(out, "  HALTED with %d of %d pods on the old revision:\n", s.Pods-s.Updated, s.Pods)
 		for _, h := range wp.Halted {
 			fmt.Fprintf(out, "    - %s\n", h)
 		}
@@ -102,6 +102,16 @@ func workload(out io.Writer, wp *plan.WorkloadPlan) error {
 		}
 		fmt.Fprintf(out, "  held: %s\n", strings.Join(hs, ", "))
 	}
+	for _, b := range blocked(wp.Blocked) {
+		why := b.reason
+		switch {
+		case slices.Contains(wp.Notes, why):
+			why = "see the note below"
+		case wp.Stalled != nil && (strings.HasPrefix(why, "stalled after ") || strings.HasPrefix(why, "the rollout does not complete")):
+			why = "see STALLED above"
+		}
+		fmt.Fprintf(out, "  blocked: %s (%s)\n", strings.Join(b.pods, ", "), why)
+	}
 	for _, n := range wp.Notes {
 		if wp.Stalled != nil && strings.HasSuffix(n, wp.Stalled.Reason) {
 			continue // the STALLED line says it
@@ -112,6 +122,43 @@ func workload(out io.Writer, wp *plan.WorkloadPlan) error {
 		fmt.Fprintf(out, "  warning: %s\n", warn)
 	}
 	return nil
+}
+
+// toUpdate breaks the pods to update down as the summary counts them: in
+// place and recreated always, the other counts when there are any.
+func toUpdate(s plan.Summary) string {
+	out := fmt.Sprintf("%d in place, %d recreated", s.InPlace, s.Recreate)
+	for _, c := range []struct {
+		n    int
+		what string
+	}{{s.Deleted, "deleted"}, {s.Terminating, "terminating"}, {s.Blocked, "blocked"}} {
+		if c.n > 0 {
+			out += fmt.Sprintf(", %d %s", c.n, c.what)
+		}
+	}
+	return out
+}
+
+type blockedGroup struct {
+	reason string
+	pods   []string
+}
+
+// blocked groups the blocked pods by reason, in the order each reason
+// first appears: most often one reason holds them all.
+func blocked(bs []plan.Held) []blockedGroup {
+	var out []blockedGroup
+	at := map[string]int{}
+	for _, b := range bs {
+		i, ok := at[b.Reason]
+		if !ok {
+			i = len(out)
+			at[b.Reason] = i
+			out = append(out, blockedGroup{reason: b.Reason})
+		}
+		out[i].pods = append(out[i].pods, b.Pod)
+	}
+	return out
 }
 
 // actions summarises a wave on one line, grouped by action type. A node's
