@@ -180,12 +180,26 @@ source_path(field, fallback) := s if {
 	s != ""
 } else := fallback
 
-# describe: how a budget value was resolved, e.g. "<path>=25% of 10, floor".
+# describe: how a budget value was resolved, e.g. "<path>=25% of 10 = 2.5,
+# floor: 2": the percent as written, the exact product, the rounding and
+# the result.
 describe(path, v, total, rounding, dflt) := sprintf("%s unset: %d", [path, dflt]) if {
 	v == null
 } else := sprintf("%s=%d", [path, v]) if {
 	is_number(v)
-} else := sprintf("%s=%s of %d, %s", [path, v, total, rounding])
+} else := sprintf("%s=%s of %d = %s, %s: %d", [path, v, total, hundredths(percent(v) * total), rounding, rounded(v, total, rounding)])
+
+rounded(v, total, "ceil") := scaled_up(v, total)
+
+rounded(v, total, "floor") := scaled_down(v, total)
+
+# hundredths(a): a / 100 exactly, without trailing zeros ("2", "2.4",
+# "1.98"), as Go's facts.Hundredths prints it. a >= 0.
+hundredths(a) := sprintf("%d", [div_floor(a, 100)]) if {
+	a % 100 == 0
+} else := sprintf("%d.%d", [div_floor(a, 100), (a % 100) / 10]) if {
+	a % 10 == 0
+} else := sprintf("%d.%02d", [div_floor(a, 100), a % 100])
 
 # ---------------------------------------------------------------------------
 # budgets: the strategy's budgets with each kind's upstream rounding, then one

@@ -296,20 +296,38 @@ test_deployment_fencepost_grid if {
 	count(bad) == 0
 }
 
+# hundredths prints p × total / 100 exactly, as Go's facts.Hundredths.
+test_hundredths if {
+	cases := [
+		[0, "0"], [300, "3"], [250, "2.5"], [240, "2.4"], [198, "1.98"],
+		[5, "0.05"], [90, "0.9"], [100005, "1000.05"], [5850039, "58500.39"],
+	]
+	bad := [c | some c in cases; defaults.hundredths(c[0]) != c[1]]
+	count(bad) == 0
+}
+
+# A percentage's source says what was rounded: as written, the exact
+# share, the rounding and the result.
+test_percent_sources_show_rounding if {
+	budget(budgets_of(deployment("33%", "1%", 6)), "maxSurge", "source") == "spec.strategy.rollingUpdate.maxSurge=33% of 6 = 1.98, ceil: 2"
+	budget(budgets_of(deployment("33%", "1%", 6)), "maxUnavailable", "source") == "spec.strategy.rollingUpdate.maxUnavailable=1% of 6 = 0.06, floor: 0"
+	budget(budgets_of(statefulset("45%", 6, true)), "maxUnavailable", "source") == "spec.updateStrategy.rollingUpdate.maxUnavailable=45% of 6 = 2.7, floor: 2"
+}
+
 test_deployment_sources if {
 	bs := budgets_of(deployment("25%", "25%", 10))
-	budget(bs, "maxUnavailable", "source") == "spec.strategy.rollingUpdate.maxUnavailable=25% of 10, floor"
-	budget(bs, "maxSurge", "source") == "spec.strategy.rollingUpdate.maxSurge=25% of 10, ceil"
+	budget(bs, "maxUnavailable", "source") == "spec.strategy.rollingUpdate.maxUnavailable=25% of 10 = 2.5, floor: 2"
+	budget(bs, "maxSurge", "source") == "spec.strategy.rollingUpdate.maxSurge=25% of 10 = 2.5, ceil: 3"
 
 	bs_int := budgets_of(deployment(3, 12, 10))
 	budget(bs_int, "maxSurge", "source") == "spec.strategy.rollingUpdate.maxSurge=3"
 	budget(bs_int, "maxUnavailable", "source") == "spec.strategy.rollingUpdate.maxUnavailable=12; capped at 10 replicas"
 
 	bs_zero := budgets_of(deployment(0, "10%", 5))
-	budget(bs_zero, "maxUnavailable", "source") == "spec.strategy.rollingUpdate.maxUnavailable=10% of 5, floor; maxSurge and maxUnavailable both 0: 1"
+	budget(bs_zero, "maxUnavailable", "source") == "spec.strategy.rollingUpdate.maxUnavailable=10% of 5 = 0.5, floor: 0; maxSurge and maxUnavailable both 0: 1"
 
 	bs_empty := budgets_of(deployment("25%", "25%", 0))
-	budget(bs_empty, "maxUnavailable", "source") == "spec.strategy.rollingUpdate.maxUnavailable=25% of 0, floor; 0 replicas: 0"
+	budget(bs_empty, "maxUnavailable", "source") == "spec.strategy.rollingUpdate.maxUnavailable=25% of 0 = 0, floor: 0; 0 replicas: 0"
 
 	bs_unset := budgets_of(deployment(null, 2, 10))
 	budget(bs_unset, "maxSurge", "source") == "spec.strategy.rollingUpdate.maxSurge unset: 0"
@@ -324,7 +342,7 @@ test_deployment_sources_from_go if {
 		"maxUnavailableSource": "metadata.annotations[rollplan.dev/max-unavailable]",
 	}})
 	bs := budgets_of(i)
-	budget(bs, "maxUnavailable", "source") == "metadata.annotations[rollplan.dev/max-unavailable]=40% of 10, floor"
+	budget(bs, "maxUnavailable", "source") == "metadata.annotations[rollplan.dev/max-unavailable]=40% of 10 = 4, floor: 4"
 	budget(bs, "maxSurge", "source") == "metadata.annotations[rollplan.dev/max-surge]=1"
 }
 
@@ -357,7 +375,7 @@ test_daemonset_budgets_s1_to_s8 if {
 
 test_daemonset_sources if {
 	bs := budgets_of(daemonset(null, "50%", 3))
-	budget(bs, "maxUnavailable", "source") == "spec.updateStrategy.rollingUpdate.maxUnavailable=50% of 3, ceil"
+	budget(bs, "maxUnavailable", "source") == "spec.updateStrategy.rollingUpdate.maxUnavailable=50% of 3 = 1.5, ceil: 2"
 	budget(bs, "maxSurge", "source") == "spec.updateStrategy.rollingUpdate.maxSurge unset: 0"
 	bs0 := budgets_of(daemonset(0, 0, 2))
 	budget(bs0, "maxUnavailable", "source") == "spec.updateStrategy.rollingUpdate.maxUnavailable=0; maxSurge and maxUnavailable both 0: 1"
@@ -377,7 +395,7 @@ test_daemonset_managed_on_delete if {
 	})
 	bs := budgets_of(i)
 	budget(bs, "maxUnavailable", "maxUnavailable") == 2
-	budget(bs, "maxUnavailable", "source") == "metadata.annotations[rollplan.dev/max-unavailable]=25% of 8, ceil"
+	budget(bs, "maxUnavailable", "source") == "metadata.annotations[rollplan.dev/max-unavailable]=25% of 8 = 2, ceil: 2"
 	budget(bs, "maxSurge", "maxSurge") == 0
 }
 
@@ -442,8 +460,8 @@ test_statefulset_recreate_takes_every_pod if {
 }
 
 test_statefulset_sources if {
-	budget(budgets_of(statefulset("40%", 6, true)), "maxUnavailable", "source") == "spec.updateStrategy.rollingUpdate.maxUnavailable=40% of 6, floor"
-	budget(budgets_of(statefulset("10%", 5, true)), "maxUnavailable", "source") == "spec.updateStrategy.rollingUpdate.maxUnavailable=10% of 5, floor; at least 1"
+	budget(budgets_of(statefulset("40%", 6, true)), "maxUnavailable", "source") == "spec.updateStrategy.rollingUpdate.maxUnavailable=40% of 6 = 2.4, floor: 2"
+	budget(budgets_of(statefulset("10%", 5, true)), "maxUnavailable", "source") == "spec.updateStrategy.rollingUpdate.maxUnavailable=10% of 5 = 0.5, floor: 0; at least 1"
 	budget(budgets_of(statefulset(null, 5, true)), "maxUnavailable", "source") == "spec.updateStrategy.rollingUpdate.maxUnavailable unset: 1"
 }
 
@@ -467,7 +485,7 @@ test_statefulset_managed_ignores_gate if {
 	bs == [{
 		"name": "maxUnavailable",
 		"maxUnavailable": 3,
-		"source": "metadata.annotations[rollplan.dev/max-unavailable]=50% of 6, floor",
+		"source": "metadata.annotations[rollplan.dev/max-unavailable]=50% of 6 = 3, floor: 3",
 	}]
 }
 

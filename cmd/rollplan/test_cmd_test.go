@@ -401,7 +401,7 @@ spec:
       expect:
         decisions:
           StatefulSet/default/web:
-            budgets: [{name: maxUnavailable, maxUnavailable: 4, source: "spec.updateStrategy.rollingUpdate.maxUnavailable=40% of 10, floor"}]
+            budgets: [{name: maxUnavailable, maxUnavailable: 4, source: "spec.updateStrategy.rollingUpdate.maxUnavailable=40% of 10 = 4, floor: 4"}]
     - name: its own version wins
       snapshot: ` + filepath.Join(wd(t), "testdata/scenarios/sts-parallel-two-phase-v1.37/snapshot.yaml") + `
       now: "2026-03-01T12:00:00Z"
@@ -409,7 +409,7 @@ spec:
       expect:
         decisions:
           StatefulSet/default/web:
-            budgets: [{name: maxUnavailable, maxUnavailable: 4, source: "spec.updateStrategy.rollingUpdate.maxUnavailable=40% of 10, floor"}]
+            budgets: [{name: maxUnavailable, maxUnavailable: 4, source: "spec.updateStrategy.rollingUpdate.maxUnavailable=40% of 10 = 4, floor: 4"}]
 `
 	f := filepath.Join(t.TempDir(), "versions_test.yaml")
 	if err := os.WriteFile(f, []byte(suite), 0o644); err != nil {

@@ -68,3 +68,31 @@ func Scale(v any, total int, roundUp bool) int {
 	}
 	return 0
 }
+
+// Hundredths prints a/100 exactly for a ≥ 0, without trailing zeros:
+// "2", "2.4", "1.98". A percentage p of total is Hundredths(p × total):
+// what the budget sources show before rounding ("40% of 6 = 2.4, floor: 2").
+// The default strategy in Rego and CEL prints it the same way.
+func Hundredths(a int) string {
+	whole, frac := a/100, a%100
+	switch {
+	case frac == 0:
+		return strconv.Itoa(whole)
+	case frac%10 == 0:
+		return fmt.Sprintf("%d.%d", whole, frac/10)
+	}
+	return fmt.Sprintf("%d.%02d", whole, frac)
+}
+
+// DescribePercent says how percentage s ("40%") resolved against total:
+// "40% of 6 = 2.4, floor: 2" (ceil when roundUp): the percent as written,
+// the exact product, the rounding and the result. unit follows total
+// (" expected pods").
+func DescribePercent(s string, total int, unit string, roundUp bool) string {
+	p, _ := strconv.Atoi(s[:len(s)-1])
+	rounding := "floor"
+	if roundUp {
+		rounding = "ceil"
+	}
+	return fmt.Sprintf("%s of %d%s = %s, %s: %d", s, total, unit, Hundredths(p*total), rounding, Scale(s, total, roundUp))
+}

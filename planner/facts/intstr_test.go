@@ -89,3 +89,33 @@ func FuzzParseIntOrPercentString(f *testing.F) {
 		}
 	})
 }
+
+// Budget sources show a percentage's exact share before rounding, the way
+// the default strategy in Rego and CEL prints it too.
+func TestHundredthsAndDescribePercent(t *testing.T) {
+	for _, c := range []struct {
+		a    int
+		want string
+	}{{0, "0"}, {300, "3"}, {250, "2.5"}, {240, "2.4"}, {198, "1.98"}, {5, "0.05"}, {90, "0.9"}, {100005, "1000.05"}} {
+		if got := Hundredths(c.a); got != c.want {
+			t.Errorf("Hundredths(%d) = %q, want %q", c.a, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		s       string
+		total   int
+		unit    string
+		roundUp bool
+		want    string
+	}{
+		{"33%", 6, "", true, "33% of 6 = 1.98, ceil: 2"},
+		{"33%", 6, "", false, "33% of 6 = 1.98, floor: 1"},
+		{"50%", 6, " expected pods", true, "50% of 6 expected pods = 3, ceil: 3"},
+		{"1%", 5, "", true, "1% of 5 = 0.05, ceil: 1"},
+		{"0%", 0, "", false, "0% of 0 = 0, floor: 0"},
+	} {
+		if got := DescribePercent(c.s, c.total, c.unit, c.roundUp); got != c.want {
+			t.Errorf("DescribePercent(%q, %d, %q, %t) = %q, want %q", c.s, c.total, c.unit, c.roundUp, got, c.want)
+		}
+	}
+}

@@ -63,7 +63,7 @@ func (b *builder) pdbs(r *Rollout) {
 				continue
 			}
 			f.MaxUnavailable = min(Scale(v, expected, true), expected)
-			f.Source = fmt.Sprintf("PodDisruptionBudget %s: maxUnavailable=%v of %d expected pods", pdb.Name, v, expected)
+			f.Source = fmt.Sprintf("PodDisruptionBudget %s: maxUnavailable=%s", pdb.Name, describePDB(v, expected))
 		case pdb.Spec.MinAvailable != nil:
 			v, err := IntOrPercent(pdb.Spec.MinAvailable, "spec.minAvailable", true)
 			if err != nil {
@@ -71,11 +71,21 @@ func (b *builder) pdbs(r *Rollout) {
 				continue
 			}
 			f.MaxUnavailable = max(0, expected-Scale(v, expected, true))
-			f.Source = fmt.Sprintf("PodDisruptionBudget %s: minAvailable=%v of %d expected pods", pdb.Name, v, expected)
+			f.Source = fmt.Sprintf("PodDisruptionBudget %s: minAvailable=%s", pdb.Name, describePDB(v, expected))
 		default:
 			continue
 		}
 		r.PDBs = append(r.PDBs, f)
 	}
 	sort.Slice(r.PDBs, func(i, j int) bool { return r.PDBs[i].Name < r.PDBs[j].Name })
+}
+
+// describePDB: a PDB's value against its expected pods, a percent rounded
+// up as upstream's disruption controller does: "1 of 6 expected pods",
+// "33% of 6 expected pods = 1.98, ceil: 2".
+func describePDB(v any, expected int) string {
+	if s, ok := v.(string); ok {
+		return DescribePercent(s, expected, " expected pods", true)
+	}
+	return fmt.Sprintf("%v of %d expected pods", v, expected)
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/rollplan/rollplan/planner/engine"
+	"github.com/rollplan/rollplan/planner/facts"
 )
 
 // errUndefined marks an answer the Rego default leaves undefined (the Rego
@@ -326,7 +327,8 @@ func mulAdd(p, total int, up bool) (int, bool) {
 }
 
 // describe mirrors describe(path, v, total, rounding, dflt): how a budget
-// value was resolved, e.g. "<path>=25% of 10, floor".
+// value was resolved, e.g. "<path>=25% of 10 = 2.5, floor: 2" (the exact
+// product as facts.Hundredths prints it).
 func describe(path string, v any, total int, rounding string, dflt int) (string, error) {
 	if v == nil {
 		return path + " unset: " + strconv.Itoa(dflt), nil
@@ -338,5 +340,11 @@ func describe(path string, v any, total int, rounding string, dflt int) (string,
 	if !ok {
 		return "", fmt.Errorf("%w: %v (%T) is neither a number nor a percentage", errUndefined, v, v)
 	}
-	return path + "=" + s + " of " + strconv.Itoa(total) + ", " + rounding, nil
+	n, err := scaled(s, total, rounding == "ceil")
+	if err != nil {
+		return "", err
+	}
+	p, _ := percent(s) // scaled parsed it
+	a, _ := mulAdd(p, total, false)
+	return path + "=" + s + " of " + strconv.Itoa(total) + " = " + facts.Hundredths(a) + ", " + rounding + ": " + strconv.Itoa(n), nil
 }

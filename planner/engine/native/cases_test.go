@@ -135,17 +135,20 @@ func TestBudgets(t *testing.T) {
 	}{
 		// Rounding per kind: Deployment surge up, unavailable down.
 		{"deployment 25% of 10", deployment("25%", "25%", 10), []engine.Budget{
-			mu(2, depMU+"=25% of 10, floor"), ms(3, depMS+"=25% of 10, ceil")}},
+			mu(2, depMU+"=25% of 10 = 2.5, floor: 2"), ms(3, depMS+"=25% of 10 = 2.5, ceil: 3")}},
 		{"deployment 39% of 10 (D2)", deployment("39%", "39%", 10), []engine.Budget{
-			mu(3, depMU+"=39% of 10, floor"), ms(4, depMS+"=39% of 10, ceil")}},
+			mu(3, depMU+"=39% of 10 = 3.9, floor: 3"), ms(4, depMS+"=39% of 10 = 3.9, ceil: 4")}},
 		// DaemonSet: both up.
 		{"daemonset 25% of 5", daemonSet(nil, "25%", 5), []engine.Budget{
-			mu(2, dsMU+"=25% of 5, ceil"), ms(0, dsMS+" unset: 0")}},
+			mu(2, dsMU+"=25% of 5 = 1.25, ceil: 2"), ms(0, dsMS+" unset: 0")}},
 		{"daemonset surge 50% of 2 (S6)", daemonSet("50%", 0, 2), []engine.Budget{
-			mu(0, dsMU+"=0"), ms(1, dsMS+"=50% of 2, ceil")}},
+			mu(0, dsMU+"=0"), ms(1, dsMS+"=50% of 2 = 1, ceil: 1")}},
 		// StatefulSet, gate on: down, at least 1.
-		{"statefulset 40% of 6", statefulSet("40%", 6, true), []engine.Budget{mu(2, stsMU+"=40% of 6, floor")}},
-		{"statefulset 10% of 5 at least 1", statefulSet("10%", 5, true), []engine.Budget{mu(1, stsMU+"=10% of 5, floor; at least 1")}},
+		{"statefulset 40% of 6", statefulSet("40%", 6, true), []engine.Budget{mu(2, stsMU+"=40% of 6 = 2.4, floor: 2")}},
+		// The source shows what was rounded, hundredths included.
+		{"deployment 33% and 1% of 6", deployment("33%", "1%", 6), []engine.Budget{
+			mu(0, depMU+"=1% of 6 = 0.06, floor: 0"), ms(2, depMS+"=33% of 6 = 1.98, ceil: 2")}},
+		{"statefulset 10% of 5 at least 1", statefulSet("10%", 5, true), []engine.Budget{mu(1, stsMU+"=10% of 5 = 0.5, floor: 0; at least 1")}},
 		{"statefulset unset is 1", statefulSet(nil, 5, true), []engine.Budget{mu(1, stsMU+" unset: 1")}},
 		{"statefulset int uncapped (T3)", statefulSet(3, 0, true), []engine.Budget{mu(3, stsMU+"=3")}},
 
@@ -153,7 +156,7 @@ func TestBudgets(t *testing.T) {
 		{"deployment 0/0 → unavailable 1", deployment(0, 0, 5), []engine.Budget{
 			mu(1, depMU+"=0; maxSurge and maxUnavailable both 0: 1"), ms(0, depMS+"=0")}},
 		{"deployment 0/10% of 5 → 1", deployment(0, "10%", 5), []engine.Budget{
-			mu(1, depMU+"=10% of 5, floor; maxSurge and maxUnavailable both 0: 1"), ms(0, depMS+"=0")}},
+			mu(1, depMU+"=10% of 5 = 0.5, floor: 0; maxSurge and maxUnavailable both 0: 1"), ms(0, depMS+"=0")}},
 		{"deployment nil/nil (D7)", deployment(nil, nil, 10), []engine.Budget{
 			mu(1, depMU+" unset: 0; maxSurge and maxUnavailable both 0: 1"), ms(0, depMS+" unset: 0")}},
 		{"daemonset 0/0 → 1", daemonSet(0, 0, 2), []engine.Budget{
@@ -165,16 +168,16 @@ func TestBudgets(t *testing.T) {
 		{"deployment capped", deployment(3, 12, 10), []engine.Budget{
 			mu(10, depMU+"=12; capped at 10 replicas"), ms(3, depMS+"=3")}},
 		{"deployment 100% of 5 not capped (D18)", deployment(1, "100%", 5), []engine.Budget{
-			mu(5, depMU+"=100% of 5, floor"), ms(1, depMS+"=1")}},
+			mu(5, depMU+"=100% of 5 = 5, floor: 5"), ms(1, depMS+"=1")}},
 		{"deployment 0 replicas", deployment("25%", "25%", 0), []engine.Budget{
-			mu(0, depMU+"=25% of 0, floor; 0 replicas: 0"), ms(0, depMS+"=25% of 0, ceil")}},
+			mu(0, depMU+"=25% of 0 = 0, floor: 0; 0 replicas: 0"), ms(0, depMS+"=25% of 0 = 0, ceil: 0")}},
 		{"deployment 0 replicas wins over 0/0 (D1)", deployment("0%", "0%", 0), []engine.Budget{
-			mu(0, depMU+"=0% of 0, floor; 0 replicas: 0"), ms(0, depMS+"=0% of 0, ceil")}},
+			mu(0, depMU+"=0% of 0 = 0, floor: 0; 0 replicas: 0"), ms(0, depMS+"=0% of 0 = 0, ceil: 0")}},
 		{"deployment int on 0 replicas (D14)", deployment(1, 10, 0), []engine.Budget{
 			mu(0, depMU+"=10; 0 replicas: 0"), ms(1, depMS+"=1")}},
-		{"statefulset 0% of 0 (T10)", statefulSet("0%", 0, true), []engine.Budget{mu(1, stsMU+"=0% of 0, floor; at least 1")}},
+		{"statefulset 0% of 0 (T10)", statefulSet("0%", 0, true), []engine.Budget{mu(1, stsMU+"=0% of 0 = 0, floor: 0; at least 1")}},
 		{"large totals are exact", deployment("33%", "39%", 150001), []engine.Budget{
-			mu(58500, depMU+"=39% of 150001, floor"), ms(49501, depMS+"=33% of 150001, ceil")}},
+			mu(58500, depMU+"=39% of 150001 = 58500.39, floor: 58500"), ms(49501, depMS+"=33% of 150001 = 49500.33, ceil: 49501")}},
 
 		// Recreate.
 		{"deployment recreate", with(deployment(nil, nil, 10), func(r *facts.Rollout) { r.Workload.Strategy.Type = "Recreate" }), []engine.Budget{
@@ -188,7 +191,7 @@ func TestBudgets(t *testing.T) {
 			r.Workload.Managed = true
 			r.Workload.Strategy.Type = "OnDelete"
 			r.Workload.Strategy.MaxUnavailableSource = "metadata.annotations[rollplan.dev/max-unavailable]"
-		}), []engine.Budget{mu(3, "metadata.annotations[rollplan.dev/max-unavailable]=50% of 6, floor")}},
+		}), []engine.Budget{mu(3, "metadata.annotations[rollplan.dev/max-unavailable]=50% of 6 = 3, floor: 3")}},
 		// updateStrategy Recreate (v1.37): every old pod at once, whatever
 		// maxUnavailable and the gate.
 		{"statefulset unmanaged Recreate type: all replicas", with(statefulSet("50%", 6, false), func(r *facts.Rollout) {
@@ -203,7 +206,7 @@ func TestBudgets(t *testing.T) {
 			r.Workload.Managed = true
 			r.Workload.Strategy.Type = "OnDelete"
 			r.Workload.Strategy.MaxUnavailableSource = "metadata.annotations[rollplan.dev/max-unavailable]"
-		}), []engine.Budget{mu(2, "metadata.annotations[rollplan.dev/max-unavailable]=25% of 8, ceil"), ms(0, dsMS+" unset: 0")}},
+		}), []engine.Budget{mu(2, "metadata.annotations[rollplan.dev/max-unavailable]=25% of 8 = 2, ceil: 2"), ms(0, dsMS+" unset: 0")}},
 
 		// Unmanaged OnDelete: no strategy budget (an empty, non-nil list), PDBs still.
 		{"deployment unmanaged OnDelete", with(deployment(1, 1, 3), func(r *facts.Rollout) { r.Workload.Strategy.Type = "OnDelete" }), nil},
@@ -221,12 +224,12 @@ func TestBudgets(t *testing.T) {
 				{Name: "all", MaxUnavailable: 0, ExpectedPods: 30, UnavailableElsewhere: 2, Source: "spec.maxUnavailable=2"},
 			}
 		}), []engine.Budget{
-			mu(2, depMU+"=25% of 10, floor"), ms(3, depMS+"=25% of 10, ceil"),
+			mu(2, depMU+"=25% of 10 = 2.5, floor: 2"), ms(3, depMS+"=25% of 10 = 2.5, ceil: 3"),
 			pdb("web", 1, true, "spec.minAvailable=90% of 10, up"), pdb("all", 0, true, "spec.maxUnavailable=2")}},
 		{"pdbs enforced when managed", with(deployment("25%", "25%", 10), func(r *facts.Rollout) {
 			r.Workload.Managed = true
 			r.PDBs = []facts.PDB{{Name: "web", MaxUnavailable: 1, Source: "s"}}
-		}), []engine.Budget{mu(2, depMU+"=25% of 10, floor"), ms(3, depMS+"=25% of 10, ceil"), pdb("web", 1, false, "s")}},
+		}), []engine.Budget{mu(2, depMU+"=25% of 10 = 2.5, floor: 2"), ms(3, depMS+"=25% of 10 = 2.5, ceil: 3"), pdb("web", 1, false, "s")}},
 		{"pdbs nil", with(deployment(1, 1, 10), func(r *facts.Rollout) { r.PDBs = nil }), []engine.Budget{
 			mu(1, depMU+"=1"), ms(1, depMS+"=1")}},
 
@@ -235,7 +238,7 @@ func TestBudgets(t *testing.T) {
 			r.Workload.Strategy.MaxSurgeSource = "metadata.annotations[rollplan.dev/max-surge]"
 			r.Workload.Strategy.MaxUnavailableSource = "metadata.annotations[rollplan.dev/max-unavailable]"
 		}), []engine.Budget{
-			mu(4, "metadata.annotations[rollplan.dev/max-unavailable]=40% of 10, floor"),
+			mu(4, "metadata.annotations[rollplan.dev/max-unavailable]=40% of 10 = 4, floor: 4"),
 			ms(1, "metadata.annotations[rollplan.dev/max-surge]=1")}},
 
 		// Unknown kinds: no strategy budget.
