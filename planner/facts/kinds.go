@@ -266,7 +266,7 @@ func (b *builder) statefulSet(set *appsv1.StatefulSet) (*Rollout, error) {
 				return nil, err
 			}
 			if Scale(mu, 100, true) == 0 {
-				return nil, fmt.Errorf("%s: spec.updateStrategy.rollingUpdate.maxUnavailable %v cannot be 0", id, mu)
+				return nil, fmt.Errorf("%s: spec.updateStrategy.rollingUpdate.maxUnavailable %v: must be at least 1 (with 0 no pod could ever update; the API server rejects it)", id, mu)
 			}
 			st.MaxUnavailable, st.MaxUnavailableSource = mu, "spec.updateStrategy.rollingUpdate.maxUnavailable"
 		} else {
@@ -287,7 +287,7 @@ func (b *builder) statefulSet(set *appsv1.StatefulSet) (*Rollout, error) {
 				return nil, err
 			}
 			if Scale(st.MaxUnavailable, 100, true) == 0 {
-				return nil, fmt.Errorf("%s: annotation %s=%v cannot be 0", id, AnnMaxUnavailable, st.MaxUnavailable)
+				return nil, fmt.Errorf("%s: annotation %s=%v: must be at least 1 (with 0 no pod could ever update)", id, AnnMaxUnavailable, st.MaxUnavailable)
 			}
 			st.PartitionSource = "default 0 (annotation " + AnnPartition + " not set)"
 			if v, ok := w.Annotations[AnnPartition]; ok {
