@@ -831,6 +831,20 @@ func summarise(wp plan.WorkloadPlan, podWhy map[string]string) string {
 		}
 		parts = append(parts, r)
 	}
+	// The parts add up to the pods to update, as the plan's summary does.
+	if s.Deleted > 0 {
+		parts = append(parts, fmt.Sprintf("%d deleted", s.Deleted))
+	}
+	if s.Terminating > 0 {
+		parts = append(parts, fmt.Sprintf("%d terminating", s.Terminating))
+	}
+	if s.Blocked > 0 {
+		b := fmt.Sprintf("%d blocked", s.Blocked)
+		if len(wp.Blocked) > 0 {
+			b += " (" + wp.Blocked[0].Reason + ")"
+		}
+		parts = append(parts, b)
+	}
 	out := fmt.Sprintf("will update %d %s in %d %s", s.ToUpdate, plural(s.ToUpdate, "pod", "pods"), s.Waves, plural(s.Waves, "wave", "waves"))
 	if len(parts) > 0 {
 		out += ": " + strings.Join(parts, ", ")
