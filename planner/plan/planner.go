@@ -96,6 +96,15 @@ func Workload(r *facts.Rollout, d *engine.Decisions, o Options) (WorkloadPlan, *
 		Warnings:          append([]string(nil), r.Warnings...),
 		EstimatedDuration: "0s",
 	}
+	for i := range r.Pods {
+		p := &r.Pods[i]
+		if !p.Updated && d.Pods[i].InScope && p.Revision != "" && p.Revision != w.CurrentRevision && p.Revision != w.UpdateRevision {
+			if wp.OtherRevisions == nil {
+				wp.OtherRevisions = map[string]int{}
+			}
+			wp.OtherRevisions[p.Revision]++
+		}
+	}
 	det := &Detail{Facts: r, Decisions: d, Wave: map[string]int{}, Overrides: map[string]string{}}
 	// det keeps the policy's answers (explain, policy tests show them);
 	// the waves are planned from what runs.

@@ -54,14 +54,19 @@ type Metadata struct {
 
 // WorkloadPlan is the rollout of one workload.
 type WorkloadPlan struct {
-	Kind            string `json:"kind"`
-	Namespace       string `json:"namespace"`
-	Name            string `json:"name"`
-	FromRevision    string `json:"fromRevision"`
-	ToRevision      string `json:"toRevision"`
-	PodUpdatePolicy string `json:"podUpdatePolicy"`
-	Managed         bool   `json:"managed"`
-	Pacing          string `json:"pacing"`
+	Kind         string `json:"kind"`
+	Namespace    string `json:"namespace"`
+	Name         string `json:"name"`
+	FromRevision string `json:"fromRevision"`
+	ToRevision   string `json:"toRevision"`
+	// OtherRevisions: revisions other than fromRevision and toRevision
+	// that pods to update run, with how many: the broken revision a
+	// rollback leaves behind, a Deployment's older ReplicaSets. Omitted
+	// when every pod to update runs fromRevision.
+	OtherRevisions  map[string]int `json:"otherRevisions,omitempty"`
+	PodUpdatePolicy string         `json:"podUpdatePolicy"`
+	Managed         bool           `json:"managed"`
+	Pacing          string         `json:"pacing"`
 	// Budgets: resolved numbers, what is in use at snapshot time, and what binds.
 	Budgets []Budget `json:"budgets"`
 	Waves   []Wave   `json:"waves"`

@@ -46,7 +46,17 @@ func workload(out io.Writer, wp *plan.WorkloadPlan) error {
 		return nil
 	}
 	s := wp.Summary
-	fmt.Fprintf(out, "%s %s/%s  %s -> %s\n", wp.Kind, wp.Namespace, wp.Name, wp.FromRevision, wp.ToRevision)
+	others := ""
+	if len(wp.OtherRevisions) > 0 {
+		revs := slices.Sorted(maps.Keys(wp.OtherRevisions))
+		var on []string
+		for _, rev := range revs {
+			n := wp.OtherRevisions[rev]
+			on = append(on, fmt.Sprintf("%d %s on %s", n, pods(n), rev))
+		}
+		others = " (also " + strings.Join(on, ", ") + ")"
+	}
+	fmt.Fprintf(out, "%s %s/%s  %s -> %s%s\n", wp.Kind, wp.Namespace, wp.Name, wp.FromRevision, wp.ToRevision, others)
 	mode := "native"
 	if wp.Managed {
 		mode = "managed by rollplan"
@@ -232,4 +242,11 @@ func nodeStep(a plan.Action) string {
 		t += "(surge)"
 	}
 	return t + " " + a.Pod
+}
+
+func pods(n int) string {
+	if n == 1 {
+		return "pod"
+	}
+	return "pods"
 }
