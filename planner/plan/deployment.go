@@ -424,12 +424,16 @@ func (s *deploySim) run(sim *simulation) {
 		sim.notes = append(sim.notes, fmt.Sprintf("advisory budget(s) %s are per group: the plan does not check a Deployment's waves against them (the scheduler places the new pods)", strings.Join(s.unchecked, ", ")))
 	}
 	sim.end = s.t
-	if s.newRS == nil || s.newRS.spec != s.D || sumSpec(s.old) != 0 || s.newRS.avail(math.Inf(1)) < s.D {
+	stalls := s.newRS == nil || s.newRS.spec != s.D || sumSpec(s.old) != 0 || s.newRS.avail(math.Inf(1)) < s.D
+	if stalls {
 		sim.notes = append(sim.notes, "the rollout does not complete: pods that never become available hold it (upstream keeps waiting; see halt rules)")
 		sim.stall = "the rollout does not complete: pods that never become available hold it"
 	}
 	// Drop the ticks' milliseconds from the estimate.
 	sim.end = math.Floor(sim.end + 0.5)
+	if stalls {
+		sim.stalled = &Stall{After: formatDuration(sim.end), Reason: "pods that never become available hold it (upstream keeps waiting; see halt rules)"}
+	}
 }
 
 // checkAdvisory records the advisory budgets a wave's actions break:

@@ -175,7 +175,7 @@ func Workload(r *facts.Rollout, d *engine.Decisions, o Options) (WorkloadPlan, *
 	}
 	wp.Waves = sim.waves
 	wp.Notes = append(wp.Notes, sim.notes...)
-	wp.Stalled = stallOf(sim)
+	wp.Stalled = sim.stalled
 	wp.Warnings = append(wp.Warnings, sim.warnings...)
 	for wi, wave := range sim.waves {
 		for _, a := range wave.Actions {
@@ -192,29 +192,6 @@ func Workload(r *facts.Rollout, d *engine.Decisions, o Options) (WorkloadPlan, *
 	wp.Summary.Waves = len(wp.Waves)
 	wp.EstimatedDuration = formatDuration(sim.end)
 	return wp, det
-}
-
-// How the simulators word a stall: simulatePods "the rollout stalls after
-// 2m: REASON", simulateDeployment "the rollout does not complete: REASON".
-// stallOf reads them back in this one place; TestStalled holds every
-// wording to it.
-const (
-	stallPrefix           = "the rollout stalls after "
-	deploymentStallPrefix = "the rollout does not complete: "
-)
-
-// stallOf is the simulation's stall, or nil when the rollout completes.
-func stallOf(sim *simulation) *Stall {
-	for _, n := range sim.notes {
-		if rest, ok := strings.CutPrefix(n, stallPrefix); ok {
-			after, reason, _ := strings.Cut(rest, ": ")
-			return &Stall{After: after, Reason: reason}
-		}
-		if reason, ok := strings.CutPrefix(n, deploymentStallPrefix); ok {
-			return &Stall{After: formatDuration(sim.end), Reason: reason}
-		}
-	}
-	return nil
 }
 
 // Failed is the plan of a workload that could not be planned: its name and

@@ -23,7 +23,9 @@ type simulation struct {
 	// stall: why the pods left to update are in no wave, when the
 	// simulated rollout stops short ("" when it completes); blocked: why
 	// a particular pod is in no wave, when that is something else.
-	stall   string
+	stall string
+	// stalled: the same as the plan says it (WorkloadPlan.Stalled).
+	stalled *Stall
 	blocked map[string]string
 	// removed: pods to update that a controller deletes outside the
 	// plan's actions, and nothing replaces (a ReplicaSet holding more
@@ -1077,6 +1079,7 @@ func (s *podSim) run(sim *simulation) {
 			}
 			sim.notes = append(sim.notes, fmt.Sprintf("the rollout stalls after %s: %s", formatDuration(t), why))
 			sim.stall = fmt.Sprintf("stalled after %s: %s", formatDuration(t), why)
+			sim.stalled = &Stall{After: formatDuration(t), Reason: why}
 			break
 		}
 		s.completeDue(next)

@@ -65,30 +65,3 @@ func TestStalled(t *testing.T) {
 		})
 	}
 }
-
-// stallOf reads every simulator's wording of a stall, and nothing else.
-func TestStallOf(t *testing.T) {
-	cases := []struct {
-		notes         []string
-		end           float64
-		after, reason string
-	}{
-		{notes: []string{"the rollout stalls after 2m30s: pod web-3 cannot start without exceeding budget zone, and nothing in flight frees it"},
-			after: "2m30s", reason: "pod web-3 cannot start without exceeding budget zone, and nothing in flight frees it"},
-		{notes: []string{"phase 1: ...", "the rollout stalls after 0s: condemned pod(s) are deleted only once every replica is available (processCondemned), and nothing in flight makes them so"},
-			after: "0s", reason: "condemned pod(s) are deleted only once every replica is available (processCondemned), and nothing in flight makes them so"},
-		{notes: []string{"the rollout does not complete: pods that never become available hold it (upstream keeps waiting; see halt rules)"}, end: 130,
-			after: "2m10s", reason: "pods that never become available hold it (upstream keeps waiting; see halt rules)"},
-		{notes: []string{"some pods cannot be updated in place: the Deployment falls back to the upstream rolling update"}},
-		{},
-	}
-	for _, c := range cases {
-		got := stallOf(&simulation{notes: c.notes, end: c.end})
-		switch {
-		case c.reason == "" && got != nil:
-			t.Errorf("%q: stall %+v, want none", c.notes, *got)
-		case c.reason != "" && (got == nil || got.After != c.after || got.Reason != c.reason):
-			t.Errorf("%q: stall %+v, want {%s %s}", c.notes, got, c.after, c.reason)
-		}
-	}
-}
