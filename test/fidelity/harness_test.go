@@ -147,9 +147,13 @@ func (r *recorder) handler() cache.ResourceEventHandlerFuncs {
 	}
 }
 
+// start records from now on. The quiet window counts from now too: the
+// last event may be seconds old (the capture and the plan ran since), and
+// waitQuiet must not take the controllers' silence before they resume
+// for the end of their work (on a loaded machine it returned at once).
 func (r *recorder) start() {
 	r.mu.Lock()
-	r.recording, r.events = true, nil
+	r.recording, r.events, r.last = true, nil, time.Now()
 	r.mu.Unlock()
 }
 
