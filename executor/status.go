@@ -129,6 +129,10 @@ type StatusWorkload struct {
 type StatusRevisions struct {
 	Current string `json:"current"`
 	Update  string `json:"update"`
+	// Other: revisions other than current and update that pods to update
+	// run, with how many (the plan's otherRevisions): after an undo, the
+	// broken revision the pods still run.
+	Other map[string]int `json:"other,omitempty"`
 }
 
 // StatusPods counts the workload's pods at the read.
@@ -363,7 +367,7 @@ func BuildStatus(r *facts.Rollout, wp plan.WorkloadPlan, inFlight map[string]str
 		Workload: StatusWorkload{Kind: w.Kind, Namespace: w.Namespace, Name: w.Name, Strategy: w.Strategy.Type,
 			Managed: w.Managed, PodUpdatePolicy: w.PodUpdatePolicy, Paused: w.Paused},
 		Time:      now.UTC().Format(time.RFC3339),
-		Revisions: StatusRevisions{Current: w.CurrentRevision, Update: w.UpdateRevision},
+		Revisions: StatusRevisions{Current: w.CurrentRevision, Update: w.UpdateRevision, Other: wp.OtherRevisions},
 		Held:      []StatusPod{}, InFlight: []StatusPod{}, Budgets: []StatusBudget{},
 		Halted: append([]string{}, wp.Halted...), Denied: wp.Denied, Notes: wp.Notes,
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -45,7 +46,7 @@ func TestStatus(t *testing.T) {
 				if len(st.InFlight) != 1 || st.InFlight[0].Pod != "web-2" || !strings.Contains(st.InFlight[0].Reason, "spec says") {
 					t.Errorf("in flight %+v, want web-2 with the image reason", st.InFlight)
 				}
-				if st.Revisions != (StatusRevisions{Current: oldRev, Update: newRev}) {
+				if !reflect.DeepEqual(st.Revisions, StatusRevisions{Current: oldRev, Update: newRev}) {
 					t.Errorf("revisions %+v", st.Revisions)
 				}
 				// The plan's first wave (one pod, now) joins web-2 in

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -259,6 +261,13 @@ func writeStatus(w io.Writer, st *executor.RolloutStatus, format string) error {
 	rev := st.Revisions.Current + " → " + st.Revisions.Update
 	if st.Revisions.Current == st.Revisions.Update {
 		rev = st.Revisions.Update + " (current)"
+	}
+	if len(st.Revisions.Other) > 0 {
+		var on []string
+		for _, r := range slices.Sorted(maps.Keys(st.Revisions.Other)) {
+			on = append(on, fmt.Sprintf("%d on %s", st.Revisions.Other[r], r))
+		}
+		rev += "; pods to update also run other revisions: " + strings.Join(on, ", ")
 	}
 	fmt.Fprintf(tw, "Revisions:\t%s\n", rev)
 	p := st.Pods

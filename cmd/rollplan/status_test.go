@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -60,7 +61,7 @@ func TestStatusCommand(t *testing.T) {
 				if st.Pods != want {
 					t.Errorf("pods %+v, want %+v", st.Pods, want)
 				}
-				if st.Revisions != (executor.StatusRevisions{Current: "app-df7bb4cc9", Update: "app-67cf9b44b6"}) {
+				if !reflect.DeepEqual(st.Revisions, executor.StatusRevisions{Current: "app-df7bb4cc9", Update: "app-67cf9b44b6"}) {
 					t.Errorf("revisions %+v", st.Revisions)
 				}
 				if st.CurrentWave == nil || st.CurrentWave.Number != 0 || len(st.CurrentWave.Actions) == 0 || st.CurrentWave.Actions[0].Type != "ScaleReplicaSet" {
@@ -68,6 +69,22 @@ func TestStatusCommand(t *testing.T) {
 				}
 				if len(st.Budgets) != 2 || st.Budgets[0].Limit != 2 || st.Budgets[1].Limit != 3 {
 					t.Errorf("budgets %+v, want maxUnavailable 2 and maxSurge 3", st.Budgets)
+				}
+			},
+		},
+		{
+			name:     "after an undo: the broken revision the pods still run is named",
+			scenario: "captured-sts-broken-rolled-back", now: time.Date(2026, 11, 27, 3, 32, 32, 0, time.UTC),
+			args: []string{"status", "sts/web", "-n", "e2e-964446382"}, code: exitOK,
+			stdout: []string{"web-9bc8c8bb9 (current); pods to update also run other revisions: 2 on web-64894dbd45"},
+		},
+		{
+			name:     "after an undo, -o json: revisions.other",
+			scenario: "captured-sts-broken-rolled-back", now: time.Date(2026, 11, 27, 3, 32, 32, 0, time.UTC),
+			args: []string{"status", "sts/web", "-n", "e2e-964446382", "-o", "json"}, code: exitOK,
+			check: func(t *testing.T, st *executor.RolloutStatus) {
+				if !reflect.DeepEqual(st.Revisions.Other, map[string]int{"web-64894dbd45": 2}) {
+					t.Errorf("other revisions %v, want 2 pods on web-64894dbd45", st.Revisions.Other)
 				}
 			},
 		},
