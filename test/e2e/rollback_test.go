@@ -146,32 +146,39 @@ func (e *env) undo(kind, name string) {
 	e.captureUndone(kind, name)
 }
 
-func TestRollbackStatefulSet(t *testing.T) {
+// rollbackBoth runs the two ways out for one kind: undo, and a fixed
+// image. create makes the workload and waits until it is rolled out; set
+// changes its template.
+func rollbackBoth(t *testing.T, nodes int, kind, name string, create func(e *env), set func(e *env, c func(*corev1.PodSpec))) {
 	for _, tc := range []struct {
 		name string
 		undo bool
 	}{{"undo", true}, {"fixed-image", false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, 3)
-			const name, replicas = "web", 6
+			e := newEnv(t, nodes)
 			sel := "app=" + name
-			if _, err := e.client.AppsV1().StatefulSets(e.ns).Create(e.ctx, statefulSet(e.ns, name, replicas, "2"), metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			e.waitSettled(name, replicas)
+			create(e)
 			before := uids(e.pods(sel))
-			set := func(c func(*corev1.PodSpec)) { e.setTemplate(name, c) }
-			e.breakRollout("StatefulSet", name, sel, set)
+			e.breakRollout(kind, name, sel, func(c func(*corev1.PodSpec)) { set(e, c) })
 			want := fixedImage
 			if tc.undo {
-				e.undo("StatefulSet", name)
+				e.undo(kind, name)
 				want = goodImage
 			} else {
-				set(func(s *corev1.PodSpec) { s.Containers[0].Image = fixedImage })
+				set(e, func(s *corev1.PodSpec) { s.Containers[0].Image = fixedImage })
 			}
-			e.recover("StatefulSet", name, sel, want, before, true)
+			e.recover(kind, name, sel, want, before, true)
 		})
 	}
+}
+
+func TestRollbackStatefulSet(t *testing.T) {
+	rollbackBoth(t, 3, "StatefulSet", "web", func(e *env) {
+		if _, err := e.client.AppsV1().StatefulSets(e.ns).Create(e.ctx, statefulSet(e.ns, "web", 6, "2"), metav1.CreateOptions{}); err != nil {
+			e.t.Fatal(err)
+		}
+		e.waitSettled("web", 6)
+	}, func(e *env, c func(*corev1.PodSpec)) { e.setTemplate("web", c) })
 }
 
 // TestRollbackStatefulSetCLI: the operator's way, with the rollplan
@@ -201,54 +208,16 @@ func TestRollbackStatefulSetCLI(t *testing.T) {
 }
 
 func TestRollbackDaemonSet(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		undo bool
-	}{{"undo", true}, {"fixed-image", false}} {
-		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, 4)
-			const name = "agent"
-			sel := "app=" + name
-			if _, err := e.client.AppsV1().DaemonSets(e.ns).Create(e.ctx, daemonSet(e.ns, name, goodImage), metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			e.waitDaemonSet(name, 4, false)
-			before := uids(e.pods(sel))
-			set := func(c func(*corev1.PodSpec)) { e.setDaemonSetTemplate(name, c) }
-			e.breakRollout("DaemonSet", name, sel, set)
-			want := fixedImage
-			if tc.undo {
-				e.undo("DaemonSet", name)
-				want = goodImage
-			} else {
-				set(func(s *corev1.PodSpec) { s.Containers[0].Image = fixedImage })
-			}
-			e.recover("DaemonSet", name, sel, want, before, true)
-		})
-	}
+	rollbackBoth(t, 4, "DaemonSet", "agent", func(e *env) {
+		if _, err := e.client.AppsV1().DaemonSets(e.ns).Create(e.ctx, daemonSet(e.ns, "agent", goodImage), metav1.CreateOptions{}); err != nil {
+			e.t.Fatal(err)
+		}
+		e.waitDaemonSet("agent", 4, false)
+	}, func(e *env, c func(*corev1.PodSpec)) { e.setDaemonSetTemplate("agent", c) })
 }
 
 func TestRollbackDeployment(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		undo bool
-	}{{"undo", true}, {"fixed-image", false}} {
-		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, 3)
-			const name, replicas = "api", 6
-			sel := "app=" + name
-			e.createDeployment(managedDeployment(e.ns, name, replicas, "2"))
-			before := uids(e.pods(sel))
-			set := func(c func(*corev1.PodSpec)) { e.setDeploymentTemplate(name, c) }
-			e.breakRollout("Deployment", name, sel, set)
-			want := fixedImage
-			if tc.undo {
-				e.undo("Deployment", name)
-				want = goodImage
-			} else {
-				set(func(s *corev1.PodSpec) { s.Containers[0].Image = fixedImage })
-			}
-			e.recover("Deployment", name, sel, want, before, true)
-		})
-	}
+	rollbackBoth(t, 3, "Deployment", "api", func(e *env) {
+		e.createDeployment(managedDeployment(e.ns, "api", 6, "2"))
+	}, func(e *env, c func(*corev1.PodSpec)) { e.setDeploymentTemplate("api", c) })
 }
