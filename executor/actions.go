@@ -76,16 +76,16 @@ func (e *Executor) act(ctx context.Context, first *liveState, wp plan.WorkloadPl
 	}
 	// The live budget re-check: a fresh read from the API server before
 	// every write.
-	live, err := e.readFrom(ctx, e.checker)
+	state, err := e.readFrom(ctx, e.checker)
 	if err != nil {
 		return r, err
 	}
-	pod := findPod(live, a.Pod)
+	pod := findPod(state, a.Pod)
 	if pod == nil {
 		r.Outcome, r.Reason = Skipped, "the pod is gone since the plan was made"
 		return r, nil
 	}
-	fp := factPod(live.rollout, a.Pod)
+	fp := factPod(state.rollout, a.Pod)
 	if fp != nil && fp.Updated && a.Type != plan.ActionDelete {
 		r.Outcome, r.Reason = Skipped, "the pod runs the update revision already"
 		return r, nil
@@ -99,7 +99,7 @@ func (e *Executor) act(ctx context.Context, first *liveState, wp plan.WorkloadPl
 	// crash-looping pods of a broken revision never hold their own
 	// rollback. It still counts against the budget for the others.
 	down := fp != nil && !fp.Available && !fp.Terminating
-	if why := overBudget(live.rollout, wp.Budgets, extra); why != "" && !down {
+	if why := overBudget(state.rollout, wp.Budgets, extra); why != "" && !down {
 		metric = OutcomeSkippedBudget
 		r.Outcome, r.Reason = Skipped, why+" with this pod: not now"
 		return r, nil
@@ -110,7 +110,7 @@ func (e *Executor) act(ctx context.Context, first *liveState, wp plan.WorkloadPl
 	defer cancel()
 	switch a.Type {
 	case plan.ActionInPlace:
-		err = e.inPlace(wctx, live, pod)
+		err = e.inPlace(wctx, state, pod)
 	default:
 		err = e.remove(wctx, pod)
 	}
@@ -123,7 +123,7 @@ func (e *Executor) act(ctx context.Context, first *liveState, wp plan.WorkloadPl
 		if e.opts.DryRun {
 			metric = OutcomeDryRun
 		}
-		e.actionEvent(live, pod, a)
+		e.actionEvent(state, pod, a)
 	case isPDB:
 		metric = OutcomeSkippedPDB
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("eviction refused for now by %s: %s; %s", pdb.by, pdb.cause, pdb.next)
@@ -206,9 +206,9 @@ func pdbRefusal(err error, namespace string) (refusal, bool) {
 	return refusal{}, false
 }
 
-func findPod(live *liveState, name string) *corev1.Pod {
-	for _, p := range live.snap.Pods {
-		if p.Name == name && p.Namespace == live.rollout.Workload.Namespace {
+func findPod(state *liveState, name string) *corev1.Pod {
+	for _, p := range state.snap.Pods {
+		if p.Name == name && p.Namespace == state.rollout.Workload.Namespace {
 			return p
 		}
 	}
@@ -236,8 +236,8 @@ func factPod(r *facts.Rollout, name string) *facts.Pod {
 // asked for: if the main patch fails, the pod is still at the old revision
 // and planned again (the resize, sent again, changes nothing). A change
 // it cannot make in place is an error, before any write.
-func (e *Executor) inPlace(ctx context.Context, live *liveState, pod *corev1.Pod) error {
-	r := live.rollout
+func (e *Executor) inPlace(ctx context.Context, state *liveState, pod *corev1.Pod) error {
+	r := state.rollout
 	fp := factPod(r, pod.Name)
 	if fp != nil {
 		for _, c := range fp.Changes {
@@ -252,11 +252,11 @@ func (e *Executor) inPlace(ctx context.Context, live *liveState, pod *corev1.Pod
 			}
 		}
 	}
-	tmpl, labels, err := e.updateTemplate(live)
+	tmpl, labels, err := e.updateTemplate(state)
 	if err != nil {
 		return err
 	}
-	rec := InPlaceRecord{Revision: r.Workload.UpdateRevision, At: live.now.UTC().Truncate(time.Second).Format(time.RFC3339), ImageIDs: map[string]string{}}
+	rec := InPlaceRecord{Revision: r.Workload.UpdateRevision, At: state.now.UTC().Truncate(time.Second).Format(time.RFC3339), ImageIDs: map[string]string{}}
 	imageIDs := map[string]string{}
 	for _, cs := range pod.Status.ContainerStatuses {
 		imageIDs[cs.Name] = cs.ImageID
@@ -326,7 +326,7 @@ func (e *Executor) inPlace(ctx context.Context, live *liveState, pod *corev1.Pod
 	if (len(spec) > 0 || restarts) && HasReadinessGate(pod) {
 		// Out of the Services before the kubelet restarts a container.
 		if rv, err = e.setGate(ctx, pod, corev1.ConditionFalse, "InPlaceUpdate",
-			"in-place update to revision "+r.Workload.UpdateRevision, live.now); err != nil {
+			"in-place update to revision "+r.Workload.UpdateRevision, state.now); err != nil {
 			return err
 		}
 		if rv, err = e.waitNotReady(ctx, pod, rv); err != nil {
@@ -433,11 +433,11 @@ func (e *Executor) resize(ctx context.Context, pod *corev1.Pod, rv string, conta
 // the current spec) and the revision labels a pod at the update revision
 // carries: for a StatefulSet controller-revision-hash is the revision's
 // name, for a DaemonSet its hash label, with pod-template-generation.
-func (e *Executor) updateTemplate(live *liveState) (*corev1.PodTemplateSpec, map[string]string, error) {
-	w := live.rollout.Workload
+func (e *Executor) updateTemplate(state *liveState) (*corev1.PodTemplateSpec, map[string]string, error) {
+	w := state.rollout.Workload
 	switch w.Kind {
 	case capture.StatefulSet:
-		for _, s := range live.snap.StatefulSets {
+		for _, s := range state.snap.StatefulSets {
 			if s.Name == w.Name && s.Namespace == w.Namespace {
 				return &s.Spec.Template, map[string]string{labelRevisionHash: w.UpdateRevision}, nil
 			}
@@ -446,16 +446,16 @@ func (e *Executor) updateTemplate(live *liveState) (*corev1.PodTemplateSpec, map
 		// The pod keeps its pod-template-hash: it stays in its ReplicaSet,
 		// which takes the template once every pod runs it
 		// (completeDeployment).
-		if d := live.deployment(e.opts.Target); d != nil {
+		if d := state.deployment(e.opts.Target); d != nil {
 			return &d.Spec.Template, map[string]string{}, nil
 		}
 	case capture.DaemonSet:
-		for _, ds := range live.snap.DaemonSets {
+		for _, ds := range state.snap.DaemonSets {
 			if ds.Name != w.Name || ds.Namespace != w.Namespace {
 				continue
 			}
 			hash := strings.TrimPrefix(w.UpdateRevision, ds.Name+"-")
-			for _, cr := range live.snap.ControllerRevisions {
+			for _, cr := range state.snap.ControllerRevisions {
 				if cr.Name == w.UpdateRevision && cr.Namespace == ds.Namespace && cr.Labels[labelRevisionHash] != "" {
 					hash = cr.Labels[labelRevisionHash]
 				}
@@ -509,9 +509,9 @@ func (e *Executor) evict(ctx context.Context, pod *corev1.Pod) error {
 // revision itself (completeUpdate, reference §8): the executor waits for
 // it and never writes the status, so the two never fight over it. Until
 // then the rollout is not done.
-func (e *Executor) completeStatefulSet(ctx context.Context, live *liveState) (bool, error) {
+func (e *Executor) completeStatefulSet(ctx context.Context, state *liveState) (bool, error) {
 	var set *appsv1.StatefulSet
-	for _, s := range live.snap.StatefulSets {
+	for _, s := range state.snap.StatefulSets {
 		if s.Name == e.opts.Name && s.Namespace == e.opts.Namespace {
 			set = s
 		}

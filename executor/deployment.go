@@ -104,8 +104,8 @@ func SameTemplate(a, b *corev1.PodTemplateSpec) bool {
 	return equality.Semantic.DeepEqual(StripHash(a), StripHash(b))
 }
 
-func (live *liveState) deployment(t Target) *appsv1.Deployment {
-	for _, d := range live.snap.Deployments {
+func (state *liveState) deployment(t Target) *appsv1.Deployment {
+	for _, d := range state.snap.Deployments {
 		if d.Name == t.Name && d.Namespace == t.Namespace {
 			return d
 		}
@@ -114,9 +114,9 @@ func (live *liveState) deployment(t Target) *appsv1.Deployment {
 }
 
 // replicaSets owned by the Deployment, oldest first.
-func (live *liveState) replicaSets(d *appsv1.Deployment) []*appsv1.ReplicaSet {
+func (state *liveState) replicaSets(d *appsv1.Deployment) []*appsv1.ReplicaSet {
 	var out []*appsv1.ReplicaSet
-	for _, rs := range live.snap.ReplicaSets {
+	for _, rs := range state.snap.ReplicaSets {
 		if rs.Namespace != d.Namespace {
 			continue
 		}
@@ -152,8 +152,8 @@ func deploymentComplete(d *appsv1.Deployment) bool {
 // hold (spec.paused), the fallback to the controller and the completion.
 // handled: the step is over (no pod action of the plan is to be carried
 // out by the caller).
-func (e *Executor) stepDeployment(ctx context.Context, live *liveState, wp plan.WorkloadPlan, out *StepResult, paused bool) (handled bool, err error) {
-	d := live.deployment(e.opts.Target)
+func (e *Executor) stepDeployment(ctx context.Context, state *liveState, wp plan.WorkloadPlan, out *StepResult, paused bool) (handled bool, err error) {
+	d := state.deployment(e.opts.Target)
 	if d == nil {
 		return true, fmt.Errorf("%s not found", e.opts.Target)
 	}
@@ -220,12 +220,12 @@ func (e *Executor) setPaused(ctx context.Context, d *appsv1.Deployment, paused b
 // AnnRevisionHistory), deletes any other ReplicaSet with that template (a
 // 0-replica leftover the controller would otherwise take as the new one),
 // and is done once the controller reports the rollout complete.
-func (e *Executor) completeDeployment(ctx context.Context, live *liveState) (bool, error) {
-	d := live.deployment(e.opts.Target)
+func (e *Executor) completeDeployment(ctx context.Context, state *liveState) (bool, error) {
+	d := state.deployment(e.opts.Target)
 	if d == nil {
 		return false, fmt.Errorf("%s not found", e.opts.Target)
 	}
-	rss := live.replicaSets(d)
+	rss := state.replicaSets(d)
 	var active []*appsv1.ReplicaSet
 	for _, rs := range rss {
 		if replicas(rs.Spec.Replicas) > 0 || rs.Status.Replicas > 0 {
@@ -239,7 +239,7 @@ func (e *Executor) completeDeployment(ctx context.Context, live *liveState) (boo
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if !SameTemplate(&cur.Spec.Template, &d.Spec.Template) {
-		return false, e.adopt(wctx, d, cur, rss, live.now)
+		return false, e.adopt(wctx, d, cur, rss, state.now)
 	}
 	for _, rs := range rss {
 		if rs == cur || !SameTemplate(&rs.Spec.Template, &d.Spec.Template) || replicas(rs.Spec.Replicas) > 0 || rs.Status.Replicas > 0 {

@@ -47,7 +47,7 @@ const maxNote = 1024
 
 // event records one Event on the workload (with the pod as related object,
 // when there is one). A dry run records nothing: it logs the Event instead.
-func (e *Executor) event(live *liveState, pod *corev1.Pod, eventtype, reason, action, note string) {
+func (e *Executor) event(state *liveState, pod *corev1.Pod, eventtype, reason, action, note string) {
 	if len(note) > maxNote {
 		note = note[:maxNote-3] + "..."
 	}
@@ -59,24 +59,24 @@ func (e *Executor) event(live *liveState, pod *corev1.Pod, eventtype, reason, ac
 	if pod != nil {
 		related = pod
 	}
-	e.opts.Events.Eventf(e.workloadObject(live), related, eventtype, reason, action, "%s", note)
+	e.opts.Events.Eventf(e.workloadObject(state), related, eventtype, reason, action, "%s", note)
 }
 
 // workloadObject is the workload as read, or a reference to it.
-func (e *Executor) workloadObject(live *liveState) runtime.Object {
+func (e *Executor) workloadObject(state *liveState) runtime.Object {
 	t := e.opts.Target
-	if live != nil {
-		for _, s := range live.snap.StatefulSets {
+	if state != nil {
+		for _, s := range state.snap.StatefulSets {
 			if s.Name == t.Name && s.Namespace == t.Namespace {
 				return s
 			}
 		}
-		for _, d := range live.snap.DaemonSets {
+		for _, d := range state.snap.DaemonSets {
 			if d.Name == t.Name && d.Namespace == t.Namespace {
 				return d
 			}
 		}
-		if d := live.deployment(t); d != nil {
+		if d := state.deployment(t); d != nil {
 			return d
 		}
 	}
@@ -84,7 +84,7 @@ func (e *Executor) workloadObject(live *liveState) runtime.Object {
 }
 
 // actionEvent records an action carried out on a pod.
-func (e *Executor) actionEvent(live *liveState, pod *corev1.Pod, a plan.Action) {
+func (e *Executor) actionEvent(state *liveState, pod *corev1.Pod, a plan.Action) {
 	reason, verb := ReasonInPlaceUpdate, "updated pod %s in place to revision %s"
 	switch a.Type {
 	case plan.ActionRecreate:
@@ -99,11 +99,11 @@ func (e *Executor) actionEvent(live *liveState, pod *corev1.Pod, a plan.Action) 
 			verb = "deleted pod %s (no eviction: --delete-method=delete; revision %s)"
 		}
 	}
-	note := fmt.Sprintf(verb, pod.Name, live.rollout.Workload.UpdateRevision)
+	note := fmt.Sprintf(verb, pod.Name, state.rollout.Workload.UpdateRevision)
 	if len(a.Reasons) > 0 {
 		note += ": " + strings.Join(a.Reasons, "; ")
 	}
-	e.event(live, pod, corev1.EventTypeNormal, reason, a.Type, note)
+	e.event(state, pod, corev1.EventTypeNormal, reason, a.Type, note)
 }
 
 // EventRecorder records the executor's Events through client-go's

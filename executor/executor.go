@@ -316,26 +316,26 @@ func (e *Executor) Step(ctx context.Context) (*StepResult, error) {
 	start := time.Now()
 	e.metrics.Steps.Inc()
 	defer func() { e.metrics.StepDuration.Observe(time.Since(start).Seconds()) }()
-	live, err := e.read(ctx)
+	state, err := e.read(ctx)
 	if err != nil {
 		if errors.Is(err, capture.ErrNotFound) && e.opts.Target.Kind == capture.DaemonSet {
 			return nil, e.releaseCordons(ctx, err)
 		}
 		return nil, err
 	}
-	if err := refuse(e.opts.Target, live.snap, live.rollout); err != nil {
+	if err := refuse(e.opts.Target, state.snap, state.rollout); err != nil {
 		return nil, err
 	}
-	res, err := plan.Build(ctx, []*facts.Rollout{live.rollout}, e.opts.Engine, plan.Metadata{Now: live.now.UTC().Format(time.RFC3339)}, e.opts.PlanOptions)
+	res, err := plan.Build(ctx, []*facts.Rollout{state.rollout}, e.opts.Engine, plan.Metadata{Now: state.now.UTC().Format(time.RFC3339)}, e.opts.PlanOptions)
 	if err != nil {
 		return nil, err
 	}
 	wp := res.Plan.Workloads[0]
-	out := &StepResult{Plan: wp, InFlight: live.inFlight, Actions: []ActionResult{}, Desired: live.rollout.Workload.Replicas,
-		Status: BuildStatus(live.rollout, wp, live.inFlight, live.now)}
+	out := &StepResult{Plan: wp, InFlight: state.inFlight, Actions: []ActionResult{}, Desired: state.rollout.Workload.Replicas,
+		Status: BuildStatus(state.rollout, wp, state.inFlight, state.now)}
 	// The readiness gate first (halted or not): new pods and completed
 	// in-place updates get it True, so they can become Ready.
-	gates, err := e.syncGates(ctx, live)
+	gates, err := e.syncGates(ctx, state)
 	for _, r := range gates {
 		out.Actions = append(out.Actions, r)
 		e.opts.Log.Info(r.Type, "workload", e.opts.Target.String(), "pod", r.Pod, "outcome", r.Outcome, "reason", r.Reason)
@@ -347,8 +347,8 @@ func (e *Executor) Step(ctx context.Context) (*StepResult, error) {
 	for _, h := range wp.Held {
 		held[h.Pod] = true
 	}
-	minReady := int64(live.rollout.Workload.MinReadySeconds)
-	for _, p := range live.rollout.Pods {
+	minReady := int64(state.rollout.Workload.MinReadySeconds)
+	for _, p := range state.rollout.Pods {
 		if p.Ready && !p.Available && !p.Terminating && p.ReadySeconds < minReady {
 			d := time.Duration(minReady-p.ReadySeconds) * time.Second
 			if out.NextAvailable == 0 || d < out.NextAvailable {
@@ -366,8 +366,8 @@ func (e *Executor) Step(ctx context.Context) (*StepResult, error) {
 			out.Available++
 		}
 	}
-	inFlight := make([]string, 0, len(live.inFlight))
-	for p := range live.inFlight {
+	inFlight := make([]string, 0, len(state.inFlight))
+	for p := range state.inFlight {
 		inFlight = append(inFlight, p)
 	}
 	sort.Strings(inFlight)
@@ -375,23 +375,23 @@ func (e *Executor) Step(ctx context.Context) (*StepResult, error) {
 		"held", out.Held, "inFlight", strings.Join(inFlight, ","), "waves", len(wp.Waves))
 	e.metrics.observe(out)
 	if reasons := append(append([]string(nil), wp.Halted...), wp.Denied...); len(reasons) > 0 {
-		e.event(live, nil, corev1.EventTypeWarning, ReasonRolloutHalted, "Halt", "rollout halted by policy: "+strings.Join(reasons, "; "))
+		e.event(state, nil, corev1.EventTypeWarning, ReasonRolloutHalted, "Halt", "rollout halted by policy: "+strings.Join(reasons, "; "))
 		return out, &HaltedError{Target: e.opts.Target, Reasons: reasons}
 	}
-	paused := live.rollout.Workload.Annotations[facts.AnnPaused] == "true"
+	paused := state.rollout.Workload.Annotations[facts.AnnPaused] == "true"
 	if paused {
 		out.Note = fmt.Sprintf("paused (annotation %s): no new action until `rollplan resume %s/%s -n %s`", facts.AnnPaused, strings.ToLower(e.opts.Kind), e.opts.Name, e.opts.Namespace)
 	}
 	if e.opts.Kind == capture.Deployment {
-		if handled, err := e.stepDeployment(ctx, live, wp, out, paused); handled {
+		if handled, err := e.stepDeployment(ctx, state, wp, out, paused); handled {
 			return out, err
 		}
 	}
 	if len(wp.Waves) == 0 {
-		out.Done, err = e.finish(ctx, live, held)
+		out.Done, err = e.finish(ctx, state, held)
 		if out.Done && err == nil {
-			e.event(live, nil, corev1.EventTypeNormal, ReasonRolloutComplete, "Complete",
-				fmt.Sprintf("rollout complete: %d pod(s) at revision %s", out.Updated, live.rollout.Workload.UpdateRevision))
+			e.event(state, nil, corev1.EventTypeNormal, ReasonRolloutComplete, "Complete",
+				fmt.Sprintf("rollout complete: %d pod(s) at revision %s", out.Updated, state.rollout.Workload.UpdateRevision))
 		}
 		return out, err
 	}
@@ -400,7 +400,7 @@ func (e *Executor) Step(ctx context.Context) (*StepResult, error) {
 	}
 	spent := map[string]bool{}
 	for _, a := range wp.Waves[0].Actions {
-		r, err := e.act(ctx, live, wp, a, spent)
+		r, err := e.act(ctx, state, wp, a, spent)
 		if err != nil {
 			return out, err
 		}
@@ -417,8 +417,8 @@ func (e *Executor) Step(ctx context.Context) (*StepResult, error) {
 
 // finish: the plan has no wave. The rollout is done once every pod in
 // scope is updated and available and the workload's controller says so.
-func (e *Executor) finish(ctx context.Context, live *liveState, held map[string]bool) (bool, error) {
-	r := live.rollout
+func (e *Executor) finish(ctx context.Context, state *liveState, held map[string]bool) (bool, error) {
+	r := state.rollout
 	active := 0
 	for _, p := range r.Pods {
 		if p.Terminating || p.Terminal {
@@ -437,9 +437,9 @@ func (e *Executor) finish(ctx context.Context, live *liveState, held map[string]
 	}
 	switch {
 	case e.opts.Kind == capture.StatefulSet && len(held) == 0:
-		return e.completeStatefulSet(ctx, live)
+		return e.completeStatefulSet(ctx, state)
 	case e.opts.Kind == capture.Deployment:
-		return e.completeDeployment(ctx, live)
+		return e.completeDeployment(ctx, state)
 	}
 	return true, nil
 }

@@ -320,7 +320,7 @@ func TestStep(t *testing.T) {
 // is made from) and the live state afterwards.
 type staleReader struct {
 	stale *snapshot.Snapshot
-	live  Reader
+	fresh Reader
 	reads int
 }
 
@@ -329,7 +329,7 @@ func (s *staleReader) Read(ctx context.Context, t Target) (*snapshot.Snapshot, e
 	if s.reads == 1 {
 		return s.stale, nil
 	}
-	return s.live.Read(ctx, t)
+	return s.fresh.Read(ctx, t)
 }
 
 // A plan made from a stale read (every pod available) would update two
@@ -347,7 +347,7 @@ func TestStalePlanDoesNotOverDisrupt(t *testing.T) {
 	cs := c.client(rec, nil)
 	var log bytes.Buffer
 	x := newExec(t, cs, false, &log)
-	x.reader = &staleReader{stale: staleSnap, live: CaptureReader{Client: cs, Now: func() time.Time { return now }}}
+	x.reader = &staleReader{stale: staleSnap, fresh: CaptureReader{Client: cs, Now: func() time.Time { return now }}}
 	res, err := x.Step(context.Background())
 	if err != nil {
 		t.Fatal(err)

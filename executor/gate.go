@@ -176,12 +176,12 @@ func (e *Executor) setGate(ctx context.Context, pod *corev1.Pod, status corev1.C
 // flight (complete, or never patched: see ReadinessGate). A pod whose
 // update is in flight keeps its condition. A conflict skips the pod until
 // the next step.
-func (e *Executor) syncGates(ctx context.Context, live *liveState) ([]ActionResult, error) {
-	minReady := minReadySeconds(live.snap, e.opts.Target)
+func (e *Executor) syncGates(ctx context.Context, state *liveState) ([]ActionResult, error) {
+	minReady := minReadySeconds(state.snap, e.opts.Target)
 	var out []ActionResult
-	for _, p := range live.snap.Pods {
-		if !HasReadinessGate(p) || p.DeletionTimestamp != nil || factPod(live.rollout, p.Name) == nil ||
-			p.Namespace != live.rollout.Workload.Namespace || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+	for _, p := range state.snap.Pods {
+		if !HasReadinessGate(p) || p.DeletionTimestamp != nil || factPod(state.rollout, p.Name) == nil ||
+			p.Namespace != state.rollout.Workload.Namespace || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
 		c := podCondition(p, ReadinessGate)
@@ -190,7 +190,7 @@ func (e *Executor) syncGates(ctx context.Context, live *liveState) ([]ActionResu
 		}
 		reason := "the pod is new: nothing to wait for"
 		if c != nil {
-			if busy, why := gatedInFlight(p, minReady, live.now); busy {
+			if busy, why := gatedInFlight(p, minReady, state.now); busy {
 				e.opts.Log.Debug("gate", "workload", e.opts.Target.String(), "pod", p.Name, "waiting", why)
 				continue
 			}
@@ -201,7 +201,7 @@ func (e *Executor) syncGates(ctx context.Context, live *liveState) ([]ActionResu
 		}
 		r := ActionResult{Type: ActionReadinessGate, Pod: p.Name, Reason: fmt.Sprintf("%s=True: %s", ReadinessGate, reason)}
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		_, err := e.setGate(wctx, p, corev1.ConditionTrue, "InPlaceUpdateReady", reason, live.now)
+		_, err := e.setGate(wctx, p, corev1.ConditionTrue, "InPlaceUpdateReady", reason, state.now)
 		cancel()
 		switch {
 		case err == nil:

@@ -106,8 +106,8 @@ func podActionOn(wp plan.WorkloadPlan, node string) *plan.Action {
 	return nil
 }
 
-func findNode(live *liveState, name string) *corev1.Node {
-	for _, n := range live.snap.Nodes {
+func findNode(state *liveState, name string) *corev1.Node {
+	for _, n := range state.snap.Nodes {
 		if n.Name == name {
 			return n
 		}
@@ -124,11 +124,11 @@ func (e *Executor) nodeAction(ctx context.Context, wp plan.WorkloadPlan, a plan.
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf(format, args...)
 		return r, metric, nil
 	}
-	live, err := e.readFrom(ctx, e.checker)
+	state, err := e.readFrom(ctx, e.checker)
 	if err != nil {
 		return r, OutcomeError, err
 	}
-	node := findNode(live, a.Node)
+	node := findNode(state, a.Node)
 	if node == nil {
 		return skip(OutcomeConflict, "node %s is gone since the plan was made", a.Node)
 	}
@@ -137,17 +137,17 @@ func (e *Executor) nodeAction(ctx context.Context, wp plan.WorkloadPlan, a plan.
 	defer cancel()
 	switch a.Type {
 	case plan.ActionCordonNode:
-		return e.cordon(wctx, live, wp, node, r, spent)
+		return e.cordon(wctx, state, wp, node, r, spent)
 	case plan.ActionDrainNode:
 		if !spent[cordonedKey(a.Node)] {
 			return skip(OutcomeWaiting, "node %s is not cordoned yet: not drained", a.Node)
 		}
-		return e.drain(wctx, live, wp, node, r, spent)
+		return e.drain(wctx, state, wp, node, r, spent)
 	}
-	return e.uncordon(wctx, live, wp, node, r)
+	return e.uncordon(wctx, state, wp, node, r)
 }
 
-func (e *Executor) cordon(ctx context.Context, live *liveState, wp plan.WorkloadPlan, node *corev1.Node, r ActionResult, spent map[string]bool) (ActionResult, string, error) {
+func (e *Executor) cordon(ctx context.Context, state *liveState, wp plan.WorkloadPlan, node *corev1.Node, r ActionResult, spent map[string]bool) (ActionResult, string, error) {
 	by := e.cordonedBy()
 	prepared := func() {
 		spent[cordonedKey(node.Name)] = true
@@ -166,7 +166,7 @@ func (e *Executor) cordon(ctx context.Context, live *liveState, wp plan.Workload
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("the plan updates no pod on node %s in this wave", node.Name)
 		return r, OutcomeConflict, nil
 	}
-	if fp := factPod(live.rollout, pa.Pod); fp == nil || fp.Updated || fp.Terminating {
+	if fp := factPod(state.rollout, pa.Pod); fp == nil || fp.Updated || fp.Terminating {
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("pod %s on node %s is gone, terminating or updated since the plan was made: node %s is not cordoned", pa.Pod, node.Name, node.Name)
 		return r, OutcomeConflict, nil
 	}
@@ -174,7 +174,7 @@ func (e *Executor) cordon(ctx context.Context, live *liveState, wp plan.Workload
 	for p := range spent {
 		extra[p] = true
 	}
-	if why := overBudget(live.rollout, wp.Budgets, extra); why != "" {
+	if why := overBudget(state.rollout, wp.Budgets, extra); why != "" {
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("%s with pod %s: node %s is not cordoned now", why, pa.Pod, node.Name)
 		return r, OutcomeSkippedBudget, nil
 	}
@@ -197,14 +197,14 @@ func (e *Executor) cordon(ctx context.Context, live *liveState, wp plan.Workload
 	prepared()
 	spent[ownCordonKey(node.Name)] = true
 	r.Outcome = e.outcome()
-	e.nodeEvent(live, node, ReasonNodeCordoned, plan.ActionCordonNode,
-		fmt.Sprintf("cordoned node %s before updating pod %s to revision %s", node.Name, pa.Pod, live.rollout.Workload.UpdateRevision))
+	e.nodeEvent(state, node, ReasonNodeCordoned, plan.ActionCordonNode,
+		fmt.Sprintf("cordoned node %s before updating pod %s to revision %s", node.Name, pa.Pod, state.rollout.Workload.UpdateRevision))
 	return r, e.doneMetric(), nil
 }
 
 // drain evicts the node's pods that a drain evicts; the node is drained
 // once none is left, terminating ones included.
-func (e *Executor) drain(ctx context.Context, live *liveState, wp plan.WorkloadPlan, node *corev1.Node, r ActionResult, spent map[string]bool) (ActionResult, string, error) {
+func (e *Executor) drain(ctx context.Context, state *liveState, wp plan.WorkloadPlan, node *corev1.Node, r ActionResult, spent map[string]bool) (ActionResult, string, error) {
 	list, err := e.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node.Name).String()})
 	if err != nil {
@@ -254,7 +254,7 @@ func (e *Executor) drain(ctx context.Context, live *liveState, wp plan.WorkloadP
 		pod = pa.Pod
 	}
 	if len(evicted) > 0 {
-		e.nodeEvent(live, node, ReasonNodeDrain, plan.ActionDrainNode,
+		e.nodeEvent(state, node, ReasonNodeDrain, plan.ActionDrainNode,
 			fmt.Sprintf("evicted %d pod(s) from node %s to drain it before updating pod %s: %s", len(evicted), node.Name, pod, strings.Join(evicted, ", ")))
 	}
 	var metric string
@@ -306,13 +306,13 @@ func withoutDeletion(p *corev1.Pod) *corev1.Pod {
 
 // uncordon uncordons a node rollplan cordoned for this DaemonSet once
 // every daemon pod on it runs the update revision and is available.
-func (e *Executor) uncordon(ctx context.Context, live *liveState, wp plan.WorkloadPlan, node *corev1.Node, r ActionResult) (ActionResult, string, error) {
+func (e *Executor) uncordon(ctx context.Context, state *liveState, wp plan.WorkloadPlan, node *corev1.Node, r ActionResult) (ActionResult, string, error) {
 	by := e.cordonedBy()
 	if got := node.Annotations[facts.AnnCordonedBy]; got != by {
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("nothing to write: node %s was not cordoned by rollplan for %s (annotation %s=%q): left as it is", node.Name, by, facts.AnnCordonedBy, got)
 		return r, OutcomeUnchanged, nil
 	}
-	if why := e.notReadyToUncordon(live, wp, node.Name); why != "" {
+	if why := e.notReadyToUncordon(state, wp, node.Name); why != "" {
 		r.Outcome, r.Reason = Skipped, why+": node "+node.Name+" stays cordoned for now"
 		return r, OutcomeWaiting, nil
 	}
@@ -334,20 +334,20 @@ func (e *Executor) uncordon(ctx context.Context, live *liveState, wp plan.Worklo
 	if note != "" {
 		r.Reason = joinNotes(r.Reason, note)
 	}
-	e.nodeEvent(live, node, ReasonNodeUncordoned, plan.ActionUncordonNode,
-		fmt.Sprintf("uncordoned node %s: its daemon pod runs revision %s and is available", node.Name, live.rollout.Workload.UpdateRevision))
+	e.nodeEvent(state, node, ReasonNodeUncordoned, plan.ActionUncordonNode,
+		fmt.Sprintf("uncordoned node %s: its daemon pod runs revision %s and is available", node.Name, state.rollout.Workload.UpdateRevision))
 	return r, e.doneMetric(), nil
 }
 
 // notReadyToUncordon says why the node must stay cordoned: a daemon pod on
 // it (not held out of the rollout) is not at the update revision or not
 // available, or the node should run one and has none yet.
-func (e *Executor) notReadyToUncordon(live *liveState, wp plan.WorkloadPlan, name string) string {
+func (e *Executor) notReadyToUncordon(state *liveState, wp plan.WorkloadPlan, name string) string {
 	held := map[string]bool{}
 	for _, h := range wp.Held {
 		held[h.Pod] = true
 	}
-	r := live.rollout
+	r := state.rollout
 	n := 0
 	for _, p := range r.Pods {
 		if p.Node != name || p.Terminating || p.Terminal {
@@ -359,7 +359,7 @@ func (e *Executor) notReadyToUncordon(live *liveState, wp plan.WorkloadPlan, nam
 		case !p.Updated:
 			return fmt.Sprintf("pod %s does not run the update revision yet", p.Name)
 		case !p.Available:
-			why := live.inFlight[p.Name]
+			why := state.inFlight[p.Name]
 			if why == "" {
 				why = "not Ready for minReadySeconds"
 			}
@@ -406,7 +406,7 @@ func (e *Executor) doneMetric() string {
 
 // nodeEvent records an Event on the workload with the node as related
 // object (a dry run logs it instead, as event does).
-func (e *Executor) nodeEvent(live *liveState, node *corev1.Node, reason, action, note string) {
+func (e *Executor) nodeEvent(state *liveState, node *corev1.Node, reason, action, note string) {
 	if len(note) > maxNote {
 		note = note[:maxNote-3] + "..."
 	}
@@ -414,7 +414,7 @@ func (e *Executor) nodeEvent(live *liveState, node *corev1.Node, reason, action,
 		e.opts.Log.Debug("event", "workload", e.opts.Target.String(), "type", corev1.EventTypeNormal, "reason", reason, "note", note, "dryRun", e.opts.DryRun)
 		return
 	}
-	e.opts.Events.Eventf(e.workloadObject(live), node, corev1.EventTypeNormal, reason, action, "%s", note)
+	e.opts.Events.Eventf(e.workloadObject(state), node, corev1.EventTypeNormal, reason, action, "%s", note)
 }
 
 // releaseCordons uncordons the nodes rollplan cordoned for a DaemonSet that

@@ -206,11 +206,11 @@ type StatusBudget struct {
 // normalisation, same plan) and reports it. It only reads: it works for
 // every workload kind, driven by rollplan or by its controller.
 func (e *Executor) Status(ctx context.Context) (*RolloutStatus, error) {
-	live, err := e.read(ctx)
+	state, err := e.read(ctx)
 	if err != nil {
 		return nil, err
 	}
-	res, err := plan.Build(ctx, []*facts.Rollout{live.rollout}, e.opts.Engine, plan.Metadata{Now: live.now.UTC().Format(time.RFC3339)}, e.opts.PlanOptions)
+	res, err := plan.Build(ctx, []*facts.Rollout{state.rollout}, e.opts.Engine, plan.Metadata{Now: state.now.UTC().Format(time.RFC3339)}, e.opts.PlanOptions)
 	if err != nil {
 		return nil, err
 	}
@@ -218,8 +218,8 @@ func (e *Executor) Status(ctx context.Context) (*RolloutStatus, error) {
 		return nil, fmt.Errorf("%s: the plan has no workload", e.opts.Target)
 	}
 	wp := res.Plan.Workloads[0]
-	st := BuildStatus(live.rollout, wp, live.inFlight, live.now)
-	Observed(st, live.rollout, wp, LastActivity(live.snap, live.rollout), live.now)
+	st := BuildStatus(state.rollout, wp, state.inFlight, state.now)
+	Observed(st, state.rollout, wp, LastActivity(state.snap, state.rollout), state.now)
 	return st, nil
 }
 
