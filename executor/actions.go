@@ -19,6 +19,7 @@ import (
 
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/kubeversion"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
 )
@@ -256,7 +257,7 @@ func (e *Executor) inPlace(ctx context.Context, state *liveState, pod *corev1.Po
 	if err != nil {
 		return err
 	}
-	rec := InPlaceRecord{Revision: r.Workload.UpdateRevision, At: state.now.UTC().Truncate(time.Second).Format(time.RFC3339), ImageIDs: map[string]string{}}
+	rec := live.InPlaceRecord{Revision: r.Workload.UpdateRevision, At: state.now.UTC().Truncate(time.Second).Format(time.RFC3339), ImageIDs: map[string]string{}}
 	imageIDs := map[string]string{}
 	for _, cs := range pod.Status.ContainerStatuses {
 		imageIDs[cs.Name] = cs.ImageID
@@ -298,7 +299,7 @@ func (e *Executor) inPlace(ctx context.Context, state *liveState, pod *corev1.Po
 	for k, v := range tmpl.Annotations {
 		annotations[k] = v
 	}
-	annotations[AnnInPlaceUpdate] = string(recJSON)
+	annotations[live.AnnInPlaceUpdate] = string(recJSON)
 	allLabels := map[string]any{}
 	for k, v := range tmpl.Labels {
 		allLabels[k] = v
@@ -323,7 +324,7 @@ func (e *Executor) inPlace(ctx context.Context, state *liveState, pod *corev1.Po
 		}
 	}
 	rv := pod.ResourceVersion
-	if (len(spec) > 0 || restarts) && HasReadinessGate(pod) {
+	if (len(spec) > 0 || restarts) && live.HasReadinessGate(pod) {
 		// Out of the Services before the kubelet restarts a container.
 		if rv, err = e.setGate(ctx, pod, corev1.ConditionFalse, "InPlaceUpdate",
 			"in-place update to revision "+r.Workload.UpdateRevision, state.now); err != nil {
@@ -369,7 +370,7 @@ func resizeContainers(want, have []corev1.Container) (out []map[string]any, rest
 			}
 			var changed []corev1.ResourceName
 			for _, rn := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-				if !sameQuantity(w.Resources.Requests, h.Resources.Requests, rn) || !sameQuantity(w.Resources.Limits, h.Resources.Limits, rn) {
+				if !live.SameQuantity(w.Resources.Requests, h.Resources.Requests, rn) || !live.SameQuantity(w.Resources.Limits, h.Resources.Limits, rn) {
 					changed = append(changed, rn)
 				}
 			}
@@ -397,13 +398,6 @@ func resizeContainers(want, have []corev1.Container) (out []map[string]any, rest
 		}
 	}
 	return out, restarts
-}
-
-// sameQuantity: resource rn is the same (or absent) in both lists.
-func sameQuantity(a, b corev1.ResourceList, rn corev1.ResourceName) bool {
-	qa, oka := a[rn]
-	qb, okb := b[rn]
-	return oka == okb && (!oka || qa.Cmp(qb) == 0)
 }
 
 // resize patches the containers' cpu/memory through the pods/resize

@@ -13,6 +13,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/rollplan/rollplan/planner/engine/native"
+	"github.com/rollplan/rollplan/planner/live"
 )
 
 // DeleteMethod DeletePlain: a Recreate is a plain delete with the pod's UID
@@ -40,7 +41,7 @@ func TestDeleteMethodPlain(t *testing.T) {
 		})
 		var log bytes.Buffer
 		x, err := New(cs, Options{
-			Target: Target{Namespace: ns, Kind: "StatefulSet", Name: "web"},
+			Target: live.Target{Namespace: ns, Kind: "StatefulSet", Name: "web"},
 			Engine: native.New(), DryRun: dry, DeleteMethod: DeletePlain, Now: func() time.Time { return now },
 			Log: slog.New(slog.NewTextHandler(&log, nil)), Poll: time.Millisecond,
 		})
@@ -62,7 +63,7 @@ func TestDeleteMethodPlain(t *testing.T) {
 			t.Errorf("dry run %v: deleted %v, evicted %v", dry, deleted, rec.evictions)
 		}
 	}
-	if _, err := New(nil, Options{Target: Target{Namespace: ns, Kind: "StatefulSet", Name: "web"}, Engine: native.New(), DeleteMethod: "drain"}); err == nil {
+	if _, err := New(nil, Options{Target: live.Target{Namespace: ns, Kind: "StatefulSet", Name: "web"}, Engine: native.New(), DeleteMethod: "drain"}); err == nil {
 		t.Error("DeleteMethod drain accepted")
 	}
 }

@@ -10,12 +10,12 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/plan"
 )
 
@@ -44,67 +44,7 @@ import (
 // ReplicaSets' templates and annotations, the pods' specs), so a killed
 // executor started again carries on where the cluster is.
 
-// AnnRevisionHistory is the ReplicaSet annotation that keeps the templates
-// an in-place update replaced: a JSON list of RevisionRecord, oldest first,
-// at most the Deployment's revisionHistoryLimit entries. Upstream keeps a
-// Deployment's history as old ReplicaSets; a ReplicaSet updated in place
-// has no older ReplicaSet to keep its previous template.
-const AnnRevisionHistory = "rollplan.dev/revision-history"
-
-// Upstream's ReplicaSet annotations.
-const (
-	annRevision    = "deployment.kubernetes.io/revision"
-	annChangeCause = "kubernetes.io/change-cause"
-	labelPodHash   = appsv1.DefaultDeploymentUniqueLabelKey // pod-template-hash
-)
-
-// RevisionRecord is one entry of AnnRevisionHistory.
-type RevisionRecord struct {
-	Revision    int64                  `json:"revision"`
-	ChangeCause string                 `json:"changeCause,omitempty"`
-	Replaced    string                 `json:"replaced"` // RFC 3339: when the in-place update replaced it
-	Template    corev1.PodTemplateSpec `json:"template"`
-}
-
-// RevisionHistory decodes a ReplicaSet's AnnRevisionHistory (nil when it
-// has none).
-func RevisionHistory(rs *appsv1.ReplicaSet) ([]RevisionRecord, error) {
-	raw, ok := rs.Annotations[AnnRevisionHistory]
-	if !ok || raw == "" {
-		return nil, nil
-	}
-	var out []RevisionRecord
-	if err := json.Unmarshal([]byte(raw), &out); err != nil {
-		return nil, fmt.Errorf("ReplicaSet %s/%s: annotation %s: %w", rs.Namespace, rs.Name, AnnRevisionHistory, err)
-	}
-	return out, nil
-}
-
-// Revision is a ReplicaSet's deployment.kubernetes.io/revision (0 when
-// missing or not a number).
-func Revision(rs *appsv1.ReplicaSet) int64 {
-	n, _ := strconv.ParseInt(rs.Annotations[annRevision], 10, 64)
-	return n
-}
-
-// StripHash is a template without the pod-template-hash label: what a
-// Deployment's template is compared with.
-func StripHash(t *corev1.PodTemplateSpec) *corev1.PodTemplateSpec {
-	c := t.DeepCopy()
-	delete(c.Labels, labelPodHash)
-	if len(c.Labels) == 0 {
-		c.Labels = nil
-	}
-	return c
-}
-
-// SameTemplate: the templates are equal but for pod-template-hash (upstream
-// EqualIgnoreHash).
-func SameTemplate(a, b *corev1.PodTemplateSpec) bool {
-	return equality.Semantic.DeepEqual(StripHash(a), StripHash(b))
-}
-
-func (state *liveState) deployment(t Target) *appsv1.Deployment {
+func (state *liveState) deployment(t live.Target) *appsv1.Deployment {
 	for _, d := range state.snap.Deployments {
 		if d.Name == t.Name && d.Namespace == t.Namespace {
 			return d
@@ -238,11 +178,11 @@ func (e *Executor) completeDeployment(ctx context.Context, state *liveState) (bo
 	cur := active[0]
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if !SameTemplate(&cur.Spec.Template, &d.Spec.Template) {
+	if !live.SameTemplate(&cur.Spec.Template, &d.Spec.Template) {
 		return false, e.adopt(wctx, d, cur, rss, state.now)
 	}
 	for _, rs := range rss {
-		if rs == cur || !SameTemplate(&rs.Spec.Template, &d.Spec.Template) || replicas(rs.Spec.Replicas) > 0 || rs.Status.Replicas > 0 {
+		if rs == cur || !live.SameTemplate(&rs.Spec.Template, &d.Spec.Template) || replicas(rs.Spec.Replicas) > 0 || rs.Status.Replicas > 0 {
 			continue
 		}
 		uid, rv := rs.UID, rs.ResourceVersion
@@ -260,14 +200,14 @@ func (e *Executor) completeDeployment(ctx context.Context, state *liveState) (bo
 // adopt gives ReplicaSet cur the Deployment's template in one write with
 // cur's resourceVersion as precondition.
 func (e *Executor) adopt(ctx context.Context, d *appsv1.Deployment, cur *appsv1.ReplicaSet, rss []*appsv1.ReplicaSet, now time.Time) error {
-	hist, err := RevisionHistory(cur)
+	hist, err := live.RevisionHistory(cur)
 	if err != nil {
 		return err
 	}
 	next := int64(0)
 	for _, rs := range rss {
-		next = max(next, Revision(rs))
-		h, _ := RevisionHistory(rs)
+		next = max(next, live.Revision(rs))
+		h, _ := live.RevisionHistory(rs)
 		for _, r := range h {
 			next = max(next, r.Revision)
 		}
@@ -278,12 +218,12 @@ func (e *Executor) adopt(ctx context.Context, d *appsv1.Deployment, cur *appsv1.
 	// the new revision number.
 	kept := hist[:0]
 	for _, r := range hist {
-		if !SameTemplate(&r.Template, &d.Spec.Template) {
+		if !live.SameTemplate(&r.Template, &d.Spec.Template) {
 			kept = append(kept, r)
 		}
 	}
-	kept = append(kept, RevisionRecord{Revision: Revision(cur), ChangeCause: cur.Annotations[annChangeCause],
-		Replaced: now.UTC().Truncate(time.Second).Format(time.RFC3339), Template: *StripHash(&cur.Spec.Template)})
+	kept = append(kept, live.RevisionRecord{Revision: live.Revision(cur), ChangeCause: cur.Annotations[live.AnnChangeCause],
+		Replaced: now.UTC().Truncate(time.Second).Format(time.RFC3339), Template: *live.StripHash(&cur.Spec.Template)})
 	limit := 10
 	if d.Spec.RevisionHistoryLimit != nil {
 		limit = int(*d.Spec.RevisionHistoryLimit)
@@ -296,24 +236,24 @@ func (e *Executor) adopt(ctx context.Context, d *appsv1.Deployment, cur *appsv1.
 	if rs.Spec.Template.Labels == nil {
 		rs.Spec.Template.Labels = map[string]string{}
 	}
-	rs.Spec.Template.Labels[labelPodHash] = cur.Labels[labelPodHash]
+	rs.Spec.Template.Labels[live.LabelPodHash] = cur.Labels[live.LabelPodHash]
 	if rs.Annotations == nil {
 		rs.Annotations = map[string]string{}
 	}
-	rs.Annotations[annRevision] = strconv.FormatInt(next, 10)
+	rs.Annotations[live.AnnRevision] = strconv.FormatInt(next, 10)
 	if len(kept) == 0 {
-		delete(rs.Annotations, AnnRevisionHistory)
+		delete(rs.Annotations, live.AnnRevisionHistory)
 	} else {
 		raw, err := json.Marshal(kept)
 		if err != nil {
 			return err
 		}
-		rs.Annotations[AnnRevisionHistory] = string(raw)
+		rs.Annotations[live.AnnRevisionHistory] = string(raw)
 	}
-	if cause, ok := d.Annotations[annChangeCause]; ok {
-		rs.Annotations[annChangeCause] = cause
+	if cause, ok := d.Annotations[live.AnnChangeCause]; ok {
+		rs.Annotations[live.AnnChangeCause] = cause
 	} else {
-		delete(rs.Annotations, annChangeCause)
+		delete(rs.Annotations, live.AnnChangeCause)
 	}
 	_, err = e.client.AppsV1().ReplicaSets(rs.Namespace).Update(ctx, rs, metav1.UpdateOptions{DryRun: e.dryRun(), FieldManager: "rollplan"})
 	switch {
@@ -324,18 +264,18 @@ func (e *Executor) adopt(ctx context.Context, d *appsv1.Deployment, cur *appsv1.
 	}
 	e.opts.Log.Info("adopt", "workload", e.opts.Target.String(), "replicaSet", cur.Name, "revision", next, "dryRun", e.opts.DryRun)
 	e.event(nil, nil, corev1.EventTypeNormal, ReasonInPlaceRevision, "Adopt",
-		fmt.Sprintf("every pod of ReplicaSet %s was updated in place: it now holds the Deployment's template as revision %d (revision %d's template kept in %s)", cur.Name, next, Revision(cur), AnnRevisionHistory))
+		fmt.Sprintf("every pod of ReplicaSet %s was updated in place: it now holds the Deployment's template as revision %d (revision %d's template kept in %s)", cur.Name, next, live.Revision(cur), live.AnnRevisionHistory))
 	return nil
 }
 
 // refuseDeployment is the refusal, if any, for a Deployment.
-func refuseDeployment(t Target, w *facts.Workload) error {
+func refuseDeployment(t live.Target, w *facts.Workload) error {
 	if !w.Managed {
 		// As README "Deployments in place" says it: annotating is all; apply
 		// sets spec.paused itself (a user's spec.paused would only stop the
 		// controller).
 		return &RefusedError{t, fmt.Sprintf("not managed by rollplan: the Deployment controller rolls it (`rollplan plan` previews it); to let rollplan apply update it in place, run `kubectl annotate %s %s=true %s=InPlaceIfPossible`, then apply again: it holds the Deployment with spec.paused itself",
-			t.ref(), facts.AnnManaged, facts.AnnPodUpdatePolicy)}
+			targetRef(t), facts.AnnManaged, facts.AnnPodUpdatePolicy)}
 	}
 	return nil
 }

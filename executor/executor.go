@@ -45,22 +45,15 @@ import (
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/kubeversion"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/snapshot"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
 )
 
-// Target names one workload: Kind is capture.StatefulSet, capture.DaemonSet
-// or capture.Deployment.
-type Target struct {
-	Namespace, Kind, Name string
-}
-
-func (t Target) String() string { return fmt.Sprintf("%s %s/%s", t.Kind, t.Namespace, t.Name) }
-
 // Options configure an Executor.
 type Options struct {
-	Target
+	live.Target
 	// Engine decides; required.
 	Engine engine.Engine
 	// KubernetesVersion is the cluster's version (zero: the newest
@@ -90,12 +83,12 @@ type Options struct {
 	// Reader reads the live state a step plans from; default CaptureReader
 	// over the client. A Notifier (InformerReader) makes Run step on
 	// changes instead of polling.
-	Reader Reader
+	Reader live.Reader
 	// Checker reads the live state again right before every write, for
 	// the budget re-check and the write's preconditions; default
 	// CaptureReader over the client: the API server, never a cache that
 	// may not have seen the previous write yet.
-	Checker Reader
+	Checker live.Reader
 	// Events records Kubernetes Events on the workload: one per action
 	// carried out, per halt and on completion. Nil: none. A dry run
 	// records none (it logs them at debug level).
@@ -123,8 +116,8 @@ const (
 // Executor drives the rollout of one workload.
 type Executor struct {
 	client  kubernetes.Interface
-	reader  Reader
-	checker Reader
+	reader  live.Reader
+	checker live.Reader
 	opts    Options
 	metrics *Metrics
 	// note: the last step's StepResult.Note, logged when it changes.
@@ -168,10 +161,10 @@ func New(client kubernetes.Interface, o Options) (*Executor, error) {
 	}
 	e := &Executor{client: client, opts: o, reader: o.Reader, checker: o.Checker, metrics: o.Metrics}
 	if e.reader == nil {
-		e.reader = CaptureReader{Client: client, Now: o.Now}
+		e.reader = live.CaptureReader{Client: client, Now: o.Now}
 	}
 	if e.checker == nil {
-		e.checker = CaptureReader{Client: client, Now: o.Now}
+		e.checker = live.CaptureReader{Client: client, Now: o.Now}
 	}
 	return e, nil
 }
@@ -241,7 +234,7 @@ func (s *StepResult) Acted() int {
 // HaltedError: the policy halted the rollout (or denied the workload's spec);
 // the cluster is left as it is.
 type HaltedError struct {
-	Target  Target
+	Target  live.Target
 	Reasons []string
 }
 
@@ -257,7 +250,7 @@ func (h *HaltedError) Error() string {
 	if n := len(h.Reasons) - 1; n > 0 {
 		fmt.Fprintf(&b, " (and %d more)", n)
 	}
-	ref := h.Target.ref()
+	ref := targetRef(h.Target)
 	for _, r := range h.Reasons {
 		if strings.HasPrefix(r, "InPlaceOnly:") {
 			fmt.Fprintf(&b, "; to go on, let such pods be recreated (`kubectl annotate %s %s=InPlaceIfPossible --overwrite`) or revert the template change", ref, facts.AnnPodUpdatePolicy)
@@ -268,9 +261,9 @@ func (h *HaltedError) Error() string {
 	return b.String()
 }
 
-// ref names the target as kubectl and rollplan take it, with the short
+// targetRef names the target as kubectl and rollplan take it, with the short
 // kinds the README's commands use: sts/web -n prod.
-func (t Target) ref() string {
+func targetRef(t live.Target) string {
 	kind := strings.ToLower(t.Kind)
 	switch t.Kind {
 	case capture.Deployment:
@@ -288,14 +281,14 @@ func (t Target) ref() string {
 
 // RefusedError: the executor does not drive this workload.
 type RefusedError struct {
-	Target Target
+	Target live.Target
 	Reason string
 }
 
 func (r *RefusedError) Error() string { return fmt.Sprintf("%s: %s", r.Target, r.Reason) }
 
 // refuse says whether the executor may drive the workload as it is now.
-func refuse(t Target, snap *snapshot.Snapshot, r *facts.Rollout) error {
+func refuse(t live.Target, snap *snapshot.Snapshot, r *facts.Rollout) error {
 	w := r.Workload
 	if t.Kind == capture.Deployment {
 		return refuseDeployment(t, &w)
@@ -500,7 +493,7 @@ func (e *Executor) wait(ctx context.Context, step *StepResult, wait *time.Durati
 		return fmt.Errorf("%s: stopped before the rollout finished (%d/%d pods updated, %d in flight): %w",
 			e.opts.Target, step.Updated, step.Desired-step.Held, len(step.InFlight), context.Cause(ctx))
 	}
-	n, watching := e.reader.(Notifier)
+	n, watching := e.reader.(live.Notifier)
 	if !watching {
 		t := time.NewTimer(*wait)
 		defer t.Stop()

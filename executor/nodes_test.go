@@ -35,6 +35,7 @@ import (
 	"github.com/rollplan/rollplan/planner/engine/rego"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/kubeversion"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
 )
@@ -626,7 +627,7 @@ func TestNodePreparationConverges(t *testing.T) {
 	newExec := func() *Executor {
 		reg := prometheus.NewRegistry()
 		x, err := New(cs, Options{
-			Target: Target{Namespace: ns, Kind: "DaemonSet", Name: "agent"},
+			Target: live.Target{Namespace: ns, Kind: "DaemonSet", Name: "agent"},
 			Engine: prepEngine{native.New(), engine.NodePrepDrain}, Now: func() time.Time { return now },
 			Log: slog.New(slog.NewTextHandler(&log, nil)), Events: rec, Metrics: NewMetrics(reg),
 		})
@@ -863,7 +864,7 @@ func checkOthers(t *testing.T, cs *fake.Clientset, name string) {
 func newDSExecAt(t *testing.T, cs *fake.Clientset, prep string, v kubeversion.Version, dryRun bool, log *bytes.Buffer) *Executor {
 	t.Helper()
 	x, err := New(cs, Options{
-		Target: Target{Namespace: ns, Kind: "DaemonSet", Name: "agent"}, Engine: prepEngine{native.New(), prep},
+		Target: live.Target{Namespace: ns, Kind: "DaemonSet", Name: "agent"}, Engine: prepEngine{native.New(), prep},
 		KubernetesVersion: v, DryRun: dryRun, Now: func() time.Time { return now },
 		Log: slog.New(slog.NewTextHandler(log, nil)), Poll: time.Millisecond,
 	})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rollplan/rollplan/planner/engine/native"
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/live"
 )
 
 // observed is an executor with a fake event recorder and metrics on a
@@ -27,7 +28,7 @@ func observed(t *testing.T, cs *fake.Clientset, dryRun bool) (*Executor, *events
 	reg := prometheus.NewRegistry()
 	var log bytes.Buffer
 	x, err := New(cs, Options{
-		Target: Target{Namespace: ns, Kind: "StatefulSet", Name: "web"},
+		Target: live.Target{Namespace: ns, Kind: "StatefulSet", Name: "web"},
 		Engine: native.New(), DryRun: dryRun, Now: func() time.Time { return now },
 		Log: slog.New(slog.NewTextHandler(&log, nil)), Poll: time.Millisecond,
 		Events: rec, Metrics: NewMetrics(reg),

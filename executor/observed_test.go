@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/snapshot"
 )
@@ -113,7 +114,7 @@ func TestLastActivity(t *testing.T) {
 		{"a pod created", []*corev1.Pod{pod("web-0", "10:30")}, "2026-03-01T10:30:00Z pod web-0 created"},
 		{"an in-place update", func() []*corev1.Pod {
 			p := pod("web-1", "09:00")
-			p.Annotations = map[string]string{AnnInPlaceUpdate: `{"revision":"web-2","at":"2026-03-01T11:00:00Z","imageIDs":{}}`}
+			p.Annotations = map[string]string{live.AnnInPlaceUpdate: `{"revision":"web-2","at":"2026-03-01T11:00:00Z","imageIDs":{}}`}
 			return []*corev1.Pod{p}
 		}(), "2026-03-01T11:00:00Z pod web-1 updated in place"},
 		{"a deletion, less its grace period", func() []*corev1.Pod {

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
 )
 
@@ -20,7 +21,7 @@ import (
 // a managed Deployment also sets spec.paused, so a rollout handed to the
 // Deployment controller stops too; resuming leaves spec.paused to the
 // executor, which clears it again only if the rollout needs the controller.
-func SetPaused(ctx context.Context, c kubernetes.Interface, t Target, paused bool, dryRun bool) error {
+func SetPaused(ctx context.Context, c kubernetes.Interface, t live.Target, paused bool, dryRun bool) error {
 	var ann any // null removes the annotation
 	if paused {
 		ann = "true"
@@ -59,7 +60,7 @@ func SetPaused(ctx context.Context, c kubernetes.Interface, t Target, paused boo
 	return nil
 }
 
-func patchWorkload(ctx context.Context, c kubernetes.Interface, t Target, patch map[string]any, opts metav1.PatchOptions) error {
+func patchWorkload(ctx context.Context, c kubernetes.Interface, t live.Target, patch map[string]any, opts metav1.PatchOptions) error {
 	raw, err := json.Marshal(patch)
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/snapshot"
 )
@@ -267,15 +268,15 @@ func LastActivity(snap *snapshot.Snapshot, r *facts.Rollout) *Activity {
 			}
 			see(t, "pod "+p.Name+" deleted")
 		}
-		if raw, ok := p.Annotations[AnnInPlaceUpdate]; ok {
-			var rec InPlaceRecord
+		if raw, ok := p.Annotations[live.AnnInPlaceUpdate]; ok {
+			var rec live.InPlaceRecord
 			if json.Unmarshal([]byte(raw), &rec) == nil {
 				if at, err := time.Parse(time.RFC3339, rec.At); err == nil {
 					see(at, "pod "+p.Name+" updated in place")
 				}
 			}
 		}
-		if c := readyCondition(p); fp.Updated && c != nil && c.Status == corev1.ConditionTrue {
+		if c := live.PodCondition(p, corev1.PodReady); fp.Updated && c != nil && c.Status == corev1.ConditionTrue {
 			see(c.LastTransitionTime.Time, "pod "+p.Name+" Ready at the update revision")
 		}
 	}

@@ -38,10 +38,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/rollplan/rollplan/executor"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/kubeversion"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/snapshot"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
@@ -416,7 +416,7 @@ func (g *Gate) disruption(ctx context.Context, pod *corev1.Pod, images map[strin
 	case ref.Kind == "" && released == "":
 		return verdict{allow: true, reason: "pod has no owning Deployment, StatefulSet or DaemonSet"}
 	}
-	t := executor.Target{Namespace: pod.Namespace, Kind: ref.Kind, Name: ref.Name}
+	t := live.Target{Namespace: pod.Namespace, Kind: ref.Kind, Name: ref.Name}
 	v := verdict{mode: g.opts.Enforcement}
 	if ref.Kind != "" {
 		v.workload = t.String()
@@ -637,7 +637,7 @@ func (g *Gate) mode(r *facts.Rollout) string {
 
 // isManaged: the workload carries rollplan.dev/managed="true" (read from
 // the object when its facts could not be built).
-func isManaged(snap *snapshot.Snapshot, t executor.Target) bool {
+func isManaged(snap *snapshot.Snapshot, t live.Target) bool {
 	var m metav1.Object
 	switch t.Kind {
 	case capture.Deployment:
@@ -707,7 +707,7 @@ func (g *Gate) replaceWorkload(ctx context.Context, kind string, obj metav1.Obje
 // workloadChange judges a workload CREATE or UPDATE: the policy's deny
 // rules, and a warning with the plan the change produces.
 func (g *Gate) workloadChange(ctx context.Context, req *admissionv1.AdmissionRequest) verdict {
-	t := executor.Target{Namespace: req.Namespace, Name: req.Name}
+	t := live.Target{Namespace: req.Namespace, Name: req.Name}
 	snap, err := g.snapshotWith(ctx, req, &t)
 	v := verdict{workload: t.String(), mode: g.opts.Enforcement, allow: true}
 	if err != nil {
@@ -715,7 +715,7 @@ func (g *Gate) workloadChange(ctx context.Context, req *admissionv1.AdmissionReq
 		return v
 	}
 	now := g.opts.Now()
-	r, _, err := executor.Observe(snap, t, now, g.cluster())
+	r, _, err := live.Observe(snap, t, now, g.cluster())
 	if err != nil {
 		v.failed, v.reason = true, fmt.Sprintf("%s: facts: %v", t, err)
 		return v
@@ -752,7 +752,7 @@ func (g *Gate) workloadChange(ctx context.Context, req *admissionv1.AdmissionReq
 
 // snapshotWith is the cache's view of the workload with the request's
 // object in place of the stored one.
-func (g *Gate) snapshotWith(ctx context.Context, req *admissionv1.AdmissionRequest, t *executor.Target) (*snapshot.Snapshot, error) {
+func (g *Gate) snapshotWith(ctx context.Context, req *admissionv1.AdmissionRequest, t *live.Target) (*snapshot.Snapshot, error) {
 	var kind string
 	var obj metav1.Object
 	switch req.Resource.Resource {
