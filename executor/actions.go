@@ -134,7 +134,7 @@ func (e *Executor) act(ctx context.Context, first *liveState, wp plan.WorkloadPl
 		// or a server that names no cause.
 		metric = OutcomeSkippedPDB
 		r.Outcome, r.Reason = Skipped, "eviction refused for now (a PodDisruptionBudget, the rollplan gate or the API server's flow control; 429): "+err.Error()
-	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "rollplan gate"):
+	case apierrors.IsForbidden(err) && live.GateDenied(err):
 		// The admission gate counted a disruption this executor's read
 		// did not see yet (another actor's): not now.
 		metric = OutcomeSkippedBudget

@@ -51,6 +51,7 @@ import (
 
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/kubeversion"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/plan"
 )
 
@@ -243,7 +244,7 @@ func (e *Executor) drain(ctx context.Context, state *liveState, wp plan.Workload
 			if !slices.Contains(nexts, pdb.next) {
 				nexts = append(nexts, pdb.next)
 			}
-		case apierrors.IsTooManyRequests(err) || (apierrors.IsForbidden(err) && strings.Contains(err.Error(), "rollplan gate")):
+		case apierrors.IsTooManyRequests(err) || (apierrors.IsForbidden(err) && live.GateDenied(err)):
 			refused = append(refused, fmt.Sprintf("%s (%v)", name, err))
 		default:
 			return r, OutcomeError, fmt.Errorf("%s: drain node %s: evict pod %s: %w", e.opts.Target, node.Name, name, err)

@@ -225,7 +225,9 @@ func (g *Gate) Review(ctx context.Context, req *admissionv1.AdmissionRequest) (*
 		if v.next != "" {
 			msg += "; " + v.next
 		}
-		resp.Result = &metav1.Status{Status: metav1.StatusFailure, Code: 403, Reason: metav1.StatusReasonForbidden, Message: denyPrefix + msg}
+		resp.Result = &metav1.Status{Status: metav1.StatusFailure, Code: 403, Reason: metav1.StatusReasonForbidden, Message: denyPrefix + msg,
+			// The cause tells the executor the gate refused, whatever the message says.
+			Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: live.GateDenialCause, Message: v.text()}}}}
 		if req.SubResource == "eviction" {
 			// kubectl drain and the Eviction API clients retry a 429.
 			resp.Result.Code, resp.Result.Reason = 429, metav1.StatusReasonTooManyRequests
