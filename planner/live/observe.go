@@ -9,10 +9,10 @@ import (
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
 )
 
-// Observe builds the facts of the target as the executor sees it: pods
+// Observe builds the facts of the target as every consumer sees them: pods
 // being updated in place are not Ready (normalise), whatever their status
-// says. It returns the pods in flight, with why. The gate observes the
-// same way, so both count the same pods against a budget. The snapshot's
+// says. It returns the pods in flight, with why. The executor and the gate
+// both observe through it, so both count the same pods against a budget. The snapshot's
 // pod slice is changed (in-flight pods replaced by copies), not its pods.
 // The cluster's version and gates come from opts, whose Now is replaced by now.
 func Observe(snap *snapshot.Snapshot, t Target, now time.Time, opts facts.Options) (*facts.Rollout, map[string]string, error) {
