@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/rollplan/rollplan/planner/facts"
@@ -30,13 +29,6 @@ const (
 	labelDSGeneration = "pod-template-generation"
 	annDSGeneration   = "deprecated.daemonset.template.generation"
 )
-
-func (e *Executor) dryRun() []string {
-	if e.opts.DryRun {
-		return []string{metav1.DryRunAll}
-	}
-	return nil
-}
 
 func (e *Executor) outcome() string {
 	if e.opts.DryRun {
@@ -353,7 +345,7 @@ func (e *Executor) inPlace(ctx context.Context, state *liveState, pod *corev1.Po
 	if err != nil {
 		return err
 	}
-	_, err = e.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{DryRun: e.dryRun(), FieldManager: "rollplan"})
+	_, err = e.writer.patchPod(ctx, pod, types.StrategicMergePatchType, data)
 	return err
 }
 
@@ -412,8 +404,7 @@ func (e *Executor) resize(ctx context.Context, pod *corev1.Pod, rv string, conta
 	if err != nil {
 		return rv, err
 	}
-	got, err := e.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, data,
-		metav1.PatchOptions{DryRun: e.dryRun(), FieldManager: "rollplan"}, "resize")
+	got, err := e.writer.patchPod(ctx, pod, types.StrategicMergePatchType, data, "resize")
 	if err != nil {
 		return rv, fmt.Errorf("resize: %w", err)
 	}
@@ -471,26 +462,14 @@ func (e *Executor) remove(ctx context.Context, pod *corev1.Pod) error {
 	if e.opts.DeleteMethod != DeletePlain {
 		return e.evict(ctx, pod)
 	}
-	uid := pod.UID
-	return e.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{UID: &uid},
-		DryRun:        e.dryRun(),
-	})
+	return e.writer.deletePod(ctx, pod)
 }
 
 // evict asks the Eviction API to remove the pod: the disruption controller
 // refuses (429) what would break a PodDisruptionBudget, and the UID
 // precondition keeps a pod recreated under the same name safe.
 func (e *Executor) evict(ctx context.Context, pod *corev1.Pod) error {
-	uid := pod.UID
-	ev := &policyv1.Eviction{
-		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
-		DeleteOptions: &metav1.DeleteOptions{
-			Preconditions: &metav1.Preconditions{UID: &uid},
-			DryRun:        e.dryRun(),
-		},
-	}
-	return e.client.PolicyV1().Evictions(pod.Namespace).Evict(ctx, ev)
+	return e.writer.evictPod(ctx, pod)
 }
 
 // completeStatefulSet: before v1.37, with updateStrategy OnDelete the
@@ -535,7 +514,7 @@ func (e *Executor) completeStatefulSet(ctx context.Context, state *liveState) (b
 	// Like any write, not cut short by a cancelled context.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	_, err = e.client.AppsV1().StatefulSets(set.Namespace).Patch(wctx, set.Name, types.MergePatchType, patch, metav1.PatchOptions{DryRun: e.dryRun(), FieldManager: "rollplan"}, "status")
+	err = e.writer.patchWorkload(wctx, live.Target{Namespace: set.Namespace, Kind: capture.StatefulSet, Name: set.Name}, patch, "status")
 	switch {
 	case apierrors.IsConflict(err):
 		return false, nil

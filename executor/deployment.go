@@ -12,11 +12,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/plan"
+	"github.com/rollplan/rollplan/planner/snapshot/capture"
 )
 
 // How rollplan drives a managed Deployment (docs/deployment-in-place.md):
@@ -138,7 +138,7 @@ func (e *Executor) setPaused(ctx context.Context, d *appsv1.Deployment, paused b
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	_, err = e.client.AppsV1().Deployments(d.Namespace).Patch(wctx, d.Name, types.MergePatchType, patch, metav1.PatchOptions{DryRun: e.dryRun(), FieldManager: "rollplan"})
+	err = e.writer.patchWorkload(wctx, live.Target{Namespace: d.Namespace, Kind: capture.Deployment, Name: d.Name}, patch)
 	switch {
 	case apierrors.IsConflict(err):
 		return nil
@@ -185,9 +185,7 @@ func (e *Executor) completeDeployment(ctx context.Context, state *liveState) (bo
 		if rs == cur || !live.SameTemplate(&rs.Spec.Template, &d.Spec.Template) || replicas(rs.Spec.Replicas) > 0 || rs.Status.Replicas > 0 {
 			continue
 		}
-		uid, rv := rs.UID, rs.ResourceVersion
-		err := e.client.AppsV1().ReplicaSets(rs.Namespace).Delete(wctx, rs.Name, metav1.DeleteOptions{
-			Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}, DryRun: e.dryRun()})
+		err := e.writer.deleteReplicaSet(wctx, rs)
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return false, fmt.Errorf("%s: delete ReplicaSet %s, which has the template %s now runs: %w", e.opts.Target, rs.Name, cur.Name, err)
 		}
@@ -255,7 +253,7 @@ func (e *Executor) adopt(ctx context.Context, d *appsv1.Deployment, cur *appsv1.
 	} else {
 		delete(rs.Annotations, live.AnnChangeCause)
 	}
-	_, err = e.client.AppsV1().ReplicaSets(rs.Namespace).Update(ctx, rs, metav1.UpdateOptions{DryRun: e.dryRun(), FieldManager: "rollplan"})
+	err = e.writer.updateReplicaSet(ctx, rs)
 	switch {
 	case apierrors.IsConflict(err):
 		return nil

@@ -115,7 +115,8 @@ const (
 
 // Executor drives the rollout of one workload.
 type Executor struct {
-	client  kubernetes.Interface
+	client  kubernetes.Interface // reads the writes need (the pod before a patch, a node's pods)
+	writer  writer
 	reader  live.Reader
 	checker live.Reader
 	opts    Options
@@ -159,7 +160,7 @@ func New(client kubernetes.Interface, o Options) (*Executor, error) {
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics(prometheus.NewRegistry())
 	}
-	e := &Executor{client: client, opts: o, reader: o.Reader, checker: o.Checker, metrics: o.Metrics}
+	e := &Executor{client: client, writer: clientWriter{client: client, dryRun: o.DryRun}, opts: o, reader: o.Reader, checker: o.Checker, metrics: o.Metrics}
 	if e.reader == nil {
 		e.reader = live.CaptureReader{Client: client, Now: o.Now}
 	}

@@ -89,8 +89,7 @@ func (e *Executor) setGate(ctx context.Context, pod *corev1.Pod, status corev1.C
 	if err != nil {
 		return "", err
 	}
-	got, err := e.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch,
-		metav1.PatchOptions{DryRun: e.dryRun(), FieldManager: "rollplan"}, "status")
+	got, err := e.writer.patchPod(ctx, pod, types.StrategicMergePatchType, patch, "status")
 	if err != nil {
 		return "", err
 	}

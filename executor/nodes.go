@@ -394,7 +394,7 @@ func (e *Executor) patchNode(ctx context.Context, node *corev1.Node, patch map[s
 	if err != nil {
 		return err
 	}
-	_, err = e.client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, data, metav1.PatchOptions{DryRun: e.dryRun(), FieldManager: "rollplan"})
+	_, err = e.writer.patchNode(ctx, node.Name, types.MergePatchType, data)
 	return err
 }
 
@@ -625,7 +625,7 @@ func (e *Executor) patchNodeConditions(ctx context.Context, name string, set []c
 	if err != nil {
 		return nil, err
 	}
-	return e.client.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, data, metav1.PatchOptions{DryRun: e.dryRun(), FieldManager: "rollplan"}, "status")
+	return e.writer.patchNode(ctx, name, types.StrategicMergePatchType, data, "status")
 }
 
 func conditionList(cs []corev1.NodeCondition) string {
