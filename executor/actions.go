@@ -44,10 +44,10 @@ func (e *Executor) outcome() string {
 // an Event on the workload.
 func (e *Executor) act(ctx context.Context, first *liveState, wp plan.WorkloadPlan, a plan.Action, spent map[string]bool) (r ActionResult, err error) {
 	r = ActionResult{Type: a.Type, Pod: a.Pod, Reason: strings.Join(a.Reasons, "; ")}
-	metric := OutcomeConflict
+	metric := outcomeConflict
 	defer func() {
 		if err != nil {
-			metric = OutcomeError
+			metric = outcomeError
 		}
 		e.metrics.action(e.opts.Kind, a, metric)
 	}()
@@ -63,7 +63,7 @@ func (e *Executor) act(ctx context.Context, first *liveState, wp plan.WorkloadPl
 		return r, fmt.Errorf("%s: the plan asks for a surge replacement of %s, which rollplan apply does not carry out yet", e.opts.Target, a.Pod)
 	}
 	if why := nodeUnprepared(wp, a, spent); why != "" {
-		metric = OutcomeWaiting
+		metric = outcomeWaiting
 		r.Outcome, r.Reason = Skipped, why
 		return r, nil
 	}
@@ -93,7 +93,7 @@ func (e *Executor) act(ctx context.Context, first *liveState, wp plan.WorkloadPl
 	// rollback. It still counts against the budget for the others.
 	down := fp != nil && !fp.Available && !fp.Terminating
 	if why := overBudget(state.rollout, wp.Budgets, extra); why != "" && !down {
-		metric = OutcomeSkippedBudget
+		metric = outcomeSkippedBudget
 		r.Outcome, r.Reason = Skipped, why+" with this pod: not now"
 		return r, nil
 	}
@@ -112,24 +112,24 @@ func (e *Executor) act(ctx context.Context, first *liveState, wp plan.WorkloadPl
 	case err == nil:
 		spent[a.Pod] = true
 		r.Outcome = e.outcome()
-		metric = OutcomeDone
+		metric = outcomeDone
 		if e.opts.DryRun {
-			metric = OutcomeDryRun
+			metric = outcomeDryRun
 		}
 		e.actionEvent(state, pod, a)
 	case isPDB:
-		metric = OutcomeSkippedPDB
+		metric = outcomeSkippedPDB
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("eviction refused for now by %s: %s; %s", pdb.by, pdb.cause, pdb.next)
 	case apierrors.IsTooManyRequests(err):
 		// A 429 without the cause of a PodDisruptionBudget: the rollplan
 		// gate's "not now" for evictions, the API server's flow control,
 		// or a server that names no cause.
-		metric = OutcomeSkippedPDB
+		metric = outcomeSkippedPDB
 		r.Outcome, r.Reason = Skipped, "eviction refused for now (a PodDisruptionBudget, the rollplan gate or the API server's flow control; 429): "+err.Error()
 	case apierrors.IsForbidden(err) && live.GateDenied(err):
 		// The admission gate counted a disruption this executor's read
 		// did not see yet (another actor's): not now.
-		metric = OutcomeSkippedBudget
+		metric = outcomeSkippedBudget
 		r.Outcome, r.Reason = Skipped, "denied by the rollplan gate for now: "+err.Error()
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 		r.Outcome, r.Reason = Skipped, "the pod changed since it was read: "+err.Error()

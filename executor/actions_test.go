@@ -100,19 +100,19 @@ func TestEvictionRefusalInStep(t *testing.T) {
 		reason string // of the first action; "" for an error
 		errMsg string
 	}{
-		{"v1.37 PDB 403: not now, its cause and what to do", negative, OutcomeSkippedPDB,
+		{"v1.37 PDB 403: not now, its cause and what to do", negative, outcomeSkippedPDB,
 			"eviction refused for now by PodDisruptionBudget default/web-pdb: The disruption budget web-pdb does not allow evicting pods currently: pdb disruptions allowed is negative; the budget's status is out of order", ""},
-		{"v1.36 PDB 403 without the cause: the same, from the details", pdbForbidden("web-pdb", "pdb disruptions allowed is negative", ""), OutcomeSkippedPDB,
+		{"v1.36 PDB 403 without the cause: the same, from the details", pdbForbidden("web-pdb", "pdb disruptions allowed is negative", ""), outcomeSkippedPDB,
 			`eviction refused for now by PodDisruptionBudget default/web-pdb: poddisruptionbudget.policy "web-pdb" is forbidden: pdb disruptions allowed is negative; the budget's status is out of order`, ""},
-		{"PDB 429 with its cause", pdbTooMany("The disruption budget web-pdb needs 4 healthy pods and has 3 currently"), OutcomeSkippedPDB,
+		{"PDB 429 with its cause", pdbTooMany("The disruption budget web-pdb needs 4 healthy pods and has 3 currently"), outcomeSkippedPDB,
 			"eviction refused for now by a PodDisruptionBudget in namespace default: The disruption budget web-pdb needs 4 healthy pods and has 3 currently; rollplan tries again once the budget allows a disruption", ""},
-		{"429 without a cause: the older recognition", apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 10), OutcomeSkippedPDB,
+		{"429 without a cause: the older recognition", apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 10), outcomeSkippedPDB,
 			"eviction refused for now (a PodDisruptionBudget, the rollplan gate or the API server's flow control; 429)", ""},
-		{"the rollplan gate's 403", gateForbidden("web-3", "rollplan gate: budget maxUnavailable"), OutcomeSkippedBudget,
+		{"the rollplan gate's 403", gateForbidden("web-3", "rollplan gate: budget maxUnavailable"), outcomeSkippedBudget,
 			"denied by the rollplan gate for now", ""},
-		{"a 403 that names the gate without its cause is an error", apierrors.NewForbidden(schema.GroupResource{Resource: "pods/eviction"}, "web-3", errors.New("rollplan gate: budget")), OutcomeError,
+		{"a 403 that names the gate without its cause is an error", apierrors.NewForbidden(schema.GroupResource{Resource: "pods/eviction"}, "web-3", errors.New("rollplan gate: budget")), outcomeError,
 			"", "Recreate web-3: pods/eviction \"web-3\" is forbidden: rollplan gate: budget"},
-		{"any other 403 is an error", apierrors.NewForbidden(schema.GroupResource{Resource: "pods/eviction"}, "web-3", errors.New("RBAC")), OutcomeError,
+		{"any other 403 is an error", apierrors.NewForbidden(schema.GroupResource{Resource: "pods/eviction"}, "web-3", errors.New("RBAC")), outcomeError,
 			"", "Recreate web-3: pods/eviction \"web-3\" is forbidden: RBAC"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

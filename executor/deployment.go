@@ -150,7 +150,7 @@ func (e *Executor) setPaused(ctx context.Context, d *appsv1.Deployment, paused b
 		msg = "release" // the Deployment controller rolls
 	}
 	e.opts.Log.Info(msg, "workload", e.opts.Target.String(), "spec.paused", paused, "reason", why, "dryRun", e.opts.DryRun)
-	e.event(nil, nil, corev1.EventTypeNormal, ReasonHold, "Hold", fmt.Sprintf("spec.paused=%t: %s", paused, why))
+	e.event(nil, nil, corev1.EventTypeNormal, reasonHold, "Hold", fmt.Sprintf("spec.paused=%t: %s", paused, why))
 	return nil
 }
 
@@ -261,7 +261,7 @@ func (e *Executor) adopt(ctx context.Context, d *appsv1.Deployment, cur *appsv1.
 		return fmt.Errorf("%s: give ReplicaSet %s the Deployment's template: %w", e.opts.Target, cur.Name, err)
 	}
 	e.opts.Log.Info("adopt", "workload", e.opts.Target.String(), "replicaSet", cur.Name, "revision", next, "dryRun", e.opts.DryRun)
-	e.event(nil, nil, corev1.EventTypeNormal, ReasonInPlaceRevision, "Adopt",
+	e.event(nil, nil, corev1.EventTypeNormal, reasonInPlaceRevision, "Adopt",
 		fmt.Sprintf("every pod of ReplicaSet %s was updated in place: it now holds the Deployment's template as revision %d (revision %d's template kept in %s)", cur.Name, next, live.Revision(cur), live.AnnRevisionHistory))
 	return nil
 }

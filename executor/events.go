@@ -30,16 +30,16 @@ const ReportingController = "rollplan.dev/executor"
 // Event reasons.
 const (
 	ReasonInPlaceUpdate   = "InPlaceUpdate"
-	ReasonEvicted         = "Evicted"
-	ReasonDeleted         = "Deleted"
-	ReasonRolloutHalted   = "RolloutHalted"
-	ReasonRolloutComplete = "RolloutComplete"
-	// ReasonHold: rollplan set a managed Deployment's spec.paused (its hold
+	reasonEvicted         = "Evicted"
+	reasonDeleted         = "Deleted"
+	reasonRolloutHalted   = "RolloutHalted"
+	reasonRolloutComplete = "RolloutComplete"
+	// reasonHold: rollplan set a managed Deployment's spec.paused (its hold
 	// on the Deployment controller) or cleared it for a fallback.
-	ReasonHold = "Hold"
-	// ReasonInPlaceRevision: a ReplicaSet whose pods were all updated in
+	reasonHold = "Hold"
+	// reasonInPlaceRevision: a ReplicaSet whose pods were all updated in
 	// place took the Deployment's template as a new revision.
-	ReasonInPlaceRevision = "InPlaceRevision"
+	reasonInPlaceRevision = "InPlaceRevision"
 )
 
 // maxNote: the API server refuses an Event whose note is longer.
@@ -88,13 +88,13 @@ func (e *Executor) actionEvent(state *liveState, pod *corev1.Pod, a plan.Action)
 	reason, verb := ReasonInPlaceUpdate, "updated pod %s in place to revision %s"
 	switch a.Type {
 	case plan.ActionRecreate:
-		reason, verb = ReasonEvicted, "evicted pod %s to recreate it at revision %s"
+		reason, verb = reasonEvicted, "evicted pod %s to recreate it at revision %s"
 	case plan.ActionDelete:
-		reason, verb = ReasonDeleted, "deleted pod %s through the Eviction API (revision %s)"
+		reason, verb = reasonDeleted, "deleted pod %s through the Eviction API (revision %s)"
 	}
 	if a.Type != plan.ActionInPlace && e.opts.DeleteMethod == DeletePlain {
 		if a.Type == plan.ActionRecreate {
-			reason, verb = ReasonDeleted, "deleted pod %s (no eviction: --delete-method=delete) to recreate it at revision %s"
+			reason, verb = reasonDeleted, "deleted pod %s (no eviction: --delete-method=delete) to recreate it at revision %s"
 		} else {
 			verb = "deleted pod %s (no eviction: --delete-method=delete; revision %s)"
 		}

@@ -369,7 +369,7 @@ func (e *Executor) Step(ctx context.Context) (*StepResult, error) {
 		"held", out.Held, "inFlight", strings.Join(inFlight, ","), "waves", len(wp.Waves))
 	e.metrics.observe(out)
 	if reasons := append(append([]string(nil), wp.Halted...), wp.Denied...); len(reasons) > 0 {
-		e.event(state, nil, corev1.EventTypeWarning, ReasonRolloutHalted, "Halt", "rollout halted by policy: "+strings.Join(reasons, "; "))
+		e.event(state, nil, corev1.EventTypeWarning, reasonRolloutHalted, "Halt", "rollout halted by policy: "+strings.Join(reasons, "; "))
 		return out, &HaltedError{Target: e.opts.Target, Reasons: reasons}
 	}
 	paused := state.rollout.Workload.Annotations[facts.AnnPaused] == "true"
@@ -384,7 +384,7 @@ func (e *Executor) Step(ctx context.Context) (*StepResult, error) {
 	if len(wp.Waves) == 0 {
 		out.Done, err = e.finish(ctx, state, held)
 		if out.Done && err == nil {
-			e.event(state, nil, corev1.EventTypeNormal, ReasonRolloutComplete, "Complete",
+			e.event(state, nil, corev1.EventTypeNormal, reasonRolloutComplete, "Complete",
 				fmt.Sprintf("rollout complete: %d pod(s) at revision %s", out.Updated, state.rollout.Workload.UpdateRevision))
 		}
 		return out, err

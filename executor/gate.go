@@ -18,19 +18,19 @@ import (
 // condition outside an in-place update (setting it True).
 const ActionReadinessGate = "ReadinessGate"
 
-// GateWait: how long an in-place update waits, after setting the gate
+// gateWait: how long an in-place update waits, after setting the gate
 // False, for the kubelet to report the pod not Ready.
-const GateWait = 10 * time.Second
+const gateWait = 10 * time.Second
 
 // waitNotReady polls the pod after its gate was set False until its Ready
-// condition is not True, for at most GateWait, and returns the
+// condition is not True, for at most gateWait, and returns the
 // resourceVersion to patch with. The pod must keep its UID and images
 // (else a Conflict: someone else changed it, the step skips it).
 func (e *Executor) waitNotReady(ctx context.Context, pod *corev1.Pod, rv string) (string, error) {
 	if e.opts.DryRun {
 		return rv, nil
 	}
-	deadline := time.Now().Add(GateWait)
+	deadline := time.Now().Add(gateWait)
 	for {
 		cur, err := e.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
@@ -44,7 +44,7 @@ func (e *Executor) waitNotReady(ctx context.Context, pod *corev1.Pod, rv string)
 		}
 		if !time.Now().Before(deadline) {
 			e.opts.Log.Warn("the kubelet did not report the pod not Ready after its readiness gate was set False; patching anyway",
-				"workload", e.opts.Target.String(), "pod", pod.Name, "waited", GateWait)
+				"workload", e.opts.Target.String(), "pod", pod.Name, "waited", gateWait)
 			return cur.ResourceVersion, nil
 		}
 		t := time.NewTimer(50 * time.Millisecond)

@@ -57,9 +57,9 @@ import (
 
 // Event reasons of node preparation.
 const (
-	ReasonNodeCordoned   = "NodeCordoned"
-	ReasonNodeDrain      = "NodeDrain"
-	ReasonNodeUncordoned = "NodeUncordoned"
+	reasonNodeCordoned   = "NodeCordoned"
+	reasonNodeDrain      = "NodeDrain"
+	reasonNodeUncordoned = "NodeUncordoned"
 )
 
 // Keys of spent (see act) for the nodes this step found prepared: pod
@@ -127,11 +127,11 @@ func (e *Executor) nodeAction(ctx context.Context, wp plan.WorkloadPlan, a plan.
 	}
 	state, err := e.readFrom(ctx, e.checker)
 	if err != nil {
-		return r, OutcomeError, err
+		return r, outcomeError, err
 	}
 	node := findNode(state, a.Node)
 	if node == nil {
-		return skip(OutcomeConflict, "node %s is gone since the plan was made", a.Node)
+		return skip(outcomeConflict, "node %s is gone since the plan was made", a.Node)
 	}
 	// Like every write, not cut short by a cancelled context.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -141,7 +141,7 @@ func (e *Executor) nodeAction(ctx context.Context, wp plan.WorkloadPlan, a plan.
 		return e.cordon(wctx, state, wp, node, r, spent)
 	case plan.ActionDrainNode:
 		if !spent[cordonedKey(a.Node)] {
-			return skip(OutcomeWaiting, "node %s is not cordoned yet: not drained", a.Node)
+			return skip(outcomeWaiting, "node %s is not cordoned yet: not drained", a.Node)
 		}
 		return e.drain(wctx, state, wp, node, r, spent)
 	}
@@ -160,16 +160,16 @@ func (e *Executor) cordon(ctx context.Context, state *liveState, wp plan.Workloa
 		// Its pod has been in flight since the cordon (an earlier step).
 		prepared()
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("nothing to write: node %s is cordoned for %s already", node.Name, by)
-		return r, OutcomeUnchanged, nil
+		return r, outcomeUnchanged, nil
 	}
 	pa := podActionOn(wp, node.Name)
 	if pa == nil {
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("the plan updates no pod on node %s in this wave", node.Name)
-		return r, OutcomeConflict, nil
+		return r, outcomeConflict, nil
 	}
 	if fp := factPod(state.rollout, pa.Pod); fp == nil || fp.Updated || fp.Terminating {
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("pod %s on node %s is gone, terminating or updated since the plan was made: node %s is not cordoned", pa.Pod, node.Name, node.Name)
-		return r, OutcomeConflict, nil
+		return r, outcomeConflict, nil
 	}
 	extra := map[string]bool{pa.Pod: true}
 	for p := range spent {
@@ -177,12 +177,12 @@ func (e *Executor) cordon(ctx context.Context, state *liveState, wp plan.Workloa
 	}
 	if why := overBudget(state.rollout, wp.Budgets, extra); why != "" {
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("%s with pod %s: node %s is not cordoned now", why, pa.Pod, node.Name)
-		return r, OutcomeSkippedBudget, nil
+		return r, outcomeSkippedBudget, nil
 	}
 	if node.Spec.Unschedulable {
 		prepared()
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("nothing to write: node %s is cordoned already, not by rollplan for %s (annotation %s=%q): it counts as prepared and stays cordoned", node.Name, by, facts.AnnCordonedBy, node.Annotations[facts.AnnCordonedBy])
-		return r, OutcomeUnchanged, nil
+		return r, outcomeUnchanged, nil
 	}
 	err := e.patchNode(ctx, node, map[string]any{
 		"metadata": map[string]any{"resourceVersion": node.ResourceVersion, "annotations": map[string]any{facts.AnnCordonedBy: by}},
@@ -191,14 +191,14 @@ func (e *Executor) cordon(ctx context.Context, state *liveState, wp plan.Workloa
 	switch {
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("node %s changed since it was read: %v", node.Name, err)
-		return r, OutcomeConflict, nil
+		return r, outcomeConflict, nil
 	case err != nil:
-		return r, OutcomeError, fmt.Errorf("%s: cordon node %s (spec.unschedulable, annotation %s): %w", e.opts.Target, node.Name, facts.AnnCordonedBy, err)
+		return r, outcomeError, fmt.Errorf("%s: cordon node %s (spec.unschedulable, annotation %s): %w", e.opts.Target, node.Name, facts.AnnCordonedBy, err)
 	}
 	prepared()
 	spent[ownCordonKey(node.Name)] = true
 	r.Outcome = e.outcome()
-	e.nodeEvent(state, node, ReasonNodeCordoned, plan.ActionCordonNode,
+	e.nodeEvent(state, node, reasonNodeCordoned, plan.ActionCordonNode,
 		fmt.Sprintf("cordoned node %s before updating pod %s to revision %s", node.Name, pa.Pod, state.rollout.Workload.UpdateRevision))
 	return r, e.doneMetric(), nil
 }
@@ -209,7 +209,7 @@ func (e *Executor) drain(ctx context.Context, state *liveState, wp plan.Workload
 	list, err := e.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node.Name).String()})
 	if err != nil {
-		return r, OutcomeError, fmt.Errorf("%s: drain node %s: list its pods: %w", e.opts.Target, node.Name, err)
+		return r, outcomeError, fmt.Errorf("%s: drain node %s: list its pods: %w", e.opts.Target, node.Name, err)
 	}
 	var evict []*corev1.Pod
 	var going []string
@@ -247,7 +247,7 @@ func (e *Executor) drain(ctx context.Context, state *liveState, wp plan.Workload
 		case apierrors.IsTooManyRequests(err) || (apierrors.IsForbidden(err) && live.GateDenied(err)):
 			refused = append(refused, fmt.Sprintf("%s (%v)", name, err))
 		default:
-			return r, OutcomeError, fmt.Errorf("%s: drain node %s: evict pod %s: %w", e.opts.Target, node.Name, name, err)
+			return r, outcomeError, fmt.Errorf("%s: drain node %s: evict pod %s: %w", e.opts.Target, node.Name, name, err)
 		}
 	}
 	pod := ""
@@ -255,7 +255,7 @@ func (e *Executor) drain(ctx context.Context, state *liveState, wp plan.Workload
 		pod = pa.Pod
 	}
 	if len(evicted) > 0 {
-		e.nodeEvent(state, node, ReasonNodeDrain, plan.ActionDrainNode,
+		e.nodeEvent(state, node, reasonNodeDrain, plan.ActionDrainNode,
 			fmt.Sprintf("evicted %d pod(s) from node %s to drain it before updating pod %s: %s", len(evicted), node.Name, pod, strings.Join(evicted, ", ")))
 	}
 	var metric string
@@ -266,7 +266,7 @@ func (e *Executor) drain(ctx context.Context, state *liveState, wp plan.Workload
 		// as this step goes, the node is drained.
 		drained = true
 		r.Outcome, r.Reason = Would, fmt.Sprintf("would evict %d pod(s) from node %s: %s", len(evicted), node.Name, strings.Join(evicted, ", "))
-		metric = OutcomeDryRun
+		metric = outcomeDryRun
 	case len(evicted) > 0:
 		r.Outcome, r.Reason = e.outcome(), fmt.Sprintf("evicted %s from node %s; pod %s waits until they are gone", strings.Join(evicted, ", "), node.Name, pod)
 		if len(refused) > 0 {
@@ -275,14 +275,14 @@ func (e *Executor) drain(ctx context.Context, state *liveState, wp plan.Workload
 		metric = e.doneMetric()
 	case len(refused) > 0:
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("eviction refused for now (PodDisruptionBudget or the rollplan gate): %s: node %s is not drained", strings.Join(refused, ", "), node.Name)
-		metric = OutcomeSkippedPDB
+		metric = outcomeSkippedPDB
 	case len(going) > 0:
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("waiting for %s to terminate: node %s is not drained yet", strings.Join(going, ", "), node.Name)
-		metric = OutcomeWaiting
+		metric = outcomeWaiting
 	default:
 		drained = true
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("nothing to evict: node %s is drained", node.Name)
-		metric = OutcomeUnchanged
+		metric = outcomeUnchanged
 	}
 	if len(nexts) > 0 {
 		r.Reason += "; " + strings.Join(nexts, "; ")
@@ -311,11 +311,11 @@ func (e *Executor) uncordon(ctx context.Context, state *liveState, wp plan.Workl
 	by := e.cordonedBy()
 	if got := node.Annotations[facts.AnnCordonedBy]; got != by {
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("nothing to write: node %s was not cordoned by rollplan for %s (annotation %s=%q): left as it is", node.Name, by, facts.AnnCordonedBy, got)
-		return r, OutcomeUnchanged, nil
+		return r, outcomeUnchanged, nil
 	}
 	if why := e.notReadyToUncordon(state, wp, node.Name); why != "" {
 		r.Outcome, r.Reason = Skipped, why+": node "+node.Name+" stays cordoned for now"
-		return r, OutcomeWaiting, nil
+		return r, outcomeWaiting, nil
 	}
 	// The drain conditions go first, while the annotation still says the
 	// node is rollplan's: a crash after this write leaves the node to the
@@ -327,15 +327,15 @@ func (e *Executor) uncordon(ctx context.Context, state *liveState, wp plan.Workl
 	switch {
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("node %s changed since it was read: %v", node.Name, err)
-		return r, OutcomeConflict, nil
+		return r, outcomeConflict, nil
 	case err != nil:
-		return r, OutcomeError, fmt.Errorf("%s: uncordon node %s (node conditions %s and %s, spec.unschedulable, annotation %s): %w", e.opts.Target, node.Name, corev1.NodeDrainInProgress, corev1.NodeDrained, facts.AnnCordonedBy, err)
+		return r, outcomeError, fmt.Errorf("%s: uncordon node %s (node conditions %s and %s, spec.unschedulable, annotation %s): %w", e.opts.Target, node.Name, corev1.NodeDrainInProgress, corev1.NodeDrained, facts.AnnCordonedBy, err)
 	}
 	r.Outcome = e.outcome()
 	if note != "" {
 		r.Reason = joinNotes(r.Reason, note)
 	}
-	e.nodeEvent(state, node, ReasonNodeUncordoned, plan.ActionUncordonNode,
+	e.nodeEvent(state, node, reasonNodeUncordoned, plan.ActionUncordonNode,
 		fmt.Sprintf("uncordoned node %s: its daemon pod runs revision %s and is available", node.Name, state.rollout.Workload.UpdateRevision))
 	return r, e.doneMetric(), nil
 }
@@ -400,9 +400,9 @@ func (e *Executor) patchNode(ctx context.Context, node *corev1.Node, patch map[s
 
 func (e *Executor) doneMetric() string {
 	if e.opts.DryRun {
-		return OutcomeDryRun
+		return outcomeDryRun
 	}
-	return OutcomeDone
+	return outcomeDone
 }
 
 // nodeEvent records an Event on the workload with the node as related
@@ -493,8 +493,8 @@ func orNone(s []string) string {
 // Reasons of the node conditions rollplan writes; a condition with
 // another reason is not rollplan's.
 const (
-	CondReasonDraining = "RollplanDraining"
-	CondReasonDrained  = "RollplanDrained"
+	condReasonDraining = "RollplanDraining"
+	condReasonDrained  = "RollplanDrained"
 )
 
 // drainConditionTypes are the node condition types rollplan writes.
@@ -516,7 +516,7 @@ func nodeCondition(node *corev1.Node, t corev1.NodeConditionType) *corev1.NodeCo
 
 // ownCondition: a condition rollplan wrote (by its reason).
 func ownCondition(c *corev1.NodeCondition) bool {
-	return c != nil && (c.Reason == CondReasonDraining || c.Reason == CondReasonDrained)
+	return c != nil && (c.Reason == condReasonDraining || c.Reason == condReasonDrained)
 }
 
 // drainConditions are the conditions rollplan wants on a node it cordoned
@@ -525,16 +525,16 @@ func (e *Executor) drainConditions(node, pod string, drained bool) []corev1.Node
 	by := e.cordonedBy()
 	if !drained {
 		return []corev1.NodeCondition{
-			{Type: corev1.NodeDrainInProgress, Status: corev1.ConditionTrue, Reason: CondReasonDraining,
+			{Type: corev1.NodeDrainInProgress, Status: corev1.ConditionTrue, Reason: condReasonDraining,
 				Message: fmt.Sprintf("rollplan is draining node %s for DaemonSet %s before it updates pod %s", node, by, pod)},
-			{Type: corev1.NodeDrained, Status: corev1.ConditionFalse, Reason: CondReasonDraining,
+			{Type: corev1.NodeDrained, Status: corev1.ConditionFalse, Reason: condReasonDraining,
 				Message: fmt.Sprintf("rollplan has not drained node %s yet: pods it evicts are still on the node", node)},
 		}
 	}
 	return []corev1.NodeCondition{
-		{Type: corev1.NodeDrainInProgress, Status: corev1.ConditionFalse, Reason: CondReasonDrained,
+		{Type: corev1.NodeDrainInProgress, Status: corev1.ConditionFalse, Reason: condReasonDrained,
 			Message: fmt.Sprintf("rollplan drained node %s for DaemonSet %s", node, by)},
-		{Type: corev1.NodeDrained, Status: corev1.ConditionTrue, Reason: CondReasonDrained,
+		{Type: corev1.NodeDrained, Status: corev1.ConditionTrue, Reason: condReasonDrained,
 			Message: fmt.Sprintf("no pod a drain evicts is left on node %s: rollplan drained it for DaemonSet %s; it stays cordoned until pod %s is updated and available", node, by, pod)},
 	}
 }

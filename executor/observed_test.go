@@ -80,7 +80,7 @@ func TestObservedStatus(t *testing.T) {
 				c.inFlight = map[string]string{}
 			}
 			st := BuildStatus(r, wp, c.inFlight, now)
-			Observed(st, r, wp, c.act, now)
+			observed(st, r, wp, c.act, now)
 			if st.State != c.state || !strings.HasPrefix(st.Verdict, c.verdict) {
 				t.Errorf("%s %q, want %s %q...", st.State, st.Verdict, c.state, c.verdict)
 			}
@@ -91,7 +91,7 @@ func TestObservedStatus(t *testing.T) {
 	}
 }
 
-// LastActivity takes the latest of what the executor and the controllers
+// lastActivity takes the latest of what the executor and the controllers
 // write: revision creation, pod creation, deletion, in-place update,
 // readiness at the update revision.
 func TestLastActivity(t *testing.T) {
@@ -138,7 +138,7 @@ func TestLastActivity(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			snap := &snapshot.Snapshot{ControllerRevisions: []*appsv1.ControllerRevision{rev}, Pods: c.pods}
-			a := LastActivity(snap, r)
+			a := lastActivity(snap, r)
 			got := ""
 			if a != nil {
 				got = a.Time + " " + a.What
