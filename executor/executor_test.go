@@ -442,21 +442,21 @@ func TestHalt(t *testing.T) {
 func TestInPlacePatch(t *testing.T) {
 	for _, dry := range []bool{false, true} {
 		c := newCluster(1, appsv1.OnDeleteStatefulSetStrategyType, true, "example.com/app:v2", "a")
-		cs := c.client(&recorder{}, nil)
-		var patch []byte
-		var opts metav1.PatchOptions
-		cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-			p := a.(k8stesting.PatchActionImpl)
-			patch, opts = p.GetPatch(), p.PatchOptions
-			return false, nil, nil
-		})
 		var log bytes.Buffer
-		res, err := newExec(t, cs, dry, &log).Step(context.Background())
+		x := newExec(t, c.client(&recorder{}, nil), dry, &log)
+		w := record(x, false)
+		res, err := x.Step(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got := outcomes(res); len(got) != 1 {
 			t.Fatalf("actions %v", got)
+		}
+		var patch []byte
+		for _, c := range w.calls {
+			if c.verb == "patchPod" {
+				patch = c.data
+			}
 		}
 		var body struct {
 			Metadata struct {
@@ -479,8 +479,9 @@ func TestInPlacePatch(t *testing.T) {
 		if err := json.Unmarshal([]byte(body.Metadata.Annotations[live.AnnInPlaceUpdate]), &rec); err != nil || rec.Revision != newRev || rec.ImageIDs["app"] != "id-example.com/app:v1" {
 			t.Errorf("in-place record %q: %v", body.Metadata.Annotations[live.AnnInPlaceUpdate], err)
 		}
-		if got := len(opts.DryRun) > 0 && opts.DryRun[0] == metav1.DryRunAll; got != dry {
-			t.Errorf("dry run %v: patch options %+v", dry, opts)
+		// TestClientWriter: a dry-run writer's requests carry dryRun=All.
+		if cw, ok := w.next.(clientWriter); !ok || cw.dryRun != dry {
+			t.Errorf("dry run %v: writer %+v", dry, w.next)
 		}
 	}
 }

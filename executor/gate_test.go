@@ -269,18 +269,21 @@ func TestGateDryRun(t *testing.T) {
 	c := newCluster(1, appsv1.OnDeleteStatefulSetStrategyType, true, "example.com/app:v2", "a")
 	gated(c.pods[0], corev1.ConditionTrue)
 	cs := c.client(&recorder{}, nil)
-	var dry []bool
-	cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		p := a.(k8stesting.PatchActionImpl)
-		dry = append(dry, len(p.PatchOptions.DryRun) > 0)
-		return true, c.pods[0], nil // the server would answer; nothing is stored
-	})
 	var log bytes.Buffer
-	if _, err := newExec(t, cs, true, &log).Step(context.Background()); err != nil {
+	x := newExec(t, cs, true, &log)
+	w := record(x, true) // the server would answer; nothing is stored
+	if _, err := x.Step(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if len(dry) != 2 || !dry[0] || !dry[1] {
-		t.Errorf("dry-run flags of the writes %v, want [true true]", dry)
+	var patches int
+	for _, c := range w.calls {
+		if c.verb == "patchPod" {
+			patches++
+		}
+	}
+	// TestClientWriter: a dry-run writer's requests carry dryRun=All.
+	if cw, ok := w.next.(clientWriter); patches != 2 || !ok || !cw.dryRun {
+		t.Errorf("writes %+v through %+v, want two pod patches with dryRun=All", w.calls, w.next)
 	}
 	if got := gateStatus(t, cs, "web-0"); got != corev1.ConditionTrue {
 		t.Errorf("gate %q after a dry run, want True", got)

@@ -21,6 +21,7 @@ import (
 type writeCall struct {
 	verb, name, subresource string
 	uid                     types.UID // the object's: the precondition of a delete or an eviction
+	data                    []byte    // a patch's body
 }
 
 // recordingWriter is the executor's writer in unit tests: it records every
@@ -46,7 +47,7 @@ func (r *recordingWriter) record(c writeCall) (bool, error) {
 }
 
 func (r *recordingWriter) patchPod(ctx context.Context, pod *corev1.Pod, pt types.PatchType, data []byte, sub ...string) (*corev1.Pod, error) {
-	if pass, err := r.record(writeCall{verb: "patchPod", name: pod.Name, subresource: strings.Join(sub, "/"), uid: pod.UID}); !pass {
+	if pass, err := r.record(writeCall{verb: "patchPod", name: pod.Name, subresource: strings.Join(sub, "/"), uid: pod.UID, data: data}); !pass {
 		return pod, err
 	}
 	return r.next.patchPod(ctx, pod, pt, data, sub...)
@@ -67,14 +68,14 @@ func (r *recordingWriter) evictPod(ctx context.Context, pod *corev1.Pod) error {
 }
 
 func (r *recordingWriter) patchNode(ctx context.Context, name string, pt types.PatchType, data []byte, sub ...string) (*corev1.Node, error) {
-	if pass, err := r.record(writeCall{verb: "patchNode", name: name, subresource: strings.Join(sub, "/")}); !pass {
+	if pass, err := r.record(writeCall{verb: "patchNode", name: name, subresource: strings.Join(sub, "/"), data: data}); !pass {
 		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, err
 	}
 	return r.next.patchNode(ctx, name, pt, data, sub...)
 }
 
 func (r *recordingWriter) patchWorkload(ctx context.Context, t live.Target, data []byte, sub ...string) error {
-	if pass, err := r.record(writeCall{verb: "patchWorkload", name: t.String(), subresource: strings.Join(sub, "/")}); !pass {
+	if pass, err := r.record(writeCall{verb: "patchWorkload", name: t.String(), subresource: strings.Join(sub, "/"), data: data}); !pass {
 		return err
 	}
 	return r.next.patchWorkload(ctx, t, data, sub...)
