@@ -164,19 +164,24 @@ func equalResources(a, b corev1.ResourceRequirements) bool {
 // A refused resize (a conflict) skips the pod before the main patch.
 func TestInPlaceResizeConflict(t *testing.T) {
 	c := resizeCluster("example.com/app:v2")
-	cs := c.client(&recorder{}, nil)
-	var subs []string
-	cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		subs = append(subs, a.GetSubresource())
-		if a.GetSubresource() == "resize" {
-			return true, nil, conflict()
-		}
-		return false, nil, nil
-	})
 	var log bytes.Buffer
-	res, err := newExec(t, cs, false, &log).Step(context.Background())
+	x := newExec(t, c.client(&recorder{}, nil), false, &log)
+	w := record(x, false)
+	w.fail = func(c writeCall) error {
+		if c.subresource == "resize" {
+			return conflict()
+		}
+		return nil
+	}
+	res, err := x.Step(context.Background())
 	if err != nil {
 		t.Fatal(err)
+	}
+	var subs []string
+	for _, c := range w.calls {
+		if c.verb == "patchPod" {
+			subs = append(subs, c.subresource)
+		}
 	}
 	if got := outcomes(res); len(got) != 1 || got[0] != "web-0:InPlaceUpdate:skipped" {
 		t.Errorf("actions %v", got)
