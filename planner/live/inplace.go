@@ -84,7 +84,7 @@ func InFlight(p *corev1.Pod, minReady int, now time.Time) (bool, string) {
 			return true, why
 		}
 	}
-	ready := readyCondition(p)
+	ready := PodCondition(p, corev1.PodReady)
 	if ready == nil || ready.Status != corev1.ConditionTrue {
 		return true, "not Ready since its in-place update"
 	}
@@ -155,15 +155,6 @@ func normImage(s string) string {
 	return s
 }
 
-func readyCondition(p *corev1.Pod) *corev1.PodCondition {
-	for i := range p.Status.Conditions {
-		if p.Status.Conditions[i].Type == corev1.PodReady {
-			return &p.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
 // normalise makes the snapshot say what the executor knows: a pod being
 // updated in place is not Ready, whatever its last status write says (the
 // kubelet may not have acted on the patch yet). The planner then counts it
@@ -178,7 +169,7 @@ func normalise(s *snapshot.Snapshot, minReady int, now time.Time) map[string]str
 		}
 		inFlight[p.Name] = why
 		cp := p.DeepCopy()
-		if c := readyCondition(cp); c != nil {
+		if c := PodCondition(cp, corev1.PodReady); c != nil {
 			c.Status, c.LastTransitionTime = corev1.ConditionFalse, metav1.NewTime(now)
 		} else {
 			cp.Status.Conditions = append(cp.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(now)})
@@ -188,7 +179,7 @@ func normalise(s *snapshot.Snapshot, minReady int, now time.Time) map[string]str
 	return inFlight
 }
 
-// minReadySeconds of the target workload in the snapshot.
+// MinReadySeconds of the target workload in the snapshot.
 func MinReadySeconds(s *snapshot.Snapshot, t Target) int {
 	switch t.Kind {
 	case capture.StatefulSet:

@@ -53,6 +53,7 @@ func HasReadinessGate(p *corev1.Pod) bool {
 	return false
 }
 
+// PodCondition is the pod's condition of type t, nil when it has none.
 func PodCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
 	for i := range p.Status.Conditions {
 		if p.Status.Conditions[i].Type == t {

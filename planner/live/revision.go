@@ -17,7 +17,7 @@ import (
 // has no older ReplicaSet to keep its previous template.
 const AnnRevisionHistory = "rollplan.dev/revision-history"
 
-// Upstream's ReplicaSet annotations.
+// Upstream's ReplicaSet annotations and pod label, which the executor writes too.
 const (
 	AnnRevision    = "deployment.kubernetes.io/revision"
 	AnnChangeCause = "kubernetes.io/change-cause"
