@@ -14,11 +14,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/kubeversion"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
 )
@@ -29,13 +29,6 @@ const (
 	labelDSGeneration = "pod-template-generation"
 	annDSGeneration   = "deprecated.daemonset.template.generation"
 )
-
-func (e *Executor) dryRun() []string {
-	if e.opts.DryRun {
-		return []string{metav1.DryRunAll}
-	}
-	return nil
-}
 
 func (e *Executor) outcome() string {
 	if e.opts.DryRun {
@@ -51,10 +44,10 @@ func (e *Executor) outcome() string {
 // an Event on the workload.
 func (e *Executor) act(ctx context.Context, first *liveState, wp plan.WorkloadPlan, a plan.Action, spent map[string]bool) (r ActionResult, err error) {
 	r = ActionResult{Type: a.Type, Pod: a.Pod, Reason: strings.Join(a.Reasons, "; ")}
-	metric := OutcomeConflict
+	metric := outcomeConflict
 	defer func() {
 		if err != nil {
-			metric = OutcomeError
+			metric = outcomeError
 		}
 		e.metrics.action(e.opts.Kind, a, metric)
 	}()
@@ -70,22 +63,22 @@ func (e *Executor) act(ctx context.Context, first *liveState, wp plan.WorkloadPl
 		return r, fmt.Errorf("%s: the plan asks for a surge replacement of %s, which rollplan apply does not carry out yet", e.opts.Target, a.Pod)
 	}
 	if why := nodeUnprepared(wp, a, spent); why != "" {
-		metric = OutcomeWaiting
+		metric = outcomeWaiting
 		r.Outcome, r.Reason = Skipped, why
 		return r, nil
 	}
 	// The live budget re-check: a fresh read from the API server before
 	// every write.
-	live, err := e.readFrom(ctx, e.checker)
+	state, err := e.readFrom(ctx, e.checker)
 	if err != nil {
 		return r, err
 	}
-	pod := findPod(live, a.Pod)
+	pod := findPod(state, a.Pod)
 	if pod == nil {
 		r.Outcome, r.Reason = Skipped, "the pod is gone since the plan was made"
 		return r, nil
 	}
-	fp := factPod(live.rollout, a.Pod)
+	fp := factPod(state.rollout, a.Pod)
 	if fp != nil && fp.Updated && a.Type != plan.ActionDelete {
 		r.Outcome, r.Reason = Skipped, "the pod runs the update revision already"
 		return r, nil
@@ -99,8 +92,8 @@ func (e *Executor) act(ctx context.Context, first *liveState, wp plan.WorkloadPl
 	// crash-looping pods of a broken revision never hold their own
 	// rollback. It still counts against the budget for the others.
 	down := fp != nil && !fp.Available && !fp.Terminating
-	if why := overBudget(live.rollout, wp.Budgets, extra); why != "" && !down {
-		metric = OutcomeSkippedBudget
+	if why := overBudget(state.rollout, wp.Budgets, extra); why != "" && !down {
+		metric = outcomeSkippedBudget
 		r.Outcome, r.Reason = Skipped, why+" with this pod: not now"
 		return r, nil
 	}
@@ -110,7 +103,7 @@ func (e *Executor) act(ctx context.Context, first *liveState, wp plan.WorkloadPl
 	defer cancel()
 	switch a.Type {
 	case plan.ActionInPlace:
-		err = e.inPlace(wctx, live, pod)
+		err = e.inPlace(wctx, state, pod)
 	default:
 		err = e.remove(wctx, pod)
 	}
@@ -119,24 +112,24 @@ func (e *Executor) act(ctx context.Context, first *liveState, wp plan.WorkloadPl
 	case err == nil:
 		spent[a.Pod] = true
 		r.Outcome = e.outcome()
-		metric = OutcomeDone
+		metric = outcomeDone
 		if e.opts.DryRun {
-			metric = OutcomeDryRun
+			metric = outcomeDryRun
 		}
-		e.actionEvent(live, pod, a)
+		e.actionEvent(state, pod, a)
 	case isPDB:
-		metric = OutcomeSkippedPDB
+		metric = outcomeSkippedPDB
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("eviction refused for now by %s: %s; %s", pdb.by, pdb.cause, pdb.next)
 	case apierrors.IsTooManyRequests(err):
 		// A 429 without the cause of a PodDisruptionBudget: the rollplan
 		// gate's "not now" for evictions, the API server's flow control,
 		// or a server that names no cause.
-		metric = OutcomeSkippedPDB
+		metric = outcomeSkippedPDB
 		r.Outcome, r.Reason = Skipped, "eviction refused for now (a PodDisruptionBudget, the rollplan gate or the API server's flow control; 429): "+err.Error()
-	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "rollplan gate"):
+	case apierrors.IsForbidden(err) && live.GateDenied(err):
 		// The admission gate counted a disruption this executor's read
 		// did not see yet (another actor's): not now.
-		metric = OutcomeSkippedBudget
+		metric = outcomeSkippedBudget
 		r.Outcome, r.Reason = Skipped, "denied by the rollplan gate for now: "+err.Error()
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 		r.Outcome, r.Reason = Skipped, "the pod changed since it was read: "+err.Error()
@@ -206,9 +199,9 @@ func pdbRefusal(err error, namespace string) (refusal, bool) {
 	return refusal{}, false
 }
 
-func findPod(live *liveState, name string) *corev1.Pod {
-	for _, p := range live.snap.Pods {
-		if p.Name == name && p.Namespace == live.rollout.Workload.Namespace {
+func findPod(state *liveState, name string) *corev1.Pod {
+	for _, p := range state.snap.Pods {
+		if p.Name == name && p.Namespace == state.rollout.Workload.Namespace {
 			return p
 		}
 	}
@@ -236,8 +229,8 @@ func factPod(r *facts.Rollout, name string) *facts.Pod {
 // asked for: if the main patch fails, the pod is still at the old revision
 // and planned again (the resize, sent again, changes nothing). A change
 // it cannot make in place is an error, before any write.
-func (e *Executor) inPlace(ctx context.Context, live *liveState, pod *corev1.Pod) error {
-	r := live.rollout
+func (e *Executor) inPlace(ctx context.Context, state *liveState, pod *corev1.Pod) error {
+	r := state.rollout
 	fp := factPod(r, pod.Name)
 	if fp != nil {
 		for _, c := range fp.Changes {
@@ -252,11 +245,11 @@ func (e *Executor) inPlace(ctx context.Context, live *liveState, pod *corev1.Pod
 			}
 		}
 	}
-	tmpl, labels, err := e.updateTemplate(live)
+	tmpl, labels, err := e.updateTemplate(state)
 	if err != nil {
 		return err
 	}
-	rec := InPlaceRecord{Revision: r.Workload.UpdateRevision, At: live.now.UTC().Truncate(time.Second).Format(time.RFC3339), ImageIDs: map[string]string{}}
+	rec := live.InPlaceRecord{Revision: r.Workload.UpdateRevision, At: state.now.UTC().Truncate(time.Second).Format(time.RFC3339), ImageIDs: map[string]string{}}
 	imageIDs := map[string]string{}
 	for _, cs := range pod.Status.ContainerStatuses {
 		imageIDs[cs.Name] = cs.ImageID
@@ -298,7 +291,7 @@ func (e *Executor) inPlace(ctx context.Context, live *liveState, pod *corev1.Pod
 	for k, v := range tmpl.Annotations {
 		annotations[k] = v
 	}
-	annotations[AnnInPlaceUpdate] = string(recJSON)
+	annotations[live.AnnInPlaceUpdate] = string(recJSON)
 	allLabels := map[string]any{}
 	for k, v := range tmpl.Labels {
 		allLabels[k] = v
@@ -323,10 +316,10 @@ func (e *Executor) inPlace(ctx context.Context, live *liveState, pod *corev1.Pod
 		}
 	}
 	rv := pod.ResourceVersion
-	if (len(spec) > 0 || restarts) && HasReadinessGate(pod) {
+	if (len(spec) > 0 || restarts) && live.HasReadinessGate(pod) {
 		// Out of the Services before the kubelet restarts a container.
 		if rv, err = e.setGate(ctx, pod, corev1.ConditionFalse, "InPlaceUpdate",
-			"in-place update to revision "+r.Workload.UpdateRevision, live.now); err != nil {
+			"in-place update to revision "+r.Workload.UpdateRevision, state.now); err != nil {
 			return err
 		}
 		if rv, err = e.waitNotReady(ctx, pod, rv); err != nil {
@@ -352,7 +345,7 @@ func (e *Executor) inPlace(ctx context.Context, live *liveState, pod *corev1.Pod
 	if err != nil {
 		return err
 	}
-	_, err = e.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{DryRun: e.dryRun(), FieldManager: "rollplan"})
+	_, err = e.writer.patchPod(ctx, pod, types.StrategicMergePatchType, data)
 	return err
 }
 
@@ -369,7 +362,7 @@ func resizeContainers(want, have []corev1.Container) (out []map[string]any, rest
 			}
 			var changed []corev1.ResourceName
 			for _, rn := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-				if !sameQuantity(w.Resources.Requests, h.Resources.Requests, rn) || !sameQuantity(w.Resources.Limits, h.Resources.Limits, rn) {
+				if !live.SameQuantity(w.Resources.Requests, h.Resources.Requests, rn) || !live.SameQuantity(w.Resources.Limits, h.Resources.Limits, rn) {
 					changed = append(changed, rn)
 				}
 			}
@@ -399,13 +392,6 @@ func resizeContainers(want, have []corev1.Container) (out []map[string]any, rest
 	return out, restarts
 }
 
-// sameQuantity: resource rn is the same (or absent) in both lists.
-func sameQuantity(a, b corev1.ResourceList, rn corev1.ResourceName) bool {
-	qa, oka := a[rn]
-	qb, okb := b[rn]
-	return oka == okb && (!oka || qa.Cmp(qb) == 0)
-}
-
 // resize patches the containers' cpu/memory through the pods/resize
 // subresource (InPlacePodVerticalScaling, GA in the Kubernetes 1.36 this targets), with
 // resourceVersion rv as precondition, and returns the pod's new
@@ -418,8 +404,7 @@ func (e *Executor) resize(ctx context.Context, pod *corev1.Pod, rv string, conta
 	if err != nil {
 		return rv, err
 	}
-	got, err := e.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, data,
-		metav1.PatchOptions{DryRun: e.dryRun(), FieldManager: "rollplan"}, "resize")
+	got, err := e.writer.patchPod(ctx, pod, types.StrategicMergePatchType, data, "resize")
 	if err != nil {
 		return rv, fmt.Errorf("resize: %w", err)
 	}
@@ -433,11 +418,11 @@ func (e *Executor) resize(ctx context.Context, pod *corev1.Pod, rv string, conta
 // the current spec) and the revision labels a pod at the update revision
 // carries: for a StatefulSet controller-revision-hash is the revision's
 // name, for a DaemonSet its hash label, with pod-template-generation.
-func (e *Executor) updateTemplate(live *liveState) (*corev1.PodTemplateSpec, map[string]string, error) {
-	w := live.rollout.Workload
+func (e *Executor) updateTemplate(state *liveState) (*corev1.PodTemplateSpec, map[string]string, error) {
+	w := state.rollout.Workload
 	switch w.Kind {
 	case capture.StatefulSet:
-		for _, s := range live.snap.StatefulSets {
+		for _, s := range state.snap.StatefulSets {
 			if s.Name == w.Name && s.Namespace == w.Namespace {
 				return &s.Spec.Template, map[string]string{labelRevisionHash: w.UpdateRevision}, nil
 			}
@@ -446,16 +431,16 @@ func (e *Executor) updateTemplate(live *liveState) (*corev1.PodTemplateSpec, map
 		// The pod keeps its pod-template-hash: it stays in its ReplicaSet,
 		// which takes the template once every pod runs it
 		// (completeDeployment).
-		if d := live.deployment(e.opts.Target); d != nil {
+		if d := state.deployment(e.opts.Target); d != nil {
 			return &d.Spec.Template, map[string]string{}, nil
 		}
 	case capture.DaemonSet:
-		for _, ds := range live.snap.DaemonSets {
+		for _, ds := range state.snap.DaemonSets {
 			if ds.Name != w.Name || ds.Namespace != w.Namespace {
 				continue
 			}
 			hash := strings.TrimPrefix(w.UpdateRevision, ds.Name+"-")
-			for _, cr := range live.snap.ControllerRevisions {
+			for _, cr := range state.snap.ControllerRevisions {
 				if cr.Name == w.UpdateRevision && cr.Namespace == ds.Namespace && cr.Labels[labelRevisionHash] != "" {
 					hash = cr.Labels[labelRevisionHash]
 				}
@@ -477,26 +462,14 @@ func (e *Executor) remove(ctx context.Context, pod *corev1.Pod) error {
 	if e.opts.DeleteMethod != DeletePlain {
 		return e.evict(ctx, pod)
 	}
-	uid := pod.UID
-	return e.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{UID: &uid},
-		DryRun:        e.dryRun(),
-	})
+	return e.writer.deletePod(ctx, pod)
 }
 
 // evict asks the Eviction API to remove the pod: the disruption controller
 // refuses (429) what would break a PodDisruptionBudget, and the UID
 // precondition keeps a pod recreated under the same name safe.
 func (e *Executor) evict(ctx context.Context, pod *corev1.Pod) error {
-	uid := pod.UID
-	ev := &policyv1.Eviction{
-		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
-		DeleteOptions: &metav1.DeleteOptions{
-			Preconditions: &metav1.Preconditions{UID: &uid},
-			DryRun:        e.dryRun(),
-		},
-	}
-	return e.client.PolicyV1().Evictions(pod.Namespace).Evict(ctx, ev)
+	return e.writer.evictPod(ctx, pod)
 }
 
 // completeStatefulSet: before v1.37, with updateStrategy OnDelete the
@@ -509,9 +482,9 @@ func (e *Executor) evict(ctx context.Context, pod *corev1.Pod) error {
 // revision itself (completeUpdate, reference §8): the executor waits for
 // it and never writes the status, so the two never fight over it. Until
 // then the rollout is not done.
-func (e *Executor) completeStatefulSet(ctx context.Context, live *liveState) (bool, error) {
+func (e *Executor) completeStatefulSet(ctx context.Context, state *liveState) (bool, error) {
 	var set *appsv1.StatefulSet
-	for _, s := range live.snap.StatefulSets {
+	for _, s := range state.snap.StatefulSets {
 		if s.Name == e.opts.Name && s.Namespace == e.opts.Namespace {
 			set = s
 		}
@@ -541,7 +514,7 @@ func (e *Executor) completeStatefulSet(ctx context.Context, live *liveState) (bo
 	// Like any write, not cut short by a cancelled context.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	_, err = e.client.AppsV1().StatefulSets(set.Namespace).Patch(wctx, set.Name, types.MergePatchType, patch, metav1.PatchOptions{DryRun: e.dryRun(), FieldManager: "rollplan"}, "status")
+	err = e.writer.patchWorkload(wctx, live.Target{Namespace: set.Namespace, Kind: capture.StatefulSet, Name: set.Name}, patch, "status")
 	switch {
 	case apierrors.IsConflict(err):
 		return false, nil

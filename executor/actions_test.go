@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/rollplan/rollplan/planner/engine/native"
+	"github.com/rollplan/rollplan/planner/live"
 )
 
 // The eviction REST's refusals, as kube-apiserver builds them
@@ -35,6 +36,14 @@ func pdbForbidden(pdb, detail, cause string) error {
 	if cause != "" {
 		err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{Type: policyv1.DisruptionBudgetCause, Message: cause})
 	}
+	return err
+}
+
+// gateForbidden is the rollplan gate's denial as the API server returns
+// it: the webhook's 403 status, its cause included.
+func gateForbidden(pod, msg string) error {
+	err := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, pod, errors.New(msg))
+	err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: live.GateDenialCause, Message: msg}}
 	return err
 }
 
@@ -63,7 +72,7 @@ func TestPDBRefusal(t *testing.T) {
 		}(), false, "", "", ""},
 		{"429 without a cause (the rollplan gate, flow control): left to the older recognition", apierrors.NewTooManyRequests("rollplan gate: not now", 1), false, "", "", ""},
 		{"403 of RBAC: not a PDB's", apierrors.NewForbidden(schema.GroupResource{Resource: "pods/eviction"}, "web-1", errors.New("no")), false, "", "", ""},
-		{"403 of the rollplan gate", apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "web-1", errors.New("rollplan gate: budget")), false, "", "", ""},
+		{"403 of the rollplan gate", gateForbidden("web-1", "rollplan gate: budget"), false, "", "", ""},
 		{"wrapped", fmt.Errorf("evict: %w", pdbTooMany("The disruption budget db is still being processed by the server.")), true,
 			"a PodDisruptionBudget in namespace shop", "The disruption budget db is still being processed by the server.", "rollplan tries again"},
 		{"not an API error", errors.New("connection refused"), false, "", "", ""},
@@ -91,17 +100,19 @@ func TestEvictionRefusalInStep(t *testing.T) {
 		reason string // of the first action; "" for an error
 		errMsg string
 	}{
-		{"v1.37 PDB 403: not now, its cause and what to do", negative, OutcomeSkippedPDB,
+		{"v1.37 PDB 403: not now, its cause and what to do", negative, outcomeSkippedPDB,
 			"eviction refused for now by PodDisruptionBudget default/web-pdb: The disruption budget web-pdb does not allow evicting pods currently: pdb disruptions allowed is negative; the budget's status is out of order", ""},
-		{"v1.36 PDB 403 without the cause: the same, from the details", pdbForbidden("web-pdb", "pdb disruptions allowed is negative", ""), OutcomeSkippedPDB,
+		{"v1.36 PDB 403 without the cause: the same, from the details", pdbForbidden("web-pdb", "pdb disruptions allowed is negative", ""), outcomeSkippedPDB,
 			`eviction refused for now by PodDisruptionBudget default/web-pdb: poddisruptionbudget.policy "web-pdb" is forbidden: pdb disruptions allowed is negative; the budget's status is out of order`, ""},
-		{"PDB 429 with its cause", pdbTooMany("The disruption budget web-pdb needs 4 healthy pods and has 3 currently"), OutcomeSkippedPDB,
+		{"PDB 429 with its cause", pdbTooMany("The disruption budget web-pdb needs 4 healthy pods and has 3 currently"), outcomeSkippedPDB,
 			"eviction refused for now by a PodDisruptionBudget in namespace default: The disruption budget web-pdb needs 4 healthy pods and has 3 currently; rollplan tries again once the budget allows a disruption", ""},
-		{"429 without a cause: the older recognition", apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 10), OutcomeSkippedPDB,
+		{"429 without a cause: the older recognition", apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 10), outcomeSkippedPDB,
 			"eviction refused for now (a PodDisruptionBudget, the rollplan gate or the API server's flow control; 429)", ""},
-		{"the rollplan gate's 403", apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "web-3", errors.New("rollplan gate: budget maxUnavailable")), OutcomeSkippedBudget,
+		{"the rollplan gate's 403", gateForbidden("web-3", "rollplan gate: budget maxUnavailable"), outcomeSkippedBudget,
 			"denied by the rollplan gate for now", ""},
-		{"any other 403 is an error", apierrors.NewForbidden(schema.GroupResource{Resource: "pods/eviction"}, "web-3", errors.New("RBAC")), OutcomeError,
+		{"a 403 that names the gate without its cause is an error", apierrors.NewForbidden(schema.GroupResource{Resource: "pods/eviction"}, "web-3", errors.New("rollplan gate: budget")), outcomeError,
+			"", "Recreate web-3: pods/eviction \"web-3\" is forbidden: rollplan gate: budget"},
+		{"any other 403 is an error", apierrors.NewForbidden(schema.GroupResource{Resource: "pods/eviction"}, "web-3", errors.New("RBAC")), outcomeError,
 			"", "Recreate web-3: pods/eviction \"web-3\" is forbidden: RBAC"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

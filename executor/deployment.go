@@ -10,13 +10,13 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/plan"
+	"github.com/rollplan/rollplan/planner/snapshot/capture"
 )
 
 // How rollplan drives a managed Deployment (docs/deployment-in-place.md):
@@ -44,68 +44,8 @@ import (
 // ReplicaSets' templates and annotations, the pods' specs), so a killed
 // executor started again carries on where the cluster is.
 
-// AnnRevisionHistory is the ReplicaSet annotation that keeps the templates
-// an in-place update replaced: a JSON list of RevisionRecord, oldest first,
-// at most the Deployment's revisionHistoryLimit entries. Upstream keeps a
-// Deployment's history as old ReplicaSets; a ReplicaSet updated in place
-// has no older ReplicaSet to keep its previous template.
-const AnnRevisionHistory = "rollplan.dev/revision-history"
-
-// Upstream's ReplicaSet annotations.
-const (
-	annRevision    = "deployment.kubernetes.io/revision"
-	annChangeCause = "kubernetes.io/change-cause"
-	labelPodHash   = appsv1.DefaultDeploymentUniqueLabelKey // pod-template-hash
-)
-
-// RevisionRecord is one entry of AnnRevisionHistory.
-type RevisionRecord struct {
-	Revision    int64                  `json:"revision"`
-	ChangeCause string                 `json:"changeCause,omitempty"`
-	Replaced    string                 `json:"replaced"` // RFC 3339: when the in-place update replaced it
-	Template    corev1.PodTemplateSpec `json:"template"`
-}
-
-// RevisionHistory decodes a ReplicaSet's AnnRevisionHistory (nil when it
-// has none).
-func RevisionHistory(rs *appsv1.ReplicaSet) ([]RevisionRecord, error) {
-	raw, ok := rs.Annotations[AnnRevisionHistory]
-	if !ok || raw == "" {
-		return nil, nil
-	}
-	var out []RevisionRecord
-	if err := json.Unmarshal([]byte(raw), &out); err != nil {
-		return nil, fmt.Errorf("ReplicaSet %s/%s: annotation %s: %w", rs.Namespace, rs.Name, AnnRevisionHistory, err)
-	}
-	return out, nil
-}
-
-// Revision is a ReplicaSet's deployment.kubernetes.io/revision (0 when
-// missing or not a number).
-func Revision(rs *appsv1.ReplicaSet) int64 {
-	n, _ := strconv.ParseInt(rs.Annotations[annRevision], 10, 64)
-	return n
-}
-
-// StripHash is a template without the pod-template-hash label: what a
-// Deployment's template is compared with.
-func StripHash(t *corev1.PodTemplateSpec) *corev1.PodTemplateSpec {
-	c := t.DeepCopy()
-	delete(c.Labels, labelPodHash)
-	if len(c.Labels) == 0 {
-		c.Labels = nil
-	}
-	return c
-}
-
-// SameTemplate: the templates are equal but for pod-template-hash (upstream
-// EqualIgnoreHash).
-func SameTemplate(a, b *corev1.PodTemplateSpec) bool {
-	return equality.Semantic.DeepEqual(StripHash(a), StripHash(b))
-}
-
-func (live *liveState) deployment(t Target) *appsv1.Deployment {
-	for _, d := range live.snap.Deployments {
+func (state *liveState) deployment(t live.Target) *appsv1.Deployment {
+	for _, d := range state.snap.Deployments {
 		if d.Name == t.Name && d.Namespace == t.Namespace {
 			return d
 		}
@@ -114,9 +54,9 @@ func (live *liveState) deployment(t Target) *appsv1.Deployment {
 }
 
 // replicaSets owned by the Deployment, oldest first.
-func (live *liveState) replicaSets(d *appsv1.Deployment) []*appsv1.ReplicaSet {
+func (state *liveState) replicaSets(d *appsv1.Deployment) []*appsv1.ReplicaSet {
 	var out []*appsv1.ReplicaSet
-	for _, rs := range live.snap.ReplicaSets {
+	for _, rs := range state.snap.ReplicaSets {
 		if rs.Namespace != d.Namespace {
 			continue
 		}
@@ -152,8 +92,8 @@ func deploymentComplete(d *appsv1.Deployment) bool {
 // hold (spec.paused), the fallback to the controller and the completion.
 // handled: the step is over (no pod action of the plan is to be carried
 // out by the caller).
-func (e *Executor) stepDeployment(ctx context.Context, live *liveState, wp plan.WorkloadPlan, out *StepResult, paused bool) (handled bool, err error) {
-	d := live.deployment(e.opts.Target)
+func (e *Executor) stepDeployment(ctx context.Context, state *liveState, wp plan.WorkloadPlan, out *StepResult, paused bool) (handled bool, err error) {
+	d := state.deployment(e.opts.Target)
 	if d == nil {
 		return true, fmt.Errorf("%s not found", e.opts.Target)
 	}
@@ -198,7 +138,7 @@ func (e *Executor) setPaused(ctx context.Context, d *appsv1.Deployment, paused b
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	_, err = e.client.AppsV1().Deployments(d.Namespace).Patch(wctx, d.Name, types.MergePatchType, patch, metav1.PatchOptions{DryRun: e.dryRun(), FieldManager: "rollplan"})
+	err = e.writer.patchWorkload(wctx, live.Target{Namespace: d.Namespace, Kind: capture.Deployment, Name: d.Name}, patch)
 	switch {
 	case apierrors.IsConflict(err):
 		return nil
@@ -210,7 +150,7 @@ func (e *Executor) setPaused(ctx context.Context, d *appsv1.Deployment, paused b
 		msg = "release" // the Deployment controller rolls
 	}
 	e.opts.Log.Info(msg, "workload", e.opts.Target.String(), "spec.paused", paused, "reason", why, "dryRun", e.opts.DryRun)
-	e.event(nil, nil, corev1.EventTypeNormal, ReasonHold, "Hold", fmt.Sprintf("spec.paused=%t: %s", paused, why))
+	e.event(nil, nil, corev1.EventTypeNormal, reasonHold, "Hold", fmt.Sprintf("spec.paused=%t: %s", paused, why))
 	return nil
 }
 
@@ -220,12 +160,12 @@ func (e *Executor) setPaused(ctx context.Context, d *appsv1.Deployment, paused b
 // AnnRevisionHistory), deletes any other ReplicaSet with that template (a
 // 0-replica leftover the controller would otherwise take as the new one),
 // and is done once the controller reports the rollout complete.
-func (e *Executor) completeDeployment(ctx context.Context, live *liveState) (bool, error) {
-	d := live.deployment(e.opts.Target)
+func (e *Executor) completeDeployment(ctx context.Context, state *liveState) (bool, error) {
+	d := state.deployment(e.opts.Target)
 	if d == nil {
 		return false, fmt.Errorf("%s not found", e.opts.Target)
 	}
-	rss := live.replicaSets(d)
+	rss := state.replicaSets(d)
 	var active []*appsv1.ReplicaSet
 	for _, rs := range rss {
 		if replicas(rs.Spec.Replicas) > 0 || rs.Status.Replicas > 0 {
@@ -238,16 +178,14 @@ func (e *Executor) completeDeployment(ctx context.Context, live *liveState) (boo
 	cur := active[0]
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if !SameTemplate(&cur.Spec.Template, &d.Spec.Template) {
-		return false, e.adopt(wctx, d, cur, rss, live.now)
+	if !live.SameTemplate(&cur.Spec.Template, &d.Spec.Template) {
+		return false, e.adopt(wctx, d, cur, rss, state.now)
 	}
 	for _, rs := range rss {
-		if rs == cur || !SameTemplate(&rs.Spec.Template, &d.Spec.Template) || replicas(rs.Spec.Replicas) > 0 || rs.Status.Replicas > 0 {
+		if rs == cur || !live.SameTemplate(&rs.Spec.Template, &d.Spec.Template) || replicas(rs.Spec.Replicas) > 0 || rs.Status.Replicas > 0 {
 			continue
 		}
-		uid, rv := rs.UID, rs.ResourceVersion
-		err := e.client.AppsV1().ReplicaSets(rs.Namespace).Delete(wctx, rs.Name, metav1.DeleteOptions{
-			Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}, DryRun: e.dryRun()})
+		err := e.writer.deleteReplicaSet(wctx, rs)
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return false, fmt.Errorf("%s: delete ReplicaSet %s, which has the template %s now runs: %w", e.opts.Target, rs.Name, cur.Name, err)
 		}
@@ -260,14 +198,14 @@ func (e *Executor) completeDeployment(ctx context.Context, live *liveState) (boo
 // adopt gives ReplicaSet cur the Deployment's template in one write with
 // cur's resourceVersion as precondition.
 func (e *Executor) adopt(ctx context.Context, d *appsv1.Deployment, cur *appsv1.ReplicaSet, rss []*appsv1.ReplicaSet, now time.Time) error {
-	hist, err := RevisionHistory(cur)
+	hist, err := live.RevisionHistory(cur)
 	if err != nil {
 		return err
 	}
 	next := int64(0)
 	for _, rs := range rss {
-		next = max(next, Revision(rs))
-		h, _ := RevisionHistory(rs)
+		next = max(next, live.Revision(rs))
+		h, _ := live.RevisionHistory(rs)
 		for _, r := range h {
 			next = max(next, r.Revision)
 		}
@@ -278,12 +216,12 @@ func (e *Executor) adopt(ctx context.Context, d *appsv1.Deployment, cur *appsv1.
 	// the new revision number.
 	kept := hist[:0]
 	for _, r := range hist {
-		if !SameTemplate(&r.Template, &d.Spec.Template) {
+		if !live.SameTemplate(&r.Template, &d.Spec.Template) {
 			kept = append(kept, r)
 		}
 	}
-	kept = append(kept, RevisionRecord{Revision: Revision(cur), ChangeCause: cur.Annotations[annChangeCause],
-		Replaced: now.UTC().Truncate(time.Second).Format(time.RFC3339), Template: *StripHash(&cur.Spec.Template)})
+	kept = append(kept, live.RevisionRecord{Revision: live.Revision(cur), ChangeCause: cur.Annotations[live.AnnChangeCause],
+		Replaced: now.UTC().Truncate(time.Second).Format(time.RFC3339), Template: *live.StripHash(&cur.Spec.Template)})
 	limit := 10
 	if d.Spec.RevisionHistoryLimit != nil {
 		limit = int(*d.Spec.RevisionHistoryLimit)
@@ -296,26 +234,26 @@ func (e *Executor) adopt(ctx context.Context, d *appsv1.Deployment, cur *appsv1.
 	if rs.Spec.Template.Labels == nil {
 		rs.Spec.Template.Labels = map[string]string{}
 	}
-	rs.Spec.Template.Labels[labelPodHash] = cur.Labels[labelPodHash]
+	rs.Spec.Template.Labels[live.LabelPodHash] = cur.Labels[live.LabelPodHash]
 	if rs.Annotations == nil {
 		rs.Annotations = map[string]string{}
 	}
-	rs.Annotations[annRevision] = strconv.FormatInt(next, 10)
+	rs.Annotations[live.AnnRevision] = strconv.FormatInt(next, 10)
 	if len(kept) == 0 {
-		delete(rs.Annotations, AnnRevisionHistory)
+		delete(rs.Annotations, live.AnnRevisionHistory)
 	} else {
 		raw, err := json.Marshal(kept)
 		if err != nil {
 			return err
 		}
-		rs.Annotations[AnnRevisionHistory] = string(raw)
+		rs.Annotations[live.AnnRevisionHistory] = string(raw)
 	}
-	if cause, ok := d.Annotations[annChangeCause]; ok {
-		rs.Annotations[annChangeCause] = cause
+	if cause, ok := d.Annotations[live.AnnChangeCause]; ok {
+		rs.Annotations[live.AnnChangeCause] = cause
 	} else {
-		delete(rs.Annotations, annChangeCause)
+		delete(rs.Annotations, live.AnnChangeCause)
 	}
-	_, err = e.client.AppsV1().ReplicaSets(rs.Namespace).Update(ctx, rs, metav1.UpdateOptions{DryRun: e.dryRun(), FieldManager: "rollplan"})
+	err = e.writer.updateReplicaSet(ctx, rs)
 	switch {
 	case apierrors.IsConflict(err):
 		return nil
@@ -323,19 +261,19 @@ func (e *Executor) adopt(ctx context.Context, d *appsv1.Deployment, cur *appsv1.
 		return fmt.Errorf("%s: give ReplicaSet %s the Deployment's template: %w", e.opts.Target, cur.Name, err)
 	}
 	e.opts.Log.Info("adopt", "workload", e.opts.Target.String(), "replicaSet", cur.Name, "revision", next, "dryRun", e.opts.DryRun)
-	e.event(nil, nil, corev1.EventTypeNormal, ReasonInPlaceRevision, "Adopt",
-		fmt.Sprintf("every pod of ReplicaSet %s was updated in place: it now holds the Deployment's template as revision %d (revision %d's template kept in %s)", cur.Name, next, Revision(cur), AnnRevisionHistory))
+	e.event(nil, nil, corev1.EventTypeNormal, reasonInPlaceRevision, "Adopt",
+		fmt.Sprintf("every pod of ReplicaSet %s was updated in place: it now holds the Deployment's template as revision %d (revision %d's template kept in %s)", cur.Name, next, live.Revision(cur), live.AnnRevisionHistory))
 	return nil
 }
 
 // refuseDeployment is the refusal, if any, for a Deployment.
-func refuseDeployment(t Target, w *facts.Workload) error {
+func refuseDeployment(t live.Target, w *facts.Workload) error {
 	if !w.Managed {
 		// As README "Deployments in place" says it: annotating is all; apply
 		// sets spec.paused itself (a user's spec.paused would only stop the
 		// controller).
 		return &RefusedError{t, fmt.Sprintf("not managed by rollplan: the Deployment controller rolls it (`rollplan plan` previews it); to let rollplan apply update it in place, run `kubectl annotate %s %s=true %s=InPlaceIfPossible`, then apply again: it holds the Deployment with spec.paused itself",
-			t.ref(), facts.AnnManaged, facts.AnnPodUpdatePolicy)}
+			targetRef(t), facts.AnnManaged, facts.AnnPodUpdatePolicy)}
 	}
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/rollplan/rollplan/planner/engine/native"
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/live"
 )
 
 // deployCluster: a managed Deployment "api" of 3 (maxUnavailable 1, maxSurge
@@ -128,7 +129,7 @@ func TestDeploymentStep(t *testing.T) {
 				t.Errorf("the ReplicaSet's template lost pod-template-hash: %v", rs.Spec.Template.Labels)
 			}
 			if tt.revision == "2" {
-				hist, err := RevisionHistory(rs)
+				hist, err := live.RevisionHistory(rs)
 				if err != nil || len(hist) != 1 || hist[0].Revision != 1 || hist[0].Template.Spec.Containers[0].Image != "example.com/app:v1" {
 					t.Errorf("revision history %+v (%v): want revision 1 at v1", hist, err)
 				}
@@ -171,17 +172,17 @@ func TestAdoptHistory(t *testing.T) {
 	old := func(n int64, image string) string {
 		t := template(image, "a")
 		t.Labels = map[string]string{"app": "api"}
-		raw, _ := json.Marshal(RevisionRecord{Revision: n, Template: t})
+		raw, _ := json.Marshal(live.RevisionRecord{Revision: n, Template: t})
 		return string(raw)
 	}
-	rs.Annotations[AnnRevisionHistory] = "[" + old(2, "example.com/app:v0") + "," + old(3, "example.com/app:v2") + "," + old(4, "example.com/app:v9") + "]"
+	rs.Annotations[live.AnnRevisionHistory] = "[" + old(2, "example.com/app:v0") + "," + old(3, "example.com/app:v2") + "," + old(4, "example.com/app:v9") + "]"
 	cs := fake.NewClientset(objs...)
 	var log bytes.Buffer
 	if _, err := deployExec(t, cs, &log).Step(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := cs.AppsV1().ReplicaSets(ns).Get(context.Background(), "api-aaa", metav1.GetOptions{})
-	hist, err := RevisionHistory(got)
+	hist, err := live.RevisionHistory(got)
 	if err != nil {
 		t.Fatal(err)
 	}

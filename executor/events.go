@@ -30,16 +30,16 @@ const ReportingController = "rollplan.dev/executor"
 // Event reasons.
 const (
 	ReasonInPlaceUpdate   = "InPlaceUpdate"
-	ReasonEvicted         = "Evicted"
-	ReasonDeleted         = "Deleted"
-	ReasonRolloutHalted   = "RolloutHalted"
-	ReasonRolloutComplete = "RolloutComplete"
-	// ReasonHold: rollplan set a managed Deployment's spec.paused (its hold
+	reasonEvicted         = "Evicted"
+	reasonDeleted         = "Deleted"
+	reasonRolloutHalted   = "RolloutHalted"
+	reasonRolloutComplete = "RolloutComplete"
+	// reasonHold: rollplan set a managed Deployment's spec.paused (its hold
 	// on the Deployment controller) or cleared it for a fallback.
-	ReasonHold = "Hold"
-	// ReasonInPlaceRevision: a ReplicaSet whose pods were all updated in
+	reasonHold = "Hold"
+	// reasonInPlaceRevision: a ReplicaSet whose pods were all updated in
 	// place took the Deployment's template as a new revision.
-	ReasonInPlaceRevision = "InPlaceRevision"
+	reasonInPlaceRevision = "InPlaceRevision"
 )
 
 // maxNote: the API server refuses an Event whose note is longer.
@@ -47,7 +47,7 @@ const maxNote = 1024
 
 // event records one Event on the workload (with the pod as related object,
 // when there is one). A dry run records nothing: it logs the Event instead.
-func (e *Executor) event(live *liveState, pod *corev1.Pod, eventtype, reason, action, note string) {
+func (e *Executor) event(state *liveState, pod *corev1.Pod, eventtype, reason, action, note string) {
 	if len(note) > maxNote {
 		note = note[:maxNote-3] + "..."
 	}
@@ -59,24 +59,24 @@ func (e *Executor) event(live *liveState, pod *corev1.Pod, eventtype, reason, ac
 	if pod != nil {
 		related = pod
 	}
-	e.opts.Events.Eventf(e.workloadObject(live), related, eventtype, reason, action, "%s", note)
+	e.opts.Events.Eventf(e.workloadObject(state), related, eventtype, reason, action, "%s", note)
 }
 
 // workloadObject is the workload as read, or a reference to it.
-func (e *Executor) workloadObject(live *liveState) runtime.Object {
+func (e *Executor) workloadObject(state *liveState) runtime.Object {
 	t := e.opts.Target
-	if live != nil {
-		for _, s := range live.snap.StatefulSets {
+	if state != nil {
+		for _, s := range state.snap.StatefulSets {
 			if s.Name == t.Name && s.Namespace == t.Namespace {
 				return s
 			}
 		}
-		for _, d := range live.snap.DaemonSets {
+		for _, d := range state.snap.DaemonSets {
 			if d.Name == t.Name && d.Namespace == t.Namespace {
 				return d
 			}
 		}
-		if d := live.deployment(t); d != nil {
+		if d := state.deployment(t); d != nil {
 			return d
 		}
 	}
@@ -84,26 +84,26 @@ func (e *Executor) workloadObject(live *liveState) runtime.Object {
 }
 
 // actionEvent records an action carried out on a pod.
-func (e *Executor) actionEvent(live *liveState, pod *corev1.Pod, a plan.Action) {
+func (e *Executor) actionEvent(state *liveState, pod *corev1.Pod, a plan.Action) {
 	reason, verb := ReasonInPlaceUpdate, "updated pod %s in place to revision %s"
 	switch a.Type {
 	case plan.ActionRecreate:
-		reason, verb = ReasonEvicted, "evicted pod %s to recreate it at revision %s"
+		reason, verb = reasonEvicted, "evicted pod %s to recreate it at revision %s"
 	case plan.ActionDelete:
-		reason, verb = ReasonDeleted, "deleted pod %s through the Eviction API (revision %s)"
+		reason, verb = reasonDeleted, "deleted pod %s through the Eviction API (revision %s)"
 	}
 	if a.Type != plan.ActionInPlace && e.opts.DeleteMethod == DeletePlain {
 		if a.Type == plan.ActionRecreate {
-			reason, verb = ReasonDeleted, "deleted pod %s (no eviction: --delete-method=delete) to recreate it at revision %s"
+			reason, verb = reasonDeleted, "deleted pod %s (no eviction: --delete-method=delete) to recreate it at revision %s"
 		} else {
 			verb = "deleted pod %s (no eviction: --delete-method=delete; revision %s)"
 		}
 	}
-	note := fmt.Sprintf(verb, pod.Name, live.rollout.Workload.UpdateRevision)
+	note := fmt.Sprintf(verb, pod.Name, state.rollout.Workload.UpdateRevision)
 	if len(a.Reasons) > 0 {
 		note += ": " + strings.Join(a.Reasons, "; ")
 	}
-	e.event(live, pod, corev1.EventTypeNormal, reason, a.Type, note)
+	e.event(state, pod, corev1.EventTypeNormal, reason, a.Type, note)
 }
 
 // EventRecorder records the executor's Events through client-go's

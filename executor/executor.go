@@ -45,22 +45,15 @@ import (
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/kubeversion"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/snapshot"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
 )
 
-// Target names one workload: Kind is capture.StatefulSet, capture.DaemonSet
-// or capture.Deployment.
-type Target struct {
-	Namespace, Kind, Name string
-}
-
-func (t Target) String() string { return fmt.Sprintf("%s %s/%s", t.Kind, t.Namespace, t.Name) }
-
 // Options configure an Executor.
 type Options struct {
-	Target
+	live.Target
 	// Engine decides; required.
 	Engine engine.Engine
 	// KubernetesVersion is the cluster's version (zero: the newest
@@ -90,12 +83,12 @@ type Options struct {
 	// Reader reads the live state a step plans from; default CaptureReader
 	// over the client. A Notifier (InformerReader) makes Run step on
 	// changes instead of polling.
-	Reader Reader
+	Reader live.Reader
 	// Checker reads the live state again right before every write, for
 	// the budget re-check and the write's preconditions; default
 	// CaptureReader over the client: the API server, never a cache that
 	// may not have seen the previous write yet.
-	Checker Reader
+	Checker live.Reader
 	// Events records Kubernetes Events on the workload: one per action
 	// carried out, per halt and on completion. Nil: none. A dry run
 	// records none (it logs them at debug level).
@@ -122,9 +115,10 @@ const (
 
 // Executor drives the rollout of one workload.
 type Executor struct {
-	client  kubernetes.Interface
-	reader  Reader
-	checker Reader
+	client  kubernetes.Interface // reads the writes need (the pod before a patch, a node's pods)
+	writer  writer
+	reader  live.Reader
+	checker live.Reader
 	opts    Options
 	metrics *Metrics
 	// note: the last step's StepResult.Note, logged when it changes.
@@ -166,12 +160,12 @@ func New(client kubernetes.Interface, o Options) (*Executor, error) {
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics(prometheus.NewRegistry())
 	}
-	e := &Executor{client: client, opts: o, reader: o.Reader, checker: o.Checker, metrics: o.Metrics}
+	e := &Executor{client: client, writer: clientWriter{client: client, dryRun: o.DryRun}, opts: o, reader: o.Reader, checker: o.Checker, metrics: o.Metrics}
 	if e.reader == nil {
-		e.reader = CaptureReader{Client: client, Now: o.Now}
+		e.reader = live.CaptureReader{Client: client, Now: o.Now}
 	}
 	if e.checker == nil {
-		e.checker = CaptureReader{Client: client, Now: o.Now}
+		e.checker = live.CaptureReader{Client: client, Now: o.Now}
 	}
 	return e, nil
 }
@@ -241,7 +235,7 @@ func (s *StepResult) Acted() int {
 // HaltedError: the policy halted the rollout (or denied the workload's spec);
 // the cluster is left as it is.
 type HaltedError struct {
-	Target  Target
+	Target  live.Target
 	Reasons []string
 }
 
@@ -257,7 +251,7 @@ func (h *HaltedError) Error() string {
 	if n := len(h.Reasons) - 1; n > 0 {
 		fmt.Fprintf(&b, " (and %d more)", n)
 	}
-	ref := h.Target.ref()
+	ref := targetRef(h.Target)
 	for _, r := range h.Reasons {
 		if strings.HasPrefix(r, "InPlaceOnly:") {
 			fmt.Fprintf(&b, "; to go on, let such pods be recreated (`kubectl annotate %s %s=InPlaceIfPossible --overwrite`) or revert the template change", ref, facts.AnnPodUpdatePolicy)
@@ -268,9 +262,9 @@ func (h *HaltedError) Error() string {
 	return b.String()
 }
 
-// ref names the target as kubectl and rollplan take it, with the short
+// targetRef names the target as kubectl and rollplan take it, with the short
 // kinds the README's commands use: sts/web -n prod.
-func (t Target) ref() string {
+func targetRef(t live.Target) string {
 	kind := strings.ToLower(t.Kind)
 	switch t.Kind {
 	case capture.Deployment:
@@ -288,14 +282,14 @@ func (t Target) ref() string {
 
 // RefusedError: the executor does not drive this workload.
 type RefusedError struct {
-	Target Target
+	Target live.Target
 	Reason string
 }
 
 func (r *RefusedError) Error() string { return fmt.Sprintf("%s: %s", r.Target, r.Reason) }
 
 // refuse says whether the executor may drive the workload as it is now.
-func refuse(t Target, snap *snapshot.Snapshot, r *facts.Rollout) error {
+func refuse(t live.Target, snap *snapshot.Snapshot, r *facts.Rollout) error {
 	w := r.Workload
 	if t.Kind == capture.Deployment {
 		return refuseDeployment(t, &w)
@@ -316,26 +310,26 @@ func (e *Executor) Step(ctx context.Context) (*StepResult, error) {
 	start := time.Now()
 	e.metrics.Steps.Inc()
 	defer func() { e.metrics.StepDuration.Observe(time.Since(start).Seconds()) }()
-	live, err := e.read(ctx)
+	state, err := e.read(ctx)
 	if err != nil {
 		if errors.Is(err, capture.ErrNotFound) && e.opts.Target.Kind == capture.DaemonSet {
 			return nil, e.releaseCordons(ctx, err)
 		}
 		return nil, err
 	}
-	if err := refuse(e.opts.Target, live.snap, live.rollout); err != nil {
+	if err := refuse(e.opts.Target, state.snap, state.rollout); err != nil {
 		return nil, err
 	}
-	res, err := plan.Build(ctx, []*facts.Rollout{live.rollout}, e.opts.Engine, plan.Metadata{Now: live.now.UTC().Format(time.RFC3339)}, e.opts.PlanOptions)
+	res, err := plan.Build(ctx, []*facts.Rollout{state.rollout}, e.opts.Engine, plan.Metadata{Now: state.now.UTC().Format(time.RFC3339)}, e.opts.PlanOptions)
 	if err != nil {
 		return nil, err
 	}
 	wp := res.Plan.Workloads[0]
-	out := &StepResult{Plan: wp, InFlight: live.inFlight, Actions: []ActionResult{}, Desired: live.rollout.Workload.Replicas,
-		Status: BuildStatus(live.rollout, wp, live.inFlight, live.now)}
+	out := &StepResult{Plan: wp, InFlight: state.inFlight, Actions: []ActionResult{}, Desired: state.rollout.Workload.Replicas,
+		Status: BuildStatus(state.rollout, wp, state.inFlight, state.now)}
 	// The readiness gate first (halted or not): new pods and completed
 	// in-place updates get it True, so they can become Ready.
-	gates, err := e.syncGates(ctx, live)
+	gates, err := e.syncGates(ctx, state)
 	for _, r := range gates {
 		out.Actions = append(out.Actions, r)
 		e.opts.Log.Info(r.Type, "workload", e.opts.Target.String(), "pod", r.Pod, "outcome", r.Outcome, "reason", r.Reason)
@@ -347,8 +341,8 @@ func (e *Executor) Step(ctx context.Context) (*StepResult, error) {
 	for _, h := range wp.Held {
 		held[h.Pod] = true
 	}
-	minReady := int64(live.rollout.Workload.MinReadySeconds)
-	for _, p := range live.rollout.Pods {
+	minReady := int64(state.rollout.Workload.MinReadySeconds)
+	for _, p := range state.rollout.Pods {
 		if p.Ready && !p.Available && !p.Terminating && p.ReadySeconds < minReady {
 			d := time.Duration(minReady-p.ReadySeconds) * time.Second
 			if out.NextAvailable == 0 || d < out.NextAvailable {
@@ -366,8 +360,8 @@ func (e *Executor) Step(ctx context.Context) (*StepResult, error) {
 			out.Available++
 		}
 	}
-	inFlight := make([]string, 0, len(live.inFlight))
-	for p := range live.inFlight {
+	inFlight := make([]string, 0, len(state.inFlight))
+	for p := range state.inFlight {
 		inFlight = append(inFlight, p)
 	}
 	sort.Strings(inFlight)
@@ -375,23 +369,23 @@ func (e *Executor) Step(ctx context.Context) (*StepResult, error) {
 		"held", out.Held, "inFlight", strings.Join(inFlight, ","), "waves", len(wp.Waves))
 	e.metrics.observe(out)
 	if reasons := append(append([]string(nil), wp.Halted...), wp.Denied...); len(reasons) > 0 {
-		e.event(live, nil, corev1.EventTypeWarning, ReasonRolloutHalted, "Halt", "rollout halted by policy: "+strings.Join(reasons, "; "))
+		e.event(state, nil, corev1.EventTypeWarning, reasonRolloutHalted, "Halt", "rollout halted by policy: "+strings.Join(reasons, "; "))
 		return out, &HaltedError{Target: e.opts.Target, Reasons: reasons}
 	}
-	paused := live.rollout.Workload.Annotations[facts.AnnPaused] == "true"
+	paused := state.rollout.Workload.Annotations[facts.AnnPaused] == "true"
 	if paused {
 		out.Note = fmt.Sprintf("paused (annotation %s): no new action until `rollplan resume %s/%s -n %s`", facts.AnnPaused, strings.ToLower(e.opts.Kind), e.opts.Name, e.opts.Namespace)
 	}
 	if e.opts.Kind == capture.Deployment {
-		if handled, err := e.stepDeployment(ctx, live, wp, out, paused); handled {
+		if handled, err := e.stepDeployment(ctx, state, wp, out, paused); handled {
 			return out, err
 		}
 	}
 	if len(wp.Waves) == 0 {
-		out.Done, err = e.finish(ctx, live, held)
+		out.Done, err = e.finish(ctx, state, held)
 		if out.Done && err == nil {
-			e.event(live, nil, corev1.EventTypeNormal, ReasonRolloutComplete, "Complete",
-				fmt.Sprintf("rollout complete: %d pod(s) at revision %s", out.Updated, live.rollout.Workload.UpdateRevision))
+			e.event(state, nil, corev1.EventTypeNormal, reasonRolloutComplete, "Complete",
+				fmt.Sprintf("rollout complete: %d pod(s) at revision %s", out.Updated, state.rollout.Workload.UpdateRevision))
 		}
 		return out, err
 	}
@@ -400,7 +394,7 @@ func (e *Executor) Step(ctx context.Context) (*StepResult, error) {
 	}
 	spent := map[string]bool{}
 	for _, a := range wp.Waves[0].Actions {
-		r, err := e.act(ctx, live, wp, a, spent)
+		r, err := e.act(ctx, state, wp, a, spent)
 		if err != nil {
 			return out, err
 		}
@@ -417,8 +411,8 @@ func (e *Executor) Step(ctx context.Context) (*StepResult, error) {
 
 // finish: the plan has no wave. The rollout is done once every pod in
 // scope is updated and available and the workload's controller says so.
-func (e *Executor) finish(ctx context.Context, live *liveState, held map[string]bool) (bool, error) {
-	r := live.rollout
+func (e *Executor) finish(ctx context.Context, state *liveState, held map[string]bool) (bool, error) {
+	r := state.rollout
 	active := 0
 	for _, p := range r.Pods {
 		if p.Terminating || p.Terminal {
@@ -437,9 +431,9 @@ func (e *Executor) finish(ctx context.Context, live *liveState, held map[string]
 	}
 	switch {
 	case e.opts.Kind == capture.StatefulSet && len(held) == 0:
-		return e.completeStatefulSet(ctx, live)
+		return e.completeStatefulSet(ctx, state)
 	case e.opts.Kind == capture.Deployment:
-		return e.completeDeployment(ctx, live)
+		return e.completeDeployment(ctx, state)
 	}
 	return true, nil
 }
@@ -500,7 +494,7 @@ func (e *Executor) wait(ctx context.Context, step *StepResult, wait *time.Durati
 		return fmt.Errorf("%s: stopped before the rollout finished (%d/%d pods updated, %d in flight): %w",
 			e.opts.Target, step.Updated, step.Desired-step.Held, len(step.InFlight), context.Cause(ctx))
 	}
-	n, watching := e.reader.(Notifier)
+	n, watching := e.reader.(live.Notifier)
 	if !watching {
 		t := time.NewTimer(*wait)
 		defer t.Stop()

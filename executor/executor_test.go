@@ -27,6 +27,7 @@ import (
 	"github.com/rollplan/rollplan/planner/engine/native"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/kubeversion"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/snapshot"
 )
 
@@ -186,7 +187,7 @@ func (c *cluster) client(rec *recorder, evictErr func(name string) error) *fake.
 func testExec(t *testing.T, cs *fake.Clientset, kind, name string, eng engine.Engine, dryRun bool, log *bytes.Buffer) *Executor {
 	t.Helper()
 	x, err := New(cs, Options{
-		Target: Target{Namespace: ns, Kind: kind, Name: name},
+		Target: live.Target{Namespace: ns, Kind: kind, Name: name},
 		Engine: eng, DryRun: dryRun, Now: func() time.Time { return now },
 		Log: slog.New(slog.NewTextHandler(log, nil)), Poll: time.Millisecond,
 	})
@@ -320,16 +321,16 @@ func TestStep(t *testing.T) {
 // is made from) and the live state afterwards.
 type staleReader struct {
 	stale *snapshot.Snapshot
-	live  Reader
+	fresh live.Reader
 	reads int
 }
 
-func (s *staleReader) Read(ctx context.Context, t Target) (*snapshot.Snapshot, error) {
+func (s *staleReader) Read(ctx context.Context, t live.Target) (*snapshot.Snapshot, error) {
 	s.reads++
 	if s.reads == 1 {
 		return s.stale, nil
 	}
-	return s.live.Read(ctx, t)
+	return s.fresh.Read(ctx, t)
 }
 
 // A plan made from a stale read (every pod available) would update two
@@ -337,7 +338,7 @@ func (s *staleReader) Read(ctx context.Context, t Target) (*snapshot.Snapshot, e
 // before each write refuses both, and nothing is written.
 func TestStalePlanDoesNotOverDisrupt(t *testing.T) {
 	c := newCluster(4, appsv1.OnDeleteStatefulSetStrategyType, true, "example.com/app:v2", "a")
-	staleSnap, err := CaptureReader{Client: c.client(&recorder{}, nil), Now: func() time.Time { return now }}.Read(context.Background(), Target{ns, "StatefulSet", "web"})
+	staleSnap, err := live.CaptureReader{Client: c.client(&recorder{}, nil), Now: func() time.Time { return now }}.Read(context.Background(), live.Target{Namespace: ns, Kind: "StatefulSet", Name: "web"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +348,7 @@ func TestStalePlanDoesNotOverDisrupt(t *testing.T) {
 	cs := c.client(rec, nil)
 	var log bytes.Buffer
 	x := newExec(t, cs, false, &log)
-	x.reader = &staleReader{stale: staleSnap, live: CaptureReader{Client: cs, Now: func() time.Time { return now }}}
+	x.reader = &staleReader{stale: staleSnap, fresh: live.CaptureReader{Client: cs, Now: func() time.Time { return now }}}
 	res, err := x.Step(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -392,7 +393,7 @@ func TestRefused(t *testing.T) {
 			}
 			rec := &recorder{}
 			cs := fake.NewClientset(objs...)
-			x, err := New(cs, Options{Target: Target{ns, tt.kind, "web"}, Engine: native.New(), Now: func() time.Time { return now }, Log: slog.New(slog.DiscardHandler)})
+			x, err := New(cs, Options{Target: live.Target{Namespace: ns, Kind: tt.kind, Name: "web"}, Engine: native.New(), Now: func() time.Time { return now }, Log: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -441,21 +442,21 @@ func TestHalt(t *testing.T) {
 func TestInPlacePatch(t *testing.T) {
 	for _, dry := range []bool{false, true} {
 		c := newCluster(1, appsv1.OnDeleteStatefulSetStrategyType, true, "example.com/app:v2", "a")
-		cs := c.client(&recorder{}, nil)
-		var patch []byte
-		var opts metav1.PatchOptions
-		cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-			p := a.(k8stesting.PatchActionImpl)
-			patch, opts = p.GetPatch(), p.PatchOptions
-			return false, nil, nil
-		})
 		var log bytes.Buffer
-		res, err := newExec(t, cs, dry, &log).Step(context.Background())
+		x := newExec(t, c.client(&recorder{}, nil), dry, &log)
+		w := record(x, false)
+		res, err := x.Step(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got := outcomes(res); len(got) != 1 {
 			t.Fatalf("actions %v", got)
+		}
+		var patch []byte
+		for _, c := range w.calls {
+			if c.verb == "patchPod" {
+				patch = c.data
+			}
 		}
 		var body struct {
 			Metadata struct {
@@ -474,12 +475,13 @@ func TestInPlacePatch(t *testing.T) {
 			len(body.Spec.Containers) != 1 || body.Spec.Containers[0]["image"] != "example.com/app:v2" {
 			t.Errorf("patch %s", patch)
 		}
-		var rec InPlaceRecord
-		if err := json.Unmarshal([]byte(body.Metadata.Annotations[AnnInPlaceUpdate]), &rec); err != nil || rec.Revision != newRev || rec.ImageIDs["app"] != "id-example.com/app:v1" {
-			t.Errorf("in-place record %q: %v", body.Metadata.Annotations[AnnInPlaceUpdate], err)
+		var rec live.InPlaceRecord
+		if err := json.Unmarshal([]byte(body.Metadata.Annotations[live.AnnInPlaceUpdate]), &rec); err != nil || rec.Revision != newRev || rec.ImageIDs["app"] != "id-example.com/app:v1" {
+			t.Errorf("in-place record %q: %v", body.Metadata.Annotations[live.AnnInPlaceUpdate], err)
 		}
-		if got := len(opts.DryRun) > 0 && opts.DryRun[0] == metav1.DryRunAll; got != dry {
-			t.Errorf("dry run %v: patch options %+v", dry, opts)
+		// TestClientWriter: a dry-run writer's requests carry dryRun=All.
+		if cw, ok := w.next.(clientWriter); !ok || cw.dryRun != dry {
+			t.Errorf("dry run %v: writer %+v", dry, w.next)
 		}
 	}
 }
@@ -487,8 +489,8 @@ func TestInPlacePatch(t *testing.T) {
 func TestInFlight(t *testing.T) {
 	at := now.Add(-10 * time.Second)
 	record := func(p *corev1.Pod) {
-		raw, _ := json.Marshal(InPlaceRecord{Revision: newRev, At: at.Format(time.RFC3339), ImageIDs: map[string]string{"app": "id-example.com/app:v1"}})
-		p.Annotations = map[string]string{AnnInPlaceUpdate: string(raw)}
+		raw, _ := json.Marshal(live.InPlaceRecord{Revision: newRev, At: at.Format(time.RFC3339), ImageIDs: map[string]string{"app": "id-example.com/app:v1"}})
+		p.Annotations = map[string]string{live.AnnInPlaceUpdate: string(raw)}
 		p.Spec.Containers[0].Image = "example.com/app:v2"
 	}
 	running := func(p *corev1.Pod, image string, started time.Time) {
@@ -527,7 +529,7 @@ func TestInFlight(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p := pod("web-0", "example.com/app:v1", oldRev, true)
 			tt.mutate(p)
-			if got, why := InFlight(p, tt.minReady, now); got != tt.want {
+			if got, why := live.InFlight(p, tt.minReady, now); got != tt.want {
 				t.Errorf("InFlight = %v (%s), want %v", got, why, tt.want)
 			}
 		})
@@ -560,7 +562,7 @@ func TestOnDeleteCompletionFollowsVersion(t *testing.T) {
 			cs := cl.client(rec, nil)
 			var log bytes.Buffer
 			x, err := New(cs, Options{
-				Target: Target{Namespace: ns, Kind: "StatefulSet", Name: "web"}, Engine: native.New(),
+				Target: live.Target{Namespace: ns, Kind: "StatefulSet", Name: "web"}, Engine: native.New(),
 				KubernetesVersion: c.version, Now: func() time.Time { return now },
 				Log: slog.New(slog.NewTextHandler(&log, nil)), Poll: time.Millisecond,
 			})

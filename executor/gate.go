@@ -10,98 +10,27 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-)
 
-// ReadinessGate is the pod readiness gate rollplan drives (as OpenKruise
-// does with InPlaceUpdateReady). A pod whose spec.readinessGates declares
-// it is Ready only while its condition of this type is True, so:
-//
-//   - Before an in-place update that restarts a container (an image
-//     change, or a resize of a resource whose resizePolicy is
-//     RestartContainer), the executor sets the condition False (pods/status, with the
-//     resourceVersion read as precondition), waits (up to GateWait) for the
-//     kubelet to report the pod not Ready, and only then patches the pod,
-//     with the resourceVersion of that last read (and the same UID and
-//     images as the read the plan was checked on): the pod leaves its
-//     Services before the kubelet restarts the container. If the kubelet
-//     does not answer in time the patch goes ahead (it will not act on
-//     the new image either). A change of labels or annotations only
-//     restarts nothing and leaves the gate alone.
-//   - Once the update is complete — judged as InFlight judges it, but on
-//     the ContainersReady condition instead of Ready (with the gate False,
-//     Ready stays False whatever the containers do): every changed
-//     container running its new image, and the containers Ready for
-//     minReadySeconds since — the executor sets the condition True. The
-//     pod then becomes Ready, and counts as available (for the planner and
-//     the workload's controller alike) minReadySeconds later: a gated pod
-//     waits minReadySeconds twice, once before it is let back into its
-//     Services and once as any pod does to be available.
-//   - Every pod declaring the gate whose condition is missing (a pod just
-//     created by the workload's controller, a recreated one included) or
-//     False with no in-place update in flight gets it True: without that it
-//     would never become Ready. So a gated workload needs `rollplan apply`
-//     to run for its new pods to become Ready; a run with nothing to roll
-//     out does just that and stops.
-//
-// Crash safety: the False condition is written before the patch, so an
-// executor that dies (or whose patch conflicts) between the two leaves a
-// pod with the gate False and no update in flight; the next step sets it
-// True again and plans that pod afresh. All the state is on the pod.
-const ReadinessGate corev1.PodConditionType = "rollplan.dev/in-place-update-ready"
+	"github.com/rollplan/rollplan/planner/live"
+)
 
 // ActionReadinessGate is the ActionResult type of a write of the gate
 // condition outside an in-place update (setting it True).
 const ActionReadinessGate = "ReadinessGate"
 
-// HasReadinessGate: the pod declares ReadinessGate.
-func HasReadinessGate(p *corev1.Pod) bool {
-	for _, g := range p.Spec.ReadinessGates {
-		if g.ConditionType == ReadinessGate {
-			return true
-		}
-	}
-	return false
-}
-
-func podCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
-	for i := range p.Status.Conditions {
-		if p.Status.Conditions[i].Type == t {
-			return &p.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
-// gatedInFlight is InFlight for a pod that declares the readiness gate:
-// the same judgement, with the ContainersReady condition standing in for
-// Ready (which the False gate holds False).
-func gatedInFlight(p *corev1.Pod, minReady int, now time.Time) (bool, string) {
-	cp := p.DeepCopy()
-	ready := corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse}
-	if c := podCondition(p, corev1.ContainersReady); c != nil {
-		ready.Status, ready.LastTransitionTime = c.Status, c.LastTransitionTime
-	}
-	if c := podCondition(cp, corev1.PodReady); c != nil {
-		*c = ready
-	} else {
-		cp.Status.Conditions = append(cp.Status.Conditions, ready)
-	}
-	return InFlight(cp, minReady, now)
-}
-
-// GateWait: how long an in-place update waits, after setting the gate
+// gateWait: how long an in-place update waits, after setting the gate
 // False, for the kubelet to report the pod not Ready.
-const GateWait = 10 * time.Second
+const gateWait = 10 * time.Second
 
 // waitNotReady polls the pod after its gate was set False until its Ready
-// condition is not True, for at most GateWait, and returns the
+// condition is not True, for at most gateWait, and returns the
 // resourceVersion to patch with. The pod must keep its UID and images
 // (else a Conflict: someone else changed it, the step skips it).
 func (e *Executor) waitNotReady(ctx context.Context, pod *corev1.Pod, rv string) (string, error) {
 	if e.opts.DryRun {
 		return rv, nil
 	}
-	deadline := time.Now().Add(GateWait)
+	deadline := time.Now().Add(gateWait)
 	for {
 		cur, err := e.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
@@ -110,12 +39,12 @@ func (e *Executor) waitNotReady(ctx context.Context, pod *corev1.Pod, rv string)
 		if cur.UID != pod.UID || !sameContainers(cur, pod) {
 			return "", apierrors.NewConflict(corev1.Resource("pods"), pod.Name, fmt.Errorf("the pod changed while its readiness gate was set False"))
 		}
-		if c := podCondition(cur, corev1.PodReady); c == nil || c.Status != corev1.ConditionTrue {
+		if c := live.PodCondition(cur, corev1.PodReady); c == nil || c.Status != corev1.ConditionTrue {
 			return cur.ResourceVersion, nil
 		}
 		if !time.Now().Before(deadline) {
 			e.opts.Log.Warn("the kubelet did not report the pod not Ready after its readiness gate was set False; patching anyway",
-				"workload", e.opts.Target.String(), "pod", pod.Name, "waited", GateWait)
+				"workload", e.opts.Target.String(), "pod", pod.Name, "waited", gateWait)
 			return cur.ResourceVersion, nil
 		}
 		t := time.NewTimer(50 * time.Millisecond)
@@ -153,15 +82,14 @@ func (e *Executor) setGate(ctx context.Context, pod *corev1.Pod, status corev1.C
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"resourceVersion": pod.ResourceVersion},
 		"status": map[string]any{"conditions": []map[string]any{{
-			"type": string(ReadinessGate), "status": string(status), "reason": reason, "message": message,
+			"type": string(live.ReadinessGate), "status": string(status), "reason": reason, "message": message,
 			"lastTransitionTime": metav1.NewTime(now.UTC().Truncate(time.Second)),
 		}}},
 	})
 	if err != nil {
 		return "", err
 	}
-	got, err := e.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch,
-		metav1.PatchOptions{DryRun: e.dryRun(), FieldManager: "rollplan"}, "status")
+	got, err := e.writer.patchPod(ctx, pod, types.StrategicMergePatchType, patch, "status")
 	if err != nil {
 		return "", err
 	}
@@ -176,32 +104,32 @@ func (e *Executor) setGate(ctx context.Context, pod *corev1.Pod, status corev1.C
 // flight (complete, or never patched: see ReadinessGate). A pod whose
 // update is in flight keeps its condition. A conflict skips the pod until
 // the next step.
-func (e *Executor) syncGates(ctx context.Context, live *liveState) ([]ActionResult, error) {
-	minReady := minReadySeconds(live.snap, e.opts.Target)
+func (e *Executor) syncGates(ctx context.Context, state *liveState) ([]ActionResult, error) {
+	minReady := live.MinReadySeconds(state.snap, e.opts.Target)
 	var out []ActionResult
-	for _, p := range live.snap.Pods {
-		if !HasReadinessGate(p) || p.DeletionTimestamp != nil || factPod(live.rollout, p.Name) == nil ||
-			p.Namespace != live.rollout.Workload.Namespace || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+	for _, p := range state.snap.Pods {
+		if !live.HasReadinessGate(p) || p.DeletionTimestamp != nil || factPod(state.rollout, p.Name) == nil ||
+			p.Namespace != state.rollout.Workload.Namespace || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		c := podCondition(p, ReadinessGate)
+		c := live.PodCondition(p, live.ReadinessGate)
 		if c != nil && c.Status == corev1.ConditionTrue {
 			continue
 		}
 		reason := "the pod is new: nothing to wait for"
 		if c != nil {
-			if busy, why := gatedInFlight(p, minReady, live.now); busy {
+			if busy, why := live.GatedInFlight(p, minReady, state.now); busy {
 				e.opts.Log.Debug("gate", "workload", e.opts.Target.String(), "pod", p.Name, "waiting", why)
 				continue
 			}
 			reason = "no in-place update in flight"
-			if _, ok := p.Annotations[AnnInPlaceUpdate]; ok {
+			if _, ok := p.Annotations[live.AnnInPlaceUpdate]; ok {
 				reason = "in-place update complete"
 			}
 		}
-		r := ActionResult{Type: ActionReadinessGate, Pod: p.Name, Reason: fmt.Sprintf("%s=True: %s", ReadinessGate, reason)}
+		r := ActionResult{Type: ActionReadinessGate, Pod: p.Name, Reason: fmt.Sprintf("%s=True: %s", live.ReadinessGate, reason)}
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		_, err := e.setGate(wctx, p, corev1.ConditionTrue, "InPlaceUpdateReady", reason, live.now)
+		_, err := e.setGate(wctx, p, corev1.ConditionTrue, "InPlaceUpdateReady", reason, state.now)
 		cancel()
 		switch {
 		case err == nil:

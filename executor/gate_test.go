@@ -13,16 +13,18 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/rollplan/rollplan/planner/live"
 )
 
 // gated declares the readiness gate on a pod, with its condition (status
 // "" leaves it missing) and the Ready condition the kubelet would derive.
 func gated(p *corev1.Pod, status corev1.ConditionStatus) *corev1.Pod {
-	p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: ReadinessGate}}
+	p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: live.ReadinessGate}}
 	long := metav1.NewTime(now.Add(-time.Hour))
 	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: long})
 	if status != "" {
-		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: ReadinessGate, Status: status, LastTransitionTime: long})
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: live.ReadinessGate, Status: status, LastTransitionTime: long})
 	}
 	if status != corev1.ConditionTrue {
 		p.Status.Conditions[0].Status = corev1.ConditionFalse
@@ -61,19 +63,19 @@ func writes(cs *fake.Clientset) *[]write {
 		}
 		pod := obj.(*corev1.Pod).DeepCopy()
 		for _, c := range body.Status.Conditions {
-			if cur := podCondition(pod, c.Type); cur != nil {
+			if cur := live.PodCondition(pod, c.Type); cur != nil {
 				*cur = c
 			} else {
 				pod.Status.Conditions = append(pod.Status.Conditions, c)
 			}
 		}
 		ready := corev1.ConditionFalse
-		if c := podCondition(pod, corev1.ContainersReady); c != nil && c.Status == corev1.ConditionTrue {
-			if g := podCondition(pod, ReadinessGate); g != nil && g.Status == corev1.ConditionTrue {
+		if c := live.PodCondition(pod, corev1.ContainersReady); c != nil && c.Status == corev1.ConditionTrue {
+			if g := live.PodCondition(pod, live.ReadinessGate); g != nil && g.Status == corev1.ConditionTrue {
 				ready = corev1.ConditionTrue
 			}
 		}
-		podCondition(pod, corev1.PodReady).Status = ready
+		live.PodCondition(pod, corev1.PodReady).Status = ready
 		return true, pod, cs.Tracker().Update(pods, pod, ns)
 	})
 	return &out
@@ -87,7 +89,7 @@ func gateStatus(t *testing.T, cs interface {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := podCondition(obj.(*corev1.Pod), ReadinessGate); c != nil {
+	if c := live.PodCondition(obj.(*corev1.Pod), live.ReadinessGate); c != nil {
 		return c.Status
 	}
 	return ""
@@ -137,7 +139,7 @@ func TestGateFalseBeforePatch(t *testing.T) {
 		} `json:"status"`
 	}
 	if err := json.Unmarshal([]byte(gateWrite), &body); err != nil || body.Metadata.ResourceVersion != "7" ||
-		len(body.Status.Conditions) != 1 || body.Status.Conditions[0].Type != ReadinessGate || body.Status.Conditions[0].Status != corev1.ConditionFalse {
+		len(body.Status.Conditions) != 1 || body.Status.Conditions[0].Type != live.ReadinessGate || body.Status.Conditions[0].Status != corev1.ConditionFalse {
 		t.Errorf("gate write %s: %v", gateWrite, err)
 	}
 	if got := gateStatus(t, cs, "web-0"); got != corev1.ConditionFalse {
@@ -163,8 +165,8 @@ func TestGateFalseBeforePatch(t *testing.T) {
 func TestGateSync(t *testing.T) {
 	at := now.Add(-20 * time.Second)
 	record := func(p *corev1.Pod) {
-		raw, _ := json.Marshal(InPlaceRecord{Revision: newRev, At: at.Format(time.RFC3339), ImageIDs: map[string]string{"app": "id-example.com/app:v1"}})
-		p.Annotations = map[string]string{AnnInPlaceUpdate: string(raw)}
+		raw, _ := json.Marshal(live.InPlaceRecord{Revision: newRev, At: at.Format(time.RFC3339), ImageIDs: map[string]string{"app": "id-example.com/app:v1"}})
+		p.Annotations = map[string]string{live.AnnInPlaceUpdate: string(raw)}
 		p.Labels[appsv1.ControllerRevisionHashLabelKey] = newRev
 		p.Spec.Containers[0].Image = "example.com/app:v2"
 	}
@@ -172,7 +174,7 @@ func TestGateSync(t *testing.T) {
 		cs := &p.Status.ContainerStatuses[0]
 		cs.Image, cs.ImageID, cs.Ready = "example.com/app:v2", "id-example.com/app:v2", ready
 		cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}}
-		c := podCondition(p, corev1.ContainersReady)
+		c := live.PodCondition(p, corev1.ContainersReady)
 		c.LastTransitionTime = metav1.NewTime(started)
 		if !ready {
 			c.Status = corev1.ConditionFalse
@@ -246,7 +248,7 @@ func TestGateSync(t *testing.T) {
 				}
 			}
 			want := tt.want
-			if c := podCondition(c.pods[0], ReadinessGate); c != nil && c.Status == want {
+			if c := live.PodCondition(c.pods[0], live.ReadinessGate); c != nil && c.Status == want {
 				want = "" // nothing to write
 			}
 			if got != want {
@@ -267,18 +269,21 @@ func TestGateDryRun(t *testing.T) {
 	c := newCluster(1, appsv1.OnDeleteStatefulSetStrategyType, true, "example.com/app:v2", "a")
 	gated(c.pods[0], corev1.ConditionTrue)
 	cs := c.client(&recorder{}, nil)
-	var dry []bool
-	cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		p := a.(k8stesting.PatchActionImpl)
-		dry = append(dry, len(p.PatchOptions.DryRun) > 0)
-		return true, c.pods[0], nil // the server would answer; nothing is stored
-	})
 	var log bytes.Buffer
-	if _, err := newExec(t, cs, true, &log).Step(context.Background()); err != nil {
+	x := newExec(t, cs, true, &log)
+	w := record(x, true) // the server would answer; nothing is stored
+	if _, err := x.Step(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if len(dry) != 2 || !dry[0] || !dry[1] {
-		t.Errorf("dry-run flags of the writes %v, want [true true]", dry)
+	var patches int
+	for _, c := range w.calls {
+		if c.verb == "patchPod" {
+			patches++
+		}
+	}
+	// TestClientWriter: a dry-run writer's requests carry dryRun=All.
+	if cw, ok := w.next.(clientWriter); patches != 2 || !ok || !cw.dryRun {
+		t.Errorf("writes %+v through %+v, want two pod patches with dryRun=All", w.calls, w.next)
 	}
 	if got := gateStatus(t, cs, "web-0"); got != corev1.ConditionTrue {
 		t.Errorf("gate %q after a dry run, want True", got)

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rollplan/rollplan/planner/engine/native"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/snapshot"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
 )
@@ -23,16 +24,16 @@ func TestInformerReader(t *testing.T) {
 	c := newCluster(4, appsv1.OnDeleteStatefulSetStrategyType, true, "v2", "a")
 	cs := c.client(&recorder{}, nil)
 	clock := func() time.Time { return now }
-	r, err := NewInformerReader(t.Context(), cs, ns, clock)
+	r, err := live.NewInformerReader(t.Context(), cs, ns, clock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	target := Target{Namespace: ns, Kind: capture.StatefulSet, Name: "web"}
+	target := live.Target{Namespace: ns, Kind: capture.StatefulSet, Name: "web"}
 	cached, err := r.Read(t.Context(), target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fresh, err := CaptureReader{Client: cs, Now: clock}.Read(t.Context(), target)
+	fresh, err := live.CaptureReader{Client: cs, Now: clock}.Read(t.Context(), target)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,8 +91,8 @@ func TestStaleCacheDoesNotSpendTwice(t *testing.T) {
 	rec := &recorder{}
 	cs := c.client(rec, nil)
 	clock := func() time.Time { return now }
-	target := Target{Namespace: ns, Kind: capture.StatefulSet, Name: "web"}
-	stale, err := CaptureReader{Client: cs, Now: clock}.Read(t.Context(), target)
+	target := live.Target{Namespace: ns, Kind: capture.StatefulSet, Name: "web"}
+	stale, err := live.CaptureReader{Client: cs, Now: clock}.Read(t.Context(), target)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func TestStaleCacheDoesNotSpendTwice(t *testing.T) {
 // catches up.
 type frozenReader struct{ snap *snapshot.Snapshot }
 
-func (f frozenReader) Read(context.Context, Target) (*snapshot.Snapshot, error) {
+func (f frozenReader) Read(context.Context, live.Target) (*snapshot.Snapshot, error) {
 	cp := *f.snap
 	cp.Pods = slices.Clone(f.snap.Pods) // the executor replaces pods it normalises
 	return &cp, nil

@@ -25,17 +25,17 @@ type Metrics struct {
 
 // Values of the outcome label of rollplan_executor_actions_total.
 const (
-	OutcomeDone          = "done"
-	OutcomeSkippedBudget = "skipped_budget"
-	OutcomeSkippedPDB    = "skipped_pdb"
-	OutcomeConflict      = "conflict" // the pod changed, went or was updated since the plan
-	OutcomeError         = "error"
-	OutcomeDryRun        = "dry_run"
+	outcomeDone          = "done"
+	outcomeSkippedBudget = "skipped_budget"
+	outcomeSkippedPDB    = "skipped_pdb"
+	outcomeConflict      = "conflict" // the pod changed, went or was updated since the plan
+	outcomeError         = "error"
+	outcomeDryRun        = "dry_run"
 	// Node preparation: nothing to write (the node is already as the
 	// action wants), or not yet (the node's pods are still going, its
 	// daemon pod not updated and available yet).
-	OutcomeUnchanged = "unchanged"
-	OutcomeWaiting   = "waiting"
+	outcomeUnchanged = "unchanged"
+	outcomeWaiting   = "waiting"
 )
 
 // NewMetrics creates the executor's metrics and registers them on reg.

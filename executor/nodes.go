@@ -51,14 +51,15 @@ import (
 
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/kubeversion"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/plan"
 )
 
 // Event reasons of node preparation.
 const (
-	ReasonNodeCordoned   = "NodeCordoned"
-	ReasonNodeDrain      = "NodeDrain"
-	ReasonNodeUncordoned = "NodeUncordoned"
+	reasonNodeCordoned   = "NodeCordoned"
+	reasonNodeDrain      = "NodeDrain"
+	reasonNodeUncordoned = "NodeUncordoned"
 )
 
 // Keys of spent (see act) for the nodes this step found prepared: pod
@@ -106,8 +107,8 @@ func podActionOn(wp plan.WorkloadPlan, node string) *plan.Action {
 	return nil
 }
 
-func findNode(live *liveState, name string) *corev1.Node {
-	for _, n := range live.snap.Nodes {
+func findNode(state *liveState, name string) *corev1.Node {
+	for _, n := range state.snap.Nodes {
 		if n.Name == name {
 			return n
 		}
@@ -124,30 +125,30 @@ func (e *Executor) nodeAction(ctx context.Context, wp plan.WorkloadPlan, a plan.
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf(format, args...)
 		return r, metric, nil
 	}
-	live, err := e.readFrom(ctx, e.checker)
+	state, err := e.readFrom(ctx, e.checker)
 	if err != nil {
-		return r, OutcomeError, err
+		return r, outcomeError, err
 	}
-	node := findNode(live, a.Node)
+	node := findNode(state, a.Node)
 	if node == nil {
-		return skip(OutcomeConflict, "node %s is gone since the plan was made", a.Node)
+		return skip(outcomeConflict, "node %s is gone since the plan was made", a.Node)
 	}
 	// Like every write, not cut short by a cancelled context.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	switch a.Type {
 	case plan.ActionCordonNode:
-		return e.cordon(wctx, live, wp, node, r, spent)
+		return e.cordon(wctx, state, wp, node, r, spent)
 	case plan.ActionDrainNode:
 		if !spent[cordonedKey(a.Node)] {
-			return skip(OutcomeWaiting, "node %s is not cordoned yet: not drained", a.Node)
+			return skip(outcomeWaiting, "node %s is not cordoned yet: not drained", a.Node)
 		}
-		return e.drain(wctx, live, wp, node, r, spent)
+		return e.drain(wctx, state, wp, node, r, spent)
 	}
-	return e.uncordon(wctx, live, wp, node, r)
+	return e.uncordon(wctx, state, wp, node, r)
 }
 
-func (e *Executor) cordon(ctx context.Context, live *liveState, wp plan.WorkloadPlan, node *corev1.Node, r ActionResult, spent map[string]bool) (ActionResult, string, error) {
+func (e *Executor) cordon(ctx context.Context, state *liveState, wp plan.WorkloadPlan, node *corev1.Node, r ActionResult, spent map[string]bool) (ActionResult, string, error) {
 	by := e.cordonedBy()
 	prepared := func() {
 		spent[cordonedKey(node.Name)] = true
@@ -159,29 +160,29 @@ func (e *Executor) cordon(ctx context.Context, live *liveState, wp plan.Workload
 		// Its pod has been in flight since the cordon (an earlier step).
 		prepared()
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("nothing to write: node %s is cordoned for %s already", node.Name, by)
-		return r, OutcomeUnchanged, nil
+		return r, outcomeUnchanged, nil
 	}
 	pa := podActionOn(wp, node.Name)
 	if pa == nil {
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("the plan updates no pod on node %s in this wave", node.Name)
-		return r, OutcomeConflict, nil
+		return r, outcomeConflict, nil
 	}
-	if fp := factPod(live.rollout, pa.Pod); fp == nil || fp.Updated || fp.Terminating {
+	if fp := factPod(state.rollout, pa.Pod); fp == nil || fp.Updated || fp.Terminating {
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("pod %s on node %s is gone, terminating or updated since the plan was made: node %s is not cordoned", pa.Pod, node.Name, node.Name)
-		return r, OutcomeConflict, nil
+		return r, outcomeConflict, nil
 	}
 	extra := map[string]bool{pa.Pod: true}
 	for p := range spent {
 		extra[p] = true
 	}
-	if why := overBudget(live.rollout, wp.Budgets, extra); why != "" {
+	if why := overBudget(state.rollout, wp.Budgets, extra); why != "" {
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("%s with pod %s: node %s is not cordoned now", why, pa.Pod, node.Name)
-		return r, OutcomeSkippedBudget, nil
+		return r, outcomeSkippedBudget, nil
 	}
 	if node.Spec.Unschedulable {
 		prepared()
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("nothing to write: node %s is cordoned already, not by rollplan for %s (annotation %s=%q): it counts as prepared and stays cordoned", node.Name, by, facts.AnnCordonedBy, node.Annotations[facts.AnnCordonedBy])
-		return r, OutcomeUnchanged, nil
+		return r, outcomeUnchanged, nil
 	}
 	err := e.patchNode(ctx, node, map[string]any{
 		"metadata": map[string]any{"resourceVersion": node.ResourceVersion, "annotations": map[string]any{facts.AnnCordonedBy: by}},
@@ -190,25 +191,25 @@ func (e *Executor) cordon(ctx context.Context, live *liveState, wp plan.Workload
 	switch {
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("node %s changed since it was read: %v", node.Name, err)
-		return r, OutcomeConflict, nil
+		return r, outcomeConflict, nil
 	case err != nil:
-		return r, OutcomeError, fmt.Errorf("%s: cordon node %s (spec.unschedulable, annotation %s): %w", e.opts.Target, node.Name, facts.AnnCordonedBy, err)
+		return r, outcomeError, fmt.Errorf("%s: cordon node %s (spec.unschedulable, annotation %s): %w", e.opts.Target, node.Name, facts.AnnCordonedBy, err)
 	}
 	prepared()
 	spent[ownCordonKey(node.Name)] = true
 	r.Outcome = e.outcome()
-	e.nodeEvent(live, node, ReasonNodeCordoned, plan.ActionCordonNode,
-		fmt.Sprintf("cordoned node %s before updating pod %s to revision %s", node.Name, pa.Pod, live.rollout.Workload.UpdateRevision))
+	e.nodeEvent(state, node, reasonNodeCordoned, plan.ActionCordonNode,
+		fmt.Sprintf("cordoned node %s before updating pod %s to revision %s", node.Name, pa.Pod, state.rollout.Workload.UpdateRevision))
 	return r, e.doneMetric(), nil
 }
 
 // drain evicts the node's pods that a drain evicts; the node is drained
 // once none is left, terminating ones included.
-func (e *Executor) drain(ctx context.Context, live *liveState, wp plan.WorkloadPlan, node *corev1.Node, r ActionResult, spent map[string]bool) (ActionResult, string, error) {
+func (e *Executor) drain(ctx context.Context, state *liveState, wp plan.WorkloadPlan, node *corev1.Node, r ActionResult, spent map[string]bool) (ActionResult, string, error) {
 	list, err := e.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node.Name).String()})
 	if err != nil {
-		return r, OutcomeError, fmt.Errorf("%s: drain node %s: list its pods: %w", e.opts.Target, node.Name, err)
+		return r, outcomeError, fmt.Errorf("%s: drain node %s: list its pods: %w", e.opts.Target, node.Name, err)
 	}
 	var evict []*corev1.Pod
 	var going []string
@@ -243,10 +244,10 @@ func (e *Executor) drain(ctx context.Context, live *liveState, wp plan.WorkloadP
 			if !slices.Contains(nexts, pdb.next) {
 				nexts = append(nexts, pdb.next)
 			}
-		case apierrors.IsTooManyRequests(err) || (apierrors.IsForbidden(err) && strings.Contains(err.Error(), "rollplan gate")):
+		case apierrors.IsTooManyRequests(err) || (apierrors.IsForbidden(err) && live.GateDenied(err)):
 			refused = append(refused, fmt.Sprintf("%s (%v)", name, err))
 		default:
-			return r, OutcomeError, fmt.Errorf("%s: drain node %s: evict pod %s: %w", e.opts.Target, node.Name, name, err)
+			return r, outcomeError, fmt.Errorf("%s: drain node %s: evict pod %s: %w", e.opts.Target, node.Name, name, err)
 		}
 	}
 	pod := ""
@@ -254,7 +255,7 @@ func (e *Executor) drain(ctx context.Context, live *liveState, wp plan.WorkloadP
 		pod = pa.Pod
 	}
 	if len(evicted) > 0 {
-		e.nodeEvent(live, node, ReasonNodeDrain, plan.ActionDrainNode,
+		e.nodeEvent(state, node, reasonNodeDrain, plan.ActionDrainNode,
 			fmt.Sprintf("evicted %d pod(s) from node %s to drain it before updating pod %s: %s", len(evicted), node.Name, pod, strings.Join(evicted, ", ")))
 	}
 	var metric string
@@ -265,7 +266,7 @@ func (e *Executor) drain(ctx context.Context, live *liveState, wp plan.WorkloadP
 		// as this step goes, the node is drained.
 		drained = true
 		r.Outcome, r.Reason = Would, fmt.Sprintf("would evict %d pod(s) from node %s: %s", len(evicted), node.Name, strings.Join(evicted, ", "))
-		metric = OutcomeDryRun
+		metric = outcomeDryRun
 	case len(evicted) > 0:
 		r.Outcome, r.Reason = e.outcome(), fmt.Sprintf("evicted %s from node %s; pod %s waits until they are gone", strings.Join(evicted, ", "), node.Name, pod)
 		if len(refused) > 0 {
@@ -274,14 +275,14 @@ func (e *Executor) drain(ctx context.Context, live *liveState, wp plan.WorkloadP
 		metric = e.doneMetric()
 	case len(refused) > 0:
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("eviction refused for now (PodDisruptionBudget or the rollplan gate): %s: node %s is not drained", strings.Join(refused, ", "), node.Name)
-		metric = OutcomeSkippedPDB
+		metric = outcomeSkippedPDB
 	case len(going) > 0:
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("waiting for %s to terminate: node %s is not drained yet", strings.Join(going, ", "), node.Name)
-		metric = OutcomeWaiting
+		metric = outcomeWaiting
 	default:
 		drained = true
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("nothing to evict: node %s is drained", node.Name)
-		metric = OutcomeUnchanged
+		metric = outcomeUnchanged
 	}
 	if len(nexts) > 0 {
 		r.Reason += "; " + strings.Join(nexts, "; ")
@@ -306,15 +307,15 @@ func withoutDeletion(p *corev1.Pod) *corev1.Pod {
 
 // uncordon uncordons a node rollplan cordoned for this DaemonSet once
 // every daemon pod on it runs the update revision and is available.
-func (e *Executor) uncordon(ctx context.Context, live *liveState, wp plan.WorkloadPlan, node *corev1.Node, r ActionResult) (ActionResult, string, error) {
+func (e *Executor) uncordon(ctx context.Context, state *liveState, wp plan.WorkloadPlan, node *corev1.Node, r ActionResult) (ActionResult, string, error) {
 	by := e.cordonedBy()
 	if got := node.Annotations[facts.AnnCordonedBy]; got != by {
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("nothing to write: node %s was not cordoned by rollplan for %s (annotation %s=%q): left as it is", node.Name, by, facts.AnnCordonedBy, got)
-		return r, OutcomeUnchanged, nil
+		return r, outcomeUnchanged, nil
 	}
-	if why := e.notReadyToUncordon(live, wp, node.Name); why != "" {
+	if why := e.notReadyToUncordon(state, wp, node.Name); why != "" {
 		r.Outcome, r.Reason = Skipped, why+": node "+node.Name+" stays cordoned for now"
-		return r, OutcomeWaiting, nil
+		return r, outcomeWaiting, nil
 	}
 	// The drain conditions go first, while the annotation still says the
 	// node is rollplan's: a crash after this write leaves the node to the
@@ -326,28 +327,28 @@ func (e *Executor) uncordon(ctx context.Context, live *liveState, wp plan.Worklo
 	switch {
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("node %s changed since it was read: %v", node.Name, err)
-		return r, OutcomeConflict, nil
+		return r, outcomeConflict, nil
 	case err != nil:
-		return r, OutcomeError, fmt.Errorf("%s: uncordon node %s (node conditions %s and %s, spec.unschedulable, annotation %s): %w", e.opts.Target, node.Name, corev1.NodeDrainInProgress, corev1.NodeDrained, facts.AnnCordonedBy, err)
+		return r, outcomeError, fmt.Errorf("%s: uncordon node %s (node conditions %s and %s, spec.unschedulable, annotation %s): %w", e.opts.Target, node.Name, corev1.NodeDrainInProgress, corev1.NodeDrained, facts.AnnCordonedBy, err)
 	}
 	r.Outcome = e.outcome()
 	if note != "" {
 		r.Reason = joinNotes(r.Reason, note)
 	}
-	e.nodeEvent(live, node, ReasonNodeUncordoned, plan.ActionUncordonNode,
-		fmt.Sprintf("uncordoned node %s: its daemon pod runs revision %s and is available", node.Name, live.rollout.Workload.UpdateRevision))
+	e.nodeEvent(state, node, reasonNodeUncordoned, plan.ActionUncordonNode,
+		fmt.Sprintf("uncordoned node %s: its daemon pod runs revision %s and is available", node.Name, state.rollout.Workload.UpdateRevision))
 	return r, e.doneMetric(), nil
 }
 
 // notReadyToUncordon says why the node must stay cordoned: a daemon pod on
 // it (not held out of the rollout) is not at the update revision or not
 // available, or the node should run one and has none yet.
-func (e *Executor) notReadyToUncordon(live *liveState, wp plan.WorkloadPlan, name string) string {
+func (e *Executor) notReadyToUncordon(state *liveState, wp plan.WorkloadPlan, name string) string {
 	held := map[string]bool{}
 	for _, h := range wp.Held {
 		held[h.Pod] = true
 	}
-	r := live.rollout
+	r := state.rollout
 	n := 0
 	for _, p := range r.Pods {
 		if p.Node != name || p.Terminating || p.Terminal {
@@ -359,7 +360,7 @@ func (e *Executor) notReadyToUncordon(live *liveState, wp plan.WorkloadPlan, nam
 		case !p.Updated:
 			return fmt.Sprintf("pod %s does not run the update revision yet", p.Name)
 		case !p.Available:
-			why := live.inFlight[p.Name]
+			why := state.inFlight[p.Name]
 			if why == "" {
 				why = "not Ready for minReadySeconds"
 			}
@@ -393,20 +394,20 @@ func (e *Executor) patchNode(ctx context.Context, node *corev1.Node, patch map[s
 	if err != nil {
 		return err
 	}
-	_, err = e.client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, data, metav1.PatchOptions{DryRun: e.dryRun(), FieldManager: "rollplan"})
+	_, err = e.writer.patchNode(ctx, node.Name, types.MergePatchType, data)
 	return err
 }
 
 func (e *Executor) doneMetric() string {
 	if e.opts.DryRun {
-		return OutcomeDryRun
+		return outcomeDryRun
 	}
-	return OutcomeDone
+	return outcomeDone
 }
 
 // nodeEvent records an Event on the workload with the node as related
 // object (a dry run logs it instead, as event does).
-func (e *Executor) nodeEvent(live *liveState, node *corev1.Node, reason, action, note string) {
+func (e *Executor) nodeEvent(state *liveState, node *corev1.Node, reason, action, note string) {
 	if len(note) > maxNote {
 		note = note[:maxNote-3] + "..."
 	}
@@ -414,7 +415,7 @@ func (e *Executor) nodeEvent(live *liveState, node *corev1.Node, reason, action,
 		e.opts.Log.Debug("event", "workload", e.opts.Target.String(), "type", corev1.EventTypeNormal, "reason", reason, "note", note, "dryRun", e.opts.DryRun)
 		return
 	}
-	e.opts.Events.Eventf(e.workloadObject(live), node, corev1.EventTypeNormal, reason, action, "%s", note)
+	e.opts.Events.Eventf(e.workloadObject(state), node, corev1.EventTypeNormal, reason, action, "%s", note)
 }
 
 // releaseCordons uncordons the nodes rollplan cordoned for a DaemonSet that
@@ -492,8 +493,8 @@ func orNone(s []string) string {
 // Reasons of the node conditions rollplan writes; a condition with
 // another reason is not rollplan's.
 const (
-	CondReasonDraining = "RollplanDraining"
-	CondReasonDrained  = "RollplanDrained"
+	condReasonDraining = "RollplanDraining"
+	condReasonDrained  = "RollplanDrained"
 )
 
 // drainConditionTypes are the node condition types rollplan writes.
@@ -515,7 +516,7 @@ func nodeCondition(node *corev1.Node, t corev1.NodeConditionType) *corev1.NodeCo
 
 // ownCondition: a condition rollplan wrote (by its reason).
 func ownCondition(c *corev1.NodeCondition) bool {
-	return c != nil && (c.Reason == CondReasonDraining || c.Reason == CondReasonDrained)
+	return c != nil && (c.Reason == condReasonDraining || c.Reason == condReasonDrained)
 }
 
 // drainConditions are the conditions rollplan wants on a node it cordoned
@@ -524,16 +525,16 @@ func (e *Executor) drainConditions(node, pod string, drained bool) []corev1.Node
 	by := e.cordonedBy()
 	if !drained {
 		return []corev1.NodeCondition{
-			{Type: corev1.NodeDrainInProgress, Status: corev1.ConditionTrue, Reason: CondReasonDraining,
+			{Type: corev1.NodeDrainInProgress, Status: corev1.ConditionTrue, Reason: condReasonDraining,
 				Message: fmt.Sprintf("rollplan is draining node %s for DaemonSet %s before it updates pod %s", node, by, pod)},
-			{Type: corev1.NodeDrained, Status: corev1.ConditionFalse, Reason: CondReasonDraining,
+			{Type: corev1.NodeDrained, Status: corev1.ConditionFalse, Reason: condReasonDraining,
 				Message: fmt.Sprintf("rollplan has not drained node %s yet: pods it evicts are still on the node", node)},
 		}
 	}
 	return []corev1.NodeCondition{
-		{Type: corev1.NodeDrainInProgress, Status: corev1.ConditionFalse, Reason: CondReasonDrained,
+		{Type: corev1.NodeDrainInProgress, Status: corev1.ConditionFalse, Reason: condReasonDrained,
 			Message: fmt.Sprintf("rollplan drained node %s for DaemonSet %s", node, by)},
-		{Type: corev1.NodeDrained, Status: corev1.ConditionTrue, Reason: CondReasonDrained,
+		{Type: corev1.NodeDrained, Status: corev1.ConditionTrue, Reason: condReasonDrained,
 			Message: fmt.Sprintf("no pod a drain evicts is left on node %s: rollplan drained it for DaemonSet %s; it stays cordoned until pod %s is updated and available", node, by, pod)},
 	}
 }
@@ -624,7 +625,7 @@ func (e *Executor) patchNodeConditions(ctx context.Context, name string, set []c
 	if err != nil {
 		return nil, err
 	}
-	return e.client.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, data, metav1.PatchOptions{DryRun: e.dryRun(), FieldManager: "rollplan"}, "status")
+	return e.writer.patchNode(ctx, name, types.StrategicMergePatchType, data, "status")
 }
 
 func conditionList(cs []corev1.NodeCondition) string {

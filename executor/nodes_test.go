@@ -35,6 +35,7 @@ import (
 	"github.com/rollplan/rollplan/planner/engine/rego"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/kubeversion"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
 )
@@ -561,19 +562,19 @@ func TestNodeActionGuards(t *testing.T) {
 		metric        string
 	}{
 		{"another pod is unavailable: the budget has no room, no cordon", func(c *dsCluster) { c.pods[1] = dsPod("agent-1", "node-1", "old", false) },
-			wave(cordon, recreate), cordon, Skipped, "budget maxUnavailable would be 2/1 with pod agent-0: node node-0 is not cordoned now", OutcomeSkippedBudget},
+			wave(cordon, recreate), cordon, Skipped, "budget maxUnavailable would be 2/1 with pod agent-0: node node-0 is not cordoned now", outcomeSkippedBudget},
 		{"the node's pod was updated since the plan: no cordon", func(c *dsCluster) { c.pods[0] = dsPod("agent-0", "node-0", "new", true) },
-			wave(cordon, recreate), cordon, Skipped, "updated since the plan was made", OutcomeConflict},
+			wave(cordon, recreate), cordon, Skipped, "updated since the plan was made", outcomeConflict},
 		{"someone else's cordon is never lifted", func(c *dsCluster) { c.cordon(0, "") },
-			wave(uncordon), uncordon, Skipped, `not cordoned by rollplan for default/agent (annotation rollplan.dev/cordoned-by=""): left as it is`, OutcomeUnchanged},
+			wave(uncordon), uncordon, Skipped, `not cordoned by rollplan for default/agent (annotation rollplan.dev/cordoned-by=""): left as it is`, outcomeUnchanged},
 		{"nor one rollplan made for another DaemonSet", func(c *dsCluster) { c.cordon(0, "default/other") },
-			wave(uncordon), uncordon, Skipped, `(annotation rollplan.dev/cordoned-by="default/other"): left as it is`, OutcomeUnchanged},
+			wave(uncordon), uncordon, Skipped, `(annotation rollplan.dev/cordoned-by="default/other"): left as it is`, outcomeUnchanged},
 		{"a pod held out of the rollout does not keep its node cordoned", func(c *dsCluster) { c.cordon(0, "default/agent") },
-			plan.WorkloadPlan{Held: []plan.Held{{Pod: "agent-0", Reason: "frozen"}}, Waves: []plan.Wave{{Index: 1, Actions: []plan.Action{uncordon}}}}, uncordon, Done, "", OutcomeDone},
+			plan.WorkloadPlan{Held: []plan.Held{{Pod: "agent-0", Reason: "frozen"}}, Waves: []plan.Wave{{Index: 1, Actions: []plan.Action{uncordon}}}}, uncordon, Done, "", outcomeDone},
 		{"an unheld pod at the old revision keeps it cordoned", func(c *dsCluster) { c.cordon(0, "default/agent") },
-			wave(uncordon), uncordon, Skipped, "pod agent-0 does not run the update revision yet", OutcomeWaiting},
+			wave(uncordon), uncordon, Skipped, "pod agent-0 does not run the update revision yet", outcomeWaiting},
 		{"a drain on a node this step did not cordon does nothing", nil,
-			wave(cordon, plan.Action{Type: plan.ActionDrainNode, Node: "node-0"}, recreate), plan.Action{Type: plan.ActionDrainNode, Node: "node-0"}, Skipped, "node node-0 is not cordoned yet: not drained", OutcomeWaiting},
+			wave(cordon, plan.Action{Type: plan.ActionDrainNode, Node: "node-0"}, recreate), plan.Action{Type: plan.ActionDrainNode, Node: "node-0"}, Skipped, "node node-0 is not cordoned yet: not drained", outcomeWaiting},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newDSCluster(2, "1")
@@ -626,7 +627,7 @@ func TestNodePreparationConverges(t *testing.T) {
 	newExec := func() *Executor {
 		reg := prometheus.NewRegistry()
 		x, err := New(cs, Options{
-			Target: Target{Namespace: ns, Kind: "DaemonSet", Name: "agent"},
+			Target: live.Target{Namespace: ns, Kind: "DaemonSet", Name: "agent"},
 			Engine: prepEngine{native.New(), engine.NodePrepDrain}, Now: func() time.Time { return now },
 			Log: slog.New(slog.NewTextHandler(&log, nil)), Events: rec, Metrics: NewMetrics(reg),
 		})
@@ -725,18 +726,18 @@ func TestNodePreparationConverges(t *testing.T) {
 	var cordons, uncordons, drains int
 	for _, e := range drain(rec) {
 		switch {
-		case strings.Contains(e, ReasonNodeCordoned):
+		case strings.Contains(e, reasonNodeCordoned):
 			cordons++
-		case strings.Contains(e, ReasonNodeUncordoned):
+		case strings.Contains(e, reasonNodeUncordoned):
 			uncordons++
-		case strings.Contains(e, ReasonNodeDrain):
+		case strings.Contains(e, reasonNodeDrain):
 			drains++
 		}
 	}
 	if cordons != 3 || uncordons != 3 || drains != 4 {
 		t.Errorf("events: %d NodeCordoned, %d NodeUncordoned, %d NodeDrain; want 3, 3, 4", cordons, uncordons, drains)
 	}
-	if n := testutil.ToFloat64(x.Metrics().Actions.WithLabelValues("DaemonSet", plan.ActionUncordonNode, OutcomeDone)); n < 1 {
+	if n := testutil.ToFloat64(x.Metrics().Actions.WithLabelValues("DaemonSet", plan.ActionUncordonNode, outcomeDone)); n < 1 {
 		t.Errorf("no UncordonNode counted done by the last executor")
 	}
 }
@@ -863,7 +864,7 @@ func checkOthers(t *testing.T, cs *fake.Clientset, name string) {
 func newDSExecAt(t *testing.T, cs *fake.Clientset, prep string, v kubeversion.Version, dryRun bool, log *bytes.Buffer) *Executor {
 	t.Helper()
 	x, err := New(cs, Options{
-		Target: Target{Namespace: ns, Kind: "DaemonSet", Name: "agent"}, Engine: prepEngine{native.New(), prep},
+		Target: live.Target{Namespace: ns, Kind: "DaemonSet", Name: "agent"}, Engine: prepEngine{native.New(), prep},
 		KubernetesVersion: v, DryRun: dryRun, Now: func() time.Time { return now },
 		Log: slog.New(slog.NewTextHandler(log, nil)), Poll: time.Millisecond,
 	})
@@ -927,7 +928,7 @@ func TestNodeDrainConditions(t *testing.T) {
 			setup: func(c *dsCluster) {
 				c.cordon(0, ns+"/agent")
 				c.nodes[0].Status.Conditions = append(c.nodes[0].Status.Conditions,
-					cond(corev1.NodeDrainInProgress, corev1.ConditionTrue, CondReasonDraining), cond(corev1.NodeDrained, corev1.ConditionFalse, CondReasonDraining))
+					cond(corev1.NodeDrainInProgress, corev1.ConditionTrue, condReasonDraining), cond(corev1.NodeDrained, corev1.ConditionFalse, condReasonDraining))
 			},
 			want:   []string{"CordonNode:node-0:skipped", "DrainNode:node-0:skipped", "Recreate:agent-0:done", "UncordonNode:node-0:skipped"},
 			status: []string{"node-0 DrainInProgress=False Drained=True"},
@@ -965,7 +966,7 @@ func TestNodeDrainConditions(t *testing.T) {
 			setup: func(c *dsCluster) {
 				c.cordon(0, ns+"/agent")
 				c.nodes[0].Status.Conditions = append(c.nodes[0].Status.Conditions,
-					cond(corev1.NodeDrainInProgress, corev1.ConditionFalse, CondReasonDrained), cond(corev1.NodeDrained, corev1.ConditionTrue, CondReasonDrained))
+					cond(corev1.NodeDrainInProgress, corev1.ConditionFalse, condReasonDrained), cond(corev1.NodeDrained, corev1.ConditionTrue, condReasonDrained))
 				c.pods[0] = dsPod("agent-0x", "node-0", "new", true)
 			},
 			want:   []string{"UncordonNode:node-0:done", "CordonNode:node-1:done", "DrainNode:node-1:skipped", "Recreate:agent-1:done", "UncordonNode:node-1:skipped"},
@@ -978,7 +979,7 @@ func TestNodeDrainConditions(t *testing.T) {
 			version: kubeversion.V1_36,
 			setup: func(c *dsCluster) {
 				c.cordon(0, ns+"/agent")
-				c.nodes[0].Status.Conditions = append(c.nodes[0].Status.Conditions, cond(corev1.NodeDrained, corev1.ConditionTrue, CondReasonDrained))
+				c.nodes[0].Status.Conditions = append(c.nodes[0].Status.Conditions, cond(corev1.NodeDrained, corev1.ConditionTrue, condReasonDrained))
 				c.pods[0] = dsPod("agent-0x", "node-0", "new", true)
 			},
 			status: []string{"node-0 -Drained"},
@@ -1061,7 +1062,7 @@ func TestDrainConditionsIdempotent(t *testing.T) {
 	c := newDSCluster(2, "1")
 	c.cordon(0, ns+"/agent")
 	// An earlier apply's DrainInProgress=True, with another message.
-	c.nodes[0].Status.Conditions = []corev1.NodeCondition{cond(corev1.NodeDrainInProgress, corev1.ConditionTrue, CondReasonDraining)}
+	c.nodes[0].Status.Conditions = []corev1.NodeCondition{cond(corev1.NodeDrainInProgress, corev1.ConditionTrue, condReasonDraining)}
 	c.pods = append(c.pods, otherPod("shop", "web-1", "node-0", "ReplicaSet"))
 	w := &nodeWrites{}
 	refuse := func(string) error {
@@ -1137,7 +1138,7 @@ func TestDrainConditionWriteFails(t *testing.T) {
 			c := newDSCluster(2, "1")
 			c.cordon(0, ns+"/agent")
 			c.nodes[0].Status.Conditions = []corev1.NodeCondition{
-				cond(corev1.NodeDrainInProgress, corev1.ConditionTrue, CondReasonDraining), cond(corev1.NodeDrained, corev1.ConditionFalse, CondReasonDraining)}
+				cond(corev1.NodeDrainInProgress, corev1.ConditionTrue, condReasonDraining), cond(corev1.NodeDrained, corev1.ConditionFalse, condReasonDraining)}
 			c.pods[0] = dsPod("agent-0x", "node-0", "new", true)
 			w := &nodeWrites{statusErr: tc.statusErr}
 			cs := c.client(t, w, nil, nil)
@@ -1171,7 +1172,7 @@ func TestReleaseCordonsClearsConditions(t *testing.T) {
 	c := newDSCluster(2, "1")
 	c.cordon(0, ns+"/agent")
 	c.nodes[0].Status.Conditions = []corev1.NodeCondition{kubeletReady, adminMaintenance,
-		cond(corev1.NodeDrainInProgress, corev1.ConditionTrue, CondReasonDraining), cond(corev1.NodeDrained, corev1.ConditionFalse, CondReasonDraining)}
+		cond(corev1.NodeDrainInProgress, corev1.ConditionTrue, condReasonDraining), cond(corev1.NodeDrained, corev1.ConditionFalse, condReasonDraining)}
 	w := &nodeWrites{}
 	cs := c.client(t, w, nil, nil)
 	if err := cs.AppsV1().DaemonSets(ns).Delete(context.Background(), "agent", metav1.DeleteOptions{}); err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/snapshot"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
 )
@@ -16,13 +17,13 @@ import (
 func TestObserveKeepsOtherWorkloadsErrors(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	cases := []struct {
-		target Target
+		target live.Target
 		want   string // in the error; "" for facts
 	}{
-		{Target{Namespace: "default", Kind: capture.Deployment, Name: "api"}, ""},
-		{Target{Namespace: "default", Kind: capture.StatefulSet, Name: "web"}, ""},
-		{Target{Namespace: "default", Kind: capture.DaemonSet, Name: "agent"}, `DaemonSet default/agent: annotation rollplan.dev/managed="yes"`},
-		{Target{Namespace: "default", Kind: capture.DaemonSet, Name: "nope"}, "not found"},
+		{live.Target{Namespace: "default", Kind: capture.Deployment, Name: "api"}, ""},
+		{live.Target{Namespace: "default", Kind: capture.StatefulSet, Name: "web"}, ""},
+		{live.Target{Namespace: "default", Kind: capture.DaemonSet, Name: "agent"}, `DaemonSet default/agent: annotation rollplan.dev/managed="yes"`},
+		{live.Target{Namespace: "default", Kind: capture.DaemonSet, Name: "nope"}, "not found"},
 	}
 	for _, c := range cases {
 		t.Run(c.target.String(), func(t *testing.T) {
@@ -30,7 +31,7 @@ func TestObserveKeepsOtherWorkloadsErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, _, err := Observe(snap, c.target, now, facts.Options{})
+			r, _, err := live.Observe(snap, c.target, now, facts.Options{})
 			switch {
 			case c.want == "" && err != nil:
 				t.Fatalf("Observe: %v", err)

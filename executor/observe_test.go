@@ -17,17 +17,18 @@ import (
 
 	"github.com/rollplan/rollplan/planner/engine/native"
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/live"
 )
 
-// observed is an executor with a fake event recorder and metrics on a
+// observedExecutor is an executor with a fake event recorder and metrics on a
 // registry of the test's.
-func observed(t *testing.T, cs *fake.Clientset, dryRun bool) (*Executor, *events.FakeRecorder, *prometheus.Registry) {
+func observedExecutor(t *testing.T, cs *fake.Clientset, dryRun bool) (*Executor, *events.FakeRecorder, *prometheus.Registry) {
 	t.Helper()
 	rec := events.NewFakeRecorder(100)
 	reg := prometheus.NewRegistry()
 	var log bytes.Buffer
 	x, err := New(cs, Options{
-		Target: Target{Namespace: ns, Kind: "StatefulSet", Name: "web"},
+		Target: live.Target{Namespace: ns, Kind: "StatefulSet", Name: "web"},
 		Engine: native.New(), DryRun: dryRun, Now: func() time.Time { return now },
 		Log: slog.New(slog.NewTextHandler(&log, nil)), Poll: time.Millisecond,
 		Events: rec, Metrics: NewMetrics(reg),
@@ -54,7 +55,7 @@ func drain(rec *events.FakeRecorder) []string {
 // counts the actions, the step and the pods.
 func TestStepEventsAndMetrics(t *testing.T) {
 	c := newCluster(4, appsv1.OnDeleteStatefulSetStrategyType, true, "example.com/app:v2", "a")
-	x, rec, reg := observed(t, c.client(&recorder{}, nil), false)
+	x, rec, reg := observedExecutor(t, c.client(&recorder{}, nil), false)
 	if _, err := x.Step(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func TestStepEventsAndMetrics(t *testing.T) {
 		}
 	}
 	m := x.Metrics()
-	if n := testutil.ToFloat64(m.Actions.WithLabelValues("StatefulSet", "InPlaceUpdate", OutcomeDone)); n != 2 {
+	if n := testutil.ToFloat64(m.Actions.WithLabelValues("StatefulSet", "InPlaceUpdate", outcomeDone)); n != 2 {
 		t.Errorf("actions done = %v, want 2", n)
 	}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
@@ -97,27 +98,27 @@ rollplan_executor_pods{state="updated"} 0
 // refusing the eviction counts skipped_pdb.
 func TestDryRunAndPDBMetrics(t *testing.T) {
 	c := newCluster(4, appsv1.OnDeleteStatefulSetStrategyType, true, "example.com/app:v1", "b")
-	x, rec, _ := observed(t, c.client(&recorder{}, nil), true)
+	x, rec, _ := observedExecutor(t, c.client(&recorder{}, nil), true)
 	if _, err := x.Step(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if got := drain(rec); len(got) != 0 {
 		t.Errorf("a dry run recorded events %q", got)
 	}
-	if n := testutil.ToFloat64(x.Metrics().Actions.WithLabelValues("StatefulSet", "Recreate", OutcomeDryRun)); n != 2 {
+	if n := testutil.ToFloat64(x.Metrics().Actions.WithLabelValues("StatefulSet", "Recreate", outcomeDryRun)); n != 2 {
 		t.Errorf("dry_run = %v, want 2", n)
 	}
 
 	tooMany := func(string) error { return apierrors.NewTooManyRequests("disruption budget", 10) }
 	c = newCluster(4, appsv1.OnDeleteStatefulSetStrategyType, true, "example.com/app:v1", "b")
-	x, rec, _ = observed(t, c.client(&recorder{}, tooMany), false)
+	x, rec, _ = observedExecutor(t, c.client(&recorder{}, tooMany), false)
 	if _, err := x.Step(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if got := drain(rec); len(got) != 0 {
 		t.Errorf("refused evictions recorded events %q", got)
 	}
-	if n := testutil.ToFloat64(x.Metrics().Actions.WithLabelValues("StatefulSet", "Recreate", OutcomeSkippedPDB)); n != 2 {
+	if n := testutil.ToFloat64(x.Metrics().Actions.WithLabelValues("StatefulSet", "Recreate", outcomeSkippedPDB)); n != 2 {
 		t.Errorf("skipped_pdb = %v, want 2", n)
 	}
 }
@@ -126,7 +127,7 @@ func TestDryRunAndPDBMetrics(t *testing.T) {
 func TestHaltEvent(t *testing.T) {
 	c := newCluster(4, appsv1.OnDeleteStatefulSetStrategyType, true, "example.com/app:v1", "b")
 	c.set.Annotations[facts.AnnPodUpdatePolicy] = "InPlaceOnly"
-	x, rec, _ := observed(t, c.client(&recorder{}, nil), false)
+	x, rec, _ := observedExecutor(t, c.client(&recorder{}, nil), false)
 	if _, err := x.Run(context.Background(), false); !isHalt(err) {
 		t.Fatalf("err %v, want a halt", err)
 	}
@@ -143,7 +144,7 @@ func TestCompleteEvent(t *testing.T) {
 		c.pods[i] = pod(c.pods[i].Name, "example.com/app:v2", newRev, true)
 	}
 	c.set.Status.CurrentRevision, c.set.Status.UpdatedReplicas = newRev, 2
-	x, rec, _ := observed(t, c.client(&recorder{}, nil), false)
+	x, rec, _ := observedExecutor(t, c.client(&recorder{}, nil), false)
 	step, err := x.Step(context.Background())
 	if err != nil || !step.Done {
 		t.Fatalf("step %+v, err %v: want done", step, err)

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/snapshot"
 )
@@ -79,7 +80,7 @@ func TestObservedStatus(t *testing.T) {
 				c.inFlight = map[string]string{}
 			}
 			st := BuildStatus(r, wp, c.inFlight, now)
-			Observed(st, r, wp, c.act, now)
+			observed(st, r, wp, c.act, now)
 			if st.State != c.state || !strings.HasPrefix(st.Verdict, c.verdict) {
 				t.Errorf("%s %q, want %s %q...", st.State, st.Verdict, c.state, c.verdict)
 			}
@@ -90,7 +91,7 @@ func TestObservedStatus(t *testing.T) {
 	}
 }
 
-// LastActivity takes the latest of what the executor and the controllers
+// lastActivity takes the latest of what the executor and the controllers
 // write: revision creation, pod creation, deletion, in-place update,
 // readiness at the update revision.
 func TestLastActivity(t *testing.T) {
@@ -113,7 +114,7 @@ func TestLastActivity(t *testing.T) {
 		{"a pod created", []*corev1.Pod{pod("web-0", "10:30")}, "2026-03-01T10:30:00Z pod web-0 created"},
 		{"an in-place update", func() []*corev1.Pod {
 			p := pod("web-1", "09:00")
-			p.Annotations = map[string]string{AnnInPlaceUpdate: `{"revision":"web-2","at":"2026-03-01T11:00:00Z","imageIDs":{}}`}
+			p.Annotations = map[string]string{live.AnnInPlaceUpdate: `{"revision":"web-2","at":"2026-03-01T11:00:00Z","imageIDs":{}}`}
 			return []*corev1.Pod{p}
 		}(), "2026-03-01T11:00:00Z pod web-1 updated in place"},
 		{"a deletion, less its grace period", func() []*corev1.Pod {
@@ -137,7 +138,7 @@ func TestLastActivity(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			snap := &snapshot.Snapshot{ControllerRevisions: []*appsv1.ControllerRevision{rev}, Pods: c.pods}
-			a := LastActivity(snap, r)
+			a := lastActivity(snap, r)
 			got := ""
 			if a != nil {
 				got = a.Time + " " + a.What

@@ -6,10 +6,10 @@ import (
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
 )
 
@@ -20,17 +20,12 @@ import (
 // a managed Deployment also sets spec.paused, so a rollout handed to the
 // Deployment controller stops too; resuming leaves spec.paused to the
 // executor, which clears it again only if the rollout needs the controller.
-func SetPaused(ctx context.Context, c kubernetes.Interface, t Target, paused bool, dryRun bool) error {
+func SetPaused(ctx context.Context, c kubernetes.Interface, t live.Target, paused bool, dryRun bool) error {
 	var ann any // null removes the annotation
 	if paused {
 		ann = "true"
 	}
 	patch := map[string]any{"metadata": map[string]any{"annotations": map[string]any{facts.AnnPaused: ann}}}
-	opts := metav1.PatchOptions{FieldManager: "rollplan"}
-	if dryRun {
-		opts.DryRun = []string{metav1.DryRunAll}
-	}
-	var err error
 	switch t.Kind {
 	case capture.Deployment:
 		if paused {
@@ -43,11 +38,13 @@ func SetPaused(ctx context.Context, c kubernetes.Interface, t Target, paused boo
 			}
 			patch["spec"] = map[string]any{"paused": true}
 		}
-		err = patchWorkload(ctx, c, t, patch, opts)
 	case capture.StatefulSet, capture.DaemonSet:
-		err = patchWorkload(ctx, c, t, patch, opts)
 	default:
 		return fmt.Errorf("%s: want a Deployment, StatefulSet or DaemonSet", t)
+	}
+	raw, err := json.Marshal(patch)
+	if err == nil {
+		err = clientWriter{client: c, dryRun: dryRun}.patchWorkload(ctx, t, raw)
 	}
 	if err != nil {
 		verb := "resume"
@@ -57,20 +54,4 @@ func SetPaused(ctx context.Context, c kubernetes.Interface, t Target, paused boo
 		return fmt.Errorf("%s: %s: %w", t, verb, err)
 	}
 	return nil
-}
-
-func patchWorkload(ctx context.Context, c kubernetes.Interface, t Target, patch map[string]any, opts metav1.PatchOptions) error {
-	raw, err := json.Marshal(patch)
-	if err != nil {
-		return err
-	}
-	switch t.Kind {
-	case capture.Deployment:
-		_, err = c.AppsV1().Deployments(t.Namespace).Patch(ctx, t.Name, types.MergePatchType, raw, opts)
-	case capture.StatefulSet:
-		_, err = c.AppsV1().StatefulSets(t.Namespace).Patch(ctx, t.Name, types.MergePatchType, raw, opts)
-	default:
-		_, err = c.AppsV1().DaemonSets(t.Namespace).Patch(ctx, t.Name, types.MergePatchType, raw, opts)
-	}
-	return err
 }

@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/rollplan/rollplan/planner/live"
 )
 
 func guaranteed(cpu, mem string) corev1.ResourceRequirements {
@@ -137,9 +139,9 @@ func TestInPlaceResize(t *testing.T) {
 			if (main.Spec != nil) != imageChanged || strings.Contains(string(sent[1].body), "resources") {
 				t.Errorf("main patch %s: want the image only when it changed, never resources", sent[1].body)
 			}
-			var rec InPlaceRecord
-			if err := json.Unmarshal([]byte(main.Metadata.Annotations[AnnInPlaceUpdate]), &rec); err != nil || !slices.Equal(rec.Resized, []string{"app"}) {
-				t.Errorf("in-place record %q: %v", main.Metadata.Annotations[AnnInPlaceUpdate], err)
+			var rec live.InPlaceRecord
+			if err := json.Unmarshal([]byte(main.Metadata.Annotations[live.AnnInPlaceUpdate]), &rec); err != nil || !slices.Equal(rec.Resized, []string{"app"}) {
+				t.Errorf("in-place record %q: %v", main.Metadata.Annotations[live.AnnInPlaceUpdate], err)
 			}
 			for _, s := range sent {
 				if got := len(s.opts.DryRun) > 0 && s.opts.DryRun[0] == metav1.DryRunAll; got != tc.dry {
@@ -152,7 +154,7 @@ func TestInPlaceResize(t *testing.T) {
 
 func equalResources(a, b corev1.ResourceRequirements) bool {
 	for _, rn := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-		if !sameQuantity(a.Requests, b.Requests, rn) || !sameQuantity(a.Limits, b.Limits, rn) {
+		if !live.SameQuantity(a.Requests, b.Requests, rn) || !live.SameQuantity(a.Limits, b.Limits, rn) {
 			return false
 		}
 	}
@@ -162,19 +164,24 @@ func equalResources(a, b corev1.ResourceRequirements) bool {
 // A refused resize (a conflict) skips the pod before the main patch.
 func TestInPlaceResizeConflict(t *testing.T) {
 	c := resizeCluster("example.com/app:v2")
-	cs := c.client(&recorder{}, nil)
-	var subs []string
-	cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		subs = append(subs, a.GetSubresource())
-		if a.GetSubresource() == "resize" {
-			return true, nil, conflict()
-		}
-		return false, nil, nil
-	})
 	var log bytes.Buffer
-	res, err := newExec(t, cs, false, &log).Step(context.Background())
+	x := newExec(t, c.client(&recorder{}, nil), false, &log)
+	w := record(x, false)
+	w.fail = func(c writeCall) error {
+		if c.subresource == "resize" {
+			return conflict()
+		}
+		return nil
+	}
+	res, err := x.Step(context.Background())
 	if err != nil {
 		t.Fatal(err)
+	}
+	var subs []string
+	for _, c := range w.calls {
+		if c.verb == "patchPod" {
+			subs = append(subs, c.subresource)
+		}
 	}
 	if got := outcomes(res); len(got) != 1 || got[0] != "web-0:InPlaceUpdate:skipped" {
 		t.Errorf("actions %v", got)
@@ -190,25 +197,25 @@ func TestInFlightResize(t *testing.T) {
 	at := now.Add(-10 * time.Second)
 	mk := func(status *corev1.ResourceRequirements, conds ...corev1.PodCondition) *corev1.Pod {
 		p := pod("web-0", "example.com/app:v1", newRev, true)
-		raw, _ := json.Marshal(InPlaceRecord{Revision: newRev, At: at.Format(time.RFC3339), ImageIDs: map[string]string{}, Resized: []string{"app"}})
-		p.Annotations = map[string]string{AnnInPlaceUpdate: string(raw)}
+		raw, _ := json.Marshal(live.InPlaceRecord{Revision: newRev, At: at.Format(time.RFC3339), ImageIDs: map[string]string{}, Resized: []string{"app"}})
+		p.Annotations = map[string]string{live.AnnInPlaceUpdate: string(raw)}
 		p.Spec.Containers[0].Resources = guaranteed("200m", "256Mi")
 		p.Status.ContainerStatuses[0].Resources = status
 		p.Status.Conditions = append(p.Status.Conditions, conds...)
 		return p
 	}
 	old, done := guaranteed("100m", "128Mi"), guaranteed("0.2", "256Mi")
-	if busy, why := InFlight(mk(&old), 0, now); !busy || !strings.Contains(why, "not been resized") {
+	if busy, why := live.InFlight(mk(&old), 0, now); !busy || !strings.Contains(why, "not been resized") {
 		t.Errorf("old resources: InFlight %v %q", busy, why)
 	}
-	if busy, why := InFlight(mk(nil), 0, now); !busy {
+	if busy, why := live.InFlight(mk(nil), 0, now); !busy {
 		t.Errorf("no status resources: InFlight %v %q", busy, why)
 	}
 	pending := corev1.PodCondition{Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: "Infeasible", Message: "not enough cpu"}
-	if busy, why := InFlight(mk(&old, pending), 0, now); !busy || !strings.Contains(why, "Infeasible: not enough cpu") {
+	if busy, why := live.InFlight(mk(&old, pending), 0, now); !busy || !strings.Contains(why, "Infeasible: not enough cpu") {
 		t.Errorf("pending: InFlight %v %q", busy, why)
 	}
-	if busy, why := InFlight(mk(&done), 0, now); busy {
+	if busy, why := live.InFlight(mk(&done), 0, now); busy {
 		t.Errorf("resized: InFlight %v %q", busy, why)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/snapshot"
 )
@@ -20,7 +21,7 @@ import (
 // would plan its next step. It is the -o json / -o yaml document; fields
 // are added, never renamed.
 type RolloutStatus struct {
-	// APIVersion is StatusAPIVersion, Kind is StatusKind.
+	// APIVersion is statusAPIVersion, Kind is statusKind.
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	// Workload names the workload and how it rolls.
@@ -36,7 +37,7 @@ type RolloutStatus struct {
 	// paused Deployment rollplan does not manage, or any workload under
 	// rollplan pause), "stalled for 5m0s: budget maxUnavailable is used up
 	// (1/1): ..." and "waiting for a driver (run rollplan apply, or
-	// install the controller)" (see Observed).
+	// install the controller)" (see observed).
 	Verdict string `json:"verdict"`
 	// Revisions: the revision pods are rolled from (current) and to (update).
 	Revisions StatusRevisions `json:"revisions"`
@@ -86,27 +87,27 @@ type Activity struct {
 	What string `json:"what"`
 }
 
-// DriverGrace: a rollout that could act now but shows no activity for
+// driverGrace: a rollout that could act now but shows no activity for
 // this long is not being driven (WaitingForDriver), or, when it cannot
 // act, stalled. rollplan apply steps at least every 5s (Options.MaxPoll)
 // and acts at once on a wave that starts now, so 30s of quiet means no
 // apply runs (there is no in-cluster controller yet).
-const DriverGrace = 30 * time.Second
+const driverGrace = 30 * time.Second
 
 // The document's type, and the values of RolloutStatus.State.
 const (
-	StatusAPIVersion = "rollplan.dev/v1alpha1"
-	StatusKind       = "RolloutStatus"
+	statusAPIVersion = "rollplan.dev/v1alpha1"
+	statusKind       = "RolloutStatus"
 
 	StatusRolledOut  = "RolledOut"
 	StatusInProgress = "InProgress"
 	StatusHalted     = "Halted"
 	StatusPaused     = "Paused"
 	// StatusWaitingForDriver: a rollout rollplan drives that nobody drives
-	// now (no apply running): see Observed.
+	// now (no apply running): see observed.
 	StatusWaitingForDriver = "WaitingForDriver"
 	// StatusStalled: the rollout's pods do not move and the plan says they
-	// cannot within its budgets: see Observed.
+	// cannot within its budgets: see observed.
 	StatusStalled = "Stalled"
 )
 
@@ -206,11 +207,11 @@ type StatusBudget struct {
 // normalisation, same plan) and reports it. It only reads: it works for
 // every workload kind, driven by rollplan or by its controller.
 func (e *Executor) Status(ctx context.Context) (*RolloutStatus, error) {
-	live, err := e.read(ctx)
+	state, err := e.read(ctx)
 	if err != nil {
 		return nil, err
 	}
-	res, err := plan.Build(ctx, []*facts.Rollout{live.rollout}, e.opts.Engine, plan.Metadata{Now: live.now.UTC().Format(time.RFC3339)}, e.opts.PlanOptions)
+	res, err := plan.Build(ctx, []*facts.Rollout{state.rollout}, e.opts.Engine, plan.Metadata{Now: state.now.UTC().Format(time.RFC3339)}, e.opts.PlanOptions)
 	if err != nil {
 		return nil, err
 	}
@@ -218,12 +219,12 @@ func (e *Executor) Status(ctx context.Context) (*RolloutStatus, error) {
 		return nil, fmt.Errorf("%s: the plan has no workload", e.opts.Target)
 	}
 	wp := res.Plan.Workloads[0]
-	st := BuildStatus(live.rollout, wp, live.inFlight, live.now)
-	Observed(st, live.rollout, wp, LastActivity(live.snap, live.rollout), live.now)
+	st := BuildStatus(state.rollout, wp, state.inFlight, state.now)
+	observed(st, state.rollout, wp, lastActivity(state.snap, state.rollout), state.now)
 	return st, nil
 }
 
-// LastActivity is the latest sign in the snapshot that the rollout moved,
+// lastActivity is the latest sign in the snapshot that the rollout moved,
 // from what the cluster records of the executor's and the controllers'
 // writes: the update revision's creation (the template changed), a pod of
 // the workload created (a replacement), a deletion requested
@@ -231,7 +232,7 @@ func (e *Executor) Status(ctx context.Context) (*RolloutStatus, error) {
 // AnnInPlaceUpdate record's time), and a pod at the update revision
 // turning Ready. Events are not read (a read captures none). Nil when
 // none is known.
-func LastActivity(snap *snapshot.Snapshot, r *facts.Rollout) *Activity {
+func lastActivity(snap *snapshot.Snapshot, r *facts.Rollout) *Activity {
 	var last time.Time
 	what := ""
 	see := func(t time.Time, why string) {
@@ -267,15 +268,15 @@ func LastActivity(snap *snapshot.Snapshot, r *facts.Rollout) *Activity {
 			}
 			see(t, "pod "+p.Name+" deleted")
 		}
-		if raw, ok := p.Annotations[AnnInPlaceUpdate]; ok {
-			var rec InPlaceRecord
+		if raw, ok := p.Annotations[live.AnnInPlaceUpdate]; ok {
+			var rec live.InPlaceRecord
 			if json.Unmarshal([]byte(raw), &rec) == nil {
 				if at, err := time.Parse(time.RFC3339, rec.At); err == nil {
 					see(at, "pod "+p.Name+" updated in place")
 				}
 			}
 		}
-		if c := readyCondition(p); fp.Updated && c != nil && c.Status == corev1.ConditionTrue {
+		if c := live.PodCondition(p, corev1.PodReady); fp.Updated && c != nil && c.Status == corev1.ConditionTrue {
 			see(c.LastTransitionTime.Time, "pod "+p.Name+" Ready at the update revision")
 		}
 	}
@@ -285,23 +286,23 @@ func LastActivity(snap *snapshot.Snapshot, r *facts.Rollout) *Activity {
 	return &Activity{Time: last.UTC().Format(time.RFC3339), What: what}
 }
 
-// Observed judges a status that BuildStatus says is in progress from
+// observed judges a status that BuildStatus says is in progress from
 // what the cluster shows, for a reader that does not drive the rollout
 // itself (rollplan status):
 //
 //   - Stalled: the plan stalls before its first wave (plan.Stall, no
 //     wave), nothing is in flight or terminating, and nothing has moved
-//     for DriverGrace: the pods do not move, and the plan says they cannot
+//     for driverGrace: the pods do not move, and the plan says they cannot
 //     within the budgets. The status names the budget used up (if one is),
 //     the plan's reason and how long nothing has moved.
 //   - WaitingForDriver: rollplan drives the rollout (managed; a managed
 //     Deployment while rollplan holds it paused), the plan's first wave
 //     starts now, nothing is in flight or terminating, and nothing has
-//     moved for DriverGrace: apply would have acted by then, so none runs.
+//     moved for driverGrace: apply would have acted by then, so none runs.
 //
 // act is LastActivity's answer (nil: no activity known, as good as long
 // ago). Other states are left as they are.
-func Observed(st *RolloutStatus, r *facts.Rollout, wp plan.WorkloadPlan, act *Activity, now time.Time) {
+func observed(st *RolloutStatus, r *facts.Rollout, wp plan.WorkloadPlan, act *Activity, now time.Time) {
 	st.LastActivity = act
 	if st.State != StatusInProgress || len(st.InFlight) > 0 {
 		return
@@ -317,7 +318,7 @@ func Observed(st *RolloutStatus, r *facts.Rollout, wp plan.WorkloadPlan, act *Ac
 		if err != nil {
 			return
 		}
-		if quietFor = now.Sub(t); quietFor < DriverGrace {
+		if quietFor = now.Sub(t); quietFor < driverGrace {
 			return // something moved a moment ago
 		}
 	}
@@ -363,7 +364,7 @@ func Observed(st *RolloutStatus, r *facts.Rollout, wp plan.WorkloadPlan, act *Ac
 func BuildStatus(r *facts.Rollout, wp plan.WorkloadPlan, inFlight map[string]string, now time.Time) *RolloutStatus {
 	w := r.Workload
 	st := &RolloutStatus{
-		APIVersion: StatusAPIVersion, Kind: StatusKind,
+		APIVersion: statusAPIVersion, Kind: statusKind,
 		Workload: StatusWorkload{Kind: w.Kind, Namespace: w.Namespace, Name: w.Name, Strategy: w.Strategy.Type,
 			Managed: w.Managed, PodUpdatePolicy: w.PodUpdatePolicy, Paused: w.Paused},
 		Time:      now.UTC().Format(time.RFC3339),

@@ -130,7 +130,7 @@ func TestStatus(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if st.APIVersion != StatusAPIVersion || st.Kind != StatusKind || st.Workload.Name != "web" {
+			if st.APIVersion != statusAPIVersion || st.Kind != statusKind || st.Workload.Name != "web" {
 				t.Errorf("header %s %s %+v", st.APIVersion, st.Kind, st.Workload)
 			}
 			tt.check(t, st)

@@ -6,9 +6,9 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/rollplan/rollplan/executor"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/plan"
 )
 
@@ -74,7 +74,7 @@ func (s *shortfall) String() string {
 
 // advice says what to do about the shortfall of a disruption of a pod of
 // t: wait for pods to be available again, unless the budget admits none.
-func (s *shortfall) advice(t executor.Target) string {
+func (s *shortfall) advice(t live.Target) string {
 	if s.Budget.Limit > 0 {
 		return "retry once pods are available again"
 	}

@@ -14,6 +14,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -25,6 +26,7 @@ import (
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/engine/rego"
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
 )
 
@@ -186,6 +188,10 @@ func TestEvictionsStopAtTheBudget(t *testing.T) {
 	}
 	if resp.Result.Code != 429 {
 		t.Errorf("eviction denial code %d, want 429 (drains retry)", resp.Result.Code)
+	}
+	// The API server hands the webhook's status to the caller as is.
+	if err := (&apierrors.StatusError{ErrStatus: *resp.Result}); !live.GateDenied(err) || !apierrors.IsTooManyRequests(err) {
+		t.Errorf("eviction denial %+v: want a 429 carrying %s", resp.Result, live.GateDenialCause)
 	}
 	// A pod already unavailable may always go, budget full or not.
 	f2 := newFixture(t, Options{}, statefulSet(5, "db-3", "db-4")...)

@@ -17,9 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/rollplan/rollplan/executor"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/snapshot"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
@@ -45,7 +45,7 @@ type workloadState struct {
 // stateKey: a workload's state is the same for the same cache contents
 // (generations) and the same policy, at the same second.
 type stateKey struct {
-	target  executor.Target
+	target  live.Target
 	nsGen   uint64
 	nodeGen uint64
 	engine  *engine.Engine
@@ -181,7 +181,7 @@ const (
 // only ever makes pods available (readiness itself changes by events), so
 // an older state counts at most more pods unavailable than there are, and
 // denies rather than over-admits — for a few seconds at most.
-func (g *Gate) state(ctx context.Context, t executor.Target, now time.Time) *workloadState {
+func (g *Gate) state(ctx context.Context, t live.Target, now time.Time) *workloadState {
 	eng := g.engine.Load()
 	sc := g.states
 	if sc == nil {
@@ -235,7 +235,7 @@ func (sc *stateCache) build(ctx context.Context, key stateKey, sec int64, build 
 	return v.(*workloadState)
 }
 
-func (g *Gate) buildState(ctx context.Context, t executor.Target, now time.Time, eng engine.Engine) *workloadState {
+func (g *Gate) buildState(ctx context.Context, t live.Target, now time.Time, eng engine.Engine) *workloadState {
 	s := &workloadState{}
 	snap, _, err := capture.CaptureFrom(ctx, g.opts.Cache, capture.Options{Namespace: t.Namespace, Workloads: []capture.Ref{{Kind: t.Kind, Name: t.Name}}, Now: func() time.Time { return now }})
 	if err != nil {
@@ -248,7 +248,7 @@ func (g *Gate) buildState(ctx context.Context, t executor.Target, now time.Time,
 	}
 	s.managed = isManaged(snap, t)
 	var inFlight map[string]string
-	if s.rollout, inFlight, s.factsErr = executor.Observe(snap, t, now, g.cluster()); s.factsErr != nil {
+	if s.rollout, inFlight, s.factsErr = live.Observe(snap, t, now, g.cluster()); s.factsErr != nil {
 		return s
 	}
 	s.elsewhere = unavailableElsewhere(snap, s.rollout)

@@ -6,7 +6,7 @@
 // (deployment.kubernetes.io/revision) and a StatefulSet's or DaemonSet's
 // as ControllerRevisions. A Deployment updated in place by rollplan keeps
 // one ReplicaSet, whose earlier templates rollplan records in the
-// ReplicaSet's executor.AnnRevisionHistory annotation; List merges both.
+// ReplicaSet's live.AnnRevisionHistory annotation; List merges both.
 package history
 
 import (
@@ -21,8 +21,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/rollplan/rollplan/executor"
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
 )
 
@@ -49,7 +49,7 @@ type Revision struct {
 }
 
 // List reads the revisions of the workload, oldest first.
-func List(ctx context.Context, c kubernetes.Interface, t executor.Target) ([]Revision, error) {
+func List(ctx context.Context, c kubernetes.Interface, t live.Target) ([]Revision, error) {
 	var (
 		revs    []Revision
 		current *corev1.PodTemplateSpec
@@ -74,7 +74,7 @@ func List(ctx context.Context, c kubernetes.Interface, t executor.Target) ([]Rev
 	}
 	// The current revision is the newest whose template is the workload's.
 	for i := len(revs) - 1; i >= 0; i-- {
-		if executor.SameTemplate(revs[i].Template, current) {
+		if live.SameTemplate(revs[i].Template, current) {
 			revs[i].Current = true
 			return revs, nil
 		}
@@ -88,7 +88,7 @@ func List(ctx context.Context, c kubernetes.Interface, t executor.Target) ([]Rev
 	return append(revs, p), nil
 }
 
-func deploymentRevisions(ctx context.Context, c kubernetes.Interface, t executor.Target) ([]Revision, *corev1.PodTemplateSpec, error) {
+func deploymentRevisions(ctx context.Context, c kubernetes.Interface, t live.Target) ([]Revision, *corev1.PodTemplateSpec, error) {
 	d, err := c.AppsV1().Deployments(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
 	if err != nil {
 		return nil, nil, getError(t, err)
@@ -103,9 +103,9 @@ func deploymentRevisions(ctx context.Context, c kubernetes.Interface, t executor
 		if ref := metav1.GetControllerOf(rs); ref == nil || ref.UID != d.UID {
 			continue
 		}
-		out = append(out, Revision{Number: executor.Revision(rs), Source: "ReplicaSet/" + rs.Name,
-			ChangeCause: rs.Annotations["kubernetes.io/change-cause"], Template: executor.StripHash(&rs.Spec.Template)})
-		hist, err := executor.RevisionHistory(rs)
+		out = append(out, Revision{Number: live.Revision(rs), Source: "ReplicaSet/" + rs.Name,
+			ChangeCause: rs.Annotations["kubernetes.io/change-cause"], Template: live.StripHash(&rs.Spec.Template)})
+		hist, err := live.RevisionHistory(rs)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -116,7 +116,7 @@ func deploymentRevisions(ctx context.Context, c kubernetes.Interface, t executor
 	return out, &d.Spec.Template, nil
 }
 
-func controllerRevisions(ctx context.Context, c kubernetes.Interface, t executor.Target) ([]Revision, *corev1.PodTemplateSpec, error) {
+func controllerRevisions(ctx context.Context, c kubernetes.Interface, t live.Target) ([]Revision, *corev1.PodTemplateSpec, error) {
 	var (
 		uid      string
 		template *corev1.PodTemplateSpec
@@ -156,7 +156,7 @@ func controllerRevisions(ctx context.Context, c kubernetes.Interface, t executor
 }
 
 func stripRevisionLabels(t *corev1.PodTemplateSpec) *corev1.PodTemplateSpec {
-	c := executor.StripHash(t)
+	c := live.StripHash(t)
 	delete(c.Labels, appsv1.ControllerRevisionHashLabelKey)
 	delete(c.Labels, "pod-template-generation")
 	if len(c.Labels) == 0 {
@@ -191,14 +191,14 @@ func summary(changes []facts.Change, inPlace bool) string {
 // replaced there, so two successive revisions recorded by the same
 // ReplicaSet went in place; a revision in another ReplicaSet got new pods.
 // A ControllerRevision does not record how its pods were updated.
-func rolledInPlace(t executor.Target, prev, rev Revision) bool {
+func rolledInPlace(t live.Target, prev, rev Revision) bool {
 	return t.Kind == capture.Deployment && prev.Source == rev.Source && !rev.Pending
 }
 
 // Find is revision n of revs; n = 0 is the revision before the current
 // one, as kubectl rollout undo takes it. Its errors say what is missing;
 // the caller adds how to list the revisions (the command line it takes).
-func Find(revs []Revision, t executor.Target, n int64) (*Revision, error) {
+func Find(revs []Revision, t live.Target, n int64) (*Revision, error) {
 	if n == 0 {
 		cur := -1
 		for i := range revs {
@@ -208,7 +208,7 @@ func Find(revs []Revision, t executor.Target, n int64) (*Revision, error) {
 		}
 		// The newest revision that is not the current template.
 		for i := len(revs) - 1; i >= 0; i-- {
-			if i != cur && (cur < 0 || !executor.SameTemplate(revs[i].Template, revs[cur].Template)) {
+			if i != cur && (cur < 0 || !live.SameTemplate(revs[i].Template, revs[cur].Template)) {
 				return &revs[i], nil
 			}
 		}
@@ -233,7 +233,7 @@ func Find(revs []Revision, t executor.Target, n int64) (*Revision, error) {
 // runs like any update: rollplan apply drives it (in place where the
 // policy allows), or the workload's controller for one rollplan does not
 // manage.
-func Rollback(ctx context.Context, c kubernetes.Interface, t executor.Target, rev *Revision, dryRun bool) (bool, error) {
+func Rollback(ctx context.Context, c kubernetes.Interface, t live.Target, rev *Revision, dryRun bool) (bool, error) {
 	changed := false
 	opts := metav1.UpdateOptions{FieldManager: "rollplan"}
 	if dryRun {
@@ -241,7 +241,7 @@ func Rollback(ctx context.Context, c kubernetes.Interface, t executor.Target, re
 	}
 	set := func(cur *corev1.PodTemplateSpec) bool {
 		want := rev.Template.DeepCopy()
-		if executor.SameTemplate(stripRevisionLabels(cur), want) {
+		if live.SameTemplate(stripRevisionLabels(cur), want) {
 			return false
 		}
 		*cur = *want
@@ -289,7 +289,7 @@ func Rollback(ctx context.Context, c kubernetes.Interface, t executor.Target, re
 
 // getError is the error of reading the workload: worded as rollplan
 // snapshot, status and apply word it when it does not exist.
-func getError(t executor.Target, err error) error {
+func getError(t live.Target, err error) error {
 	if nf := capture.WorkloadNotFound(t.Kind, t.Name, t.Namespace, err); nf != err {
 		return nf
 	}

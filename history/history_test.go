@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
-	"github.com/rollplan/rollplan/executor"
+	"github.com/rollplan/rollplan/planner/live"
 )
 
 func podTemplate(image string) corev1.PodTemplateSpec {
@@ -29,7 +29,7 @@ func cluster(t *testing.T, image string) *fake.Clientset {
 	t.Helper()
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "api", UID: "d"},
 		Spec: appsv1.DeploymentSpec{Template: podTemplate(image)}}
-	rs := func(name string, rev int, image string, replicas int32, hist []executor.RevisionRecord) *appsv1.ReplicaSet {
+	rs := func(name string, rev int, image string, replicas int32, hist []live.RevisionRecord) *appsv1.ReplicaSet {
 		tmpl := podTemplate(image)
 		tmpl.Labels["pod-template-hash"] = name
 		r := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "api-" + name,
@@ -38,13 +38,13 @@ func cluster(t *testing.T, image string) *fake.Clientset {
 			Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To(replicas), Template: tmpl}}
 		if hist != nil {
 			raw, _ := json.Marshal(hist)
-			r.Annotations[executor.AnnRevisionHistory] = string(raw)
+			r.Annotations[live.AnnRevisionHistory] = string(raw)
 		}
 		return r
 	}
 	objs := []runtime.Object{d,
 		rs("a", 1, "v1", 0, nil),
-		rs("b", 3, "v3", 3, []executor.RevisionRecord{{Revision: 2, Template: podTemplate("v2")}}),
+		rs("b", 3, "v3", 3, []live.RevisionRecord{{Revision: 2, Template: podTemplate("v2")}}),
 	}
 	return fake.NewClientset(objs...)
 }
@@ -59,7 +59,7 @@ func describe(revs []Revision) string {
 }
 
 func TestListAndFind(t *testing.T) {
-	target := executor.Target{Namespace: "ns", Kind: "Deployment", Name: "api"}
+	target := live.Target{Namespace: "ns", Kind: "Deployment", Name: "api"}
 	tests := []struct {
 		name     string
 		image    string // the Deployment's template
@@ -121,7 +121,7 @@ func TestListNativeRolloutsAreNotInPlace(t *testing.T) {
 			Annotations: map[string]string{"deployment.kubernetes.io/revision": fmt.Sprint(rev + 1)}},
 			Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To(int32(0)), Template: tmpl}})
 	}
-	revs, err := List(context.Background(), fake.NewClientset(objs...), executor.Target{Namespace: "ns", Kind: "Deployment", Name: "api"})
+	revs, err := List(context.Background(), fake.NewClientset(objs...), live.Target{Namespace: "ns", Kind: "Deployment", Name: "api"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestListNativeRolloutsAreNotInPlace(t *testing.T) {
 			OwnerReferences: []metav1.OwnerReference{{Kind: "StatefulSet", Name: "web", UID: "s", Controller: ptr.To(true)}}},
 			Data: runtime.RawExtension{Raw: raw}, Revision: int64(rev + 1)})
 	}
-	revs, err = List(context.Background(), fake.NewClientset(objs...), executor.Target{Namespace: "ns", Kind: "StatefulSet", Name: "web"})
+	revs, err = List(context.Background(), fake.NewClientset(objs...), live.Target{Namespace: "ns", Kind: "StatefulSet", Name: "web"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestListNativeRolloutsAreNotInPlace(t *testing.T) {
 // Rollback writes the revision's template (hash label aside) and reports
 // no change when the template is that already.
 func TestRollback(t *testing.T) {
-	target := executor.Target{Namespace: "ns", Kind: "Deployment", Name: "api"}
+	target := live.Target{Namespace: "ns", Kind: "Deployment", Name: "api"}
 	c := cluster(t, "v3")
 	revs, err := List(context.Background(), c, target)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rollplan/rollplan/executor"
+	"github.com/rollplan/rollplan/planner/live"
 )
 
 // applyClock is the executor's clock; tests may fix it.
@@ -192,7 +193,7 @@ func drive(cmd *cobra.Command, w *liveWorkload, o driveOptions) error {
 	if !o.once && !opts.DryRun {
 		// A run that waits watches instead of polling.
 		var err error
-		opts.Reader, err = executor.NewInformerReader(ctx, w.client, target.Namespace, applyClock)
+		opts.Reader, err = live.NewInformerReader(ctx, w.client, target.Namespace, applyClock)
 		if err != nil {
 			return fmt.Errorf("%s: start informers: %w", target, err)
 		}
@@ -235,7 +236,7 @@ func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (func
 // report writes the final summary line. Pods are counted as rollplan
 // status counts them: updated out of the desired ones not held, so old
 // pods still terminating after a rolling update are not in the total.
-func report(w io.Writer, t executor.Target, dryRun bool, sum *executor.Summary, err error) {
+func report(w io.Writer, t live.Target, dryRun bool, sum *executor.Summary, err error) {
 	if sum == nil || sum.Last == nil {
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/rollplan/rollplan/executor"
+	"github.com/rollplan/rollplan/planner/live"
 )
 
 func scenario(name string) string {
@@ -136,7 +137,7 @@ func TestExitCodes(t *testing.T) {
 // The summary counts pods as rollplan status does: updated out of the
 // desired pods not held; old pods still terminating are not in the total.
 func TestReport(t *testing.T) {
-	target := executor.Target{Namespace: "prod", Kind: "Deployment", Name: "api"}
+	target := live.Target{Namespace: "prod", Kind: "Deployment", Name: "api"}
 	tests := []struct {
 		name string
 		last executor.StepResult

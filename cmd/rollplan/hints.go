@@ -3,14 +3,14 @@ package main
 import (
 	"strings"
 
-	"github.com/rollplan/rollplan/executor"
+	"github.com/rollplan/rollplan/planner/live"
 )
 
 // commandFor is a command line the user can paste to act on the workload t
 // next: "rollplan resume statefulset/web -n prod --context staging". It
 // names the namespace the command ran in (resolved, so the line works from
 // any default) and repeats the kubeconfig and context flags given.
-func commandFor(k *kubeFlags, command string, t executor.Target) string {
+func commandFor(k *kubeFlags, command string, t live.Target) string {
 	return command + " " + strings.ToLower(t.Kind) + "/" + t.Name + k.hintFlags(t.Namespace)
 }
 

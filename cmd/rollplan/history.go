@@ -17,6 +17,7 @@ import (
 	"github.com/rollplan/rollplan/executor"
 	"github.com/rollplan/rollplan/history"
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/render"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
@@ -66,7 +67,7 @@ apply) is listed last as "-*".`,
 			if err != nil {
 				return err
 			}
-			t := executor.Target{Namespace: cl.namespace, Kind: ref.Kind, Name: ref.Name}
+			t := live.Target{Namespace: cl.namespace, Kind: ref.Kind, Name: ref.Name}
 			revs, err := history.List(cmd.Context(), cl.client, t)
 			if err != nil {
 				return err
@@ -93,7 +94,7 @@ apply) is listed last as "-*".`,
 	return cmd
 }
 
-func printHistory(w io.Writer, t executor.Target, revs []history.Revision, output string) error {
+func printHistory(w io.Writer, t live.Target, revs []history.Revision, output string) error {
 	switch output {
 	case "json", "yaml":
 		raw, err := json.MarshalIndent(revs, "", "  ")
@@ -234,7 +235,7 @@ rolled back. It exits as rollplan apply does (the table below).`,
 
 // workloadError is the error of reading the workload t: worded as rollplan
 // snapshot, status and apply word it when it does not exist.
-func workloadError(t executor.Target, err error) error {
+func workloadError(t live.Target, err error) error {
 	if nf := capture.WorkloadNotFound(t.Kind, t.Name, t.Namespace, err); nf != err {
 		return nf
 	}
@@ -273,7 +274,7 @@ func isManaged(w *liveWorkload) (bool, error) {
 // to the revision's.
 func previewRollback(w *liveWorkload, rev *history.Revision) (*plan.Plan, error) {
 	now := applyClock()
-	snap, err := executor.CaptureReader{Client: w.client, Now: applyClock}.Read(w.ctx, w.target)
+	snap, err := live.CaptureReader{Client: w.client, Now: applyClock}.Read(w.ctx, w.target)
 	if err != nil {
 		return nil, err
 	}
@@ -300,7 +301,7 @@ func previewRollback(w *liveWorkload, rev *history.Revision) (*plan.Plan, error)
 	if !found {
 		return nil, capture.NotFoundError(w.target.Kind, w.target.Name, w.target.Namespace)
 	}
-	r, _, err := executor.Observe(snap, w.target, now, w.cluster)
+	r, _, err := live.Observe(snap, w.target, now, w.cluster)
 	if err != nil {
 		return nil, err
 	}
@@ -348,7 +349,7 @@ stops too.`
 			if err != nil {
 				return err
 			}
-			t := executor.Target{Namespace: cl.namespace, Kind: ref.Kind, Name: ref.Name}
+			t := live.Target{Namespace: cl.namespace, Kind: ref.Kind, Name: ref.Name}
 			if err := executor.SetPaused(cmd.Context(), cl.client, t, pause, dryRun == "server"); err != nil {
 				return capture.WorkloadNotFound(t.Kind, t.Name, t.Namespace, err)
 			}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/rollplan/rollplan/executor"
+	"github.com/rollplan/rollplan/planner/live"
 )
 
 // statusDebounce: status --watch reads at most this often on changes.
@@ -107,7 +108,7 @@ something changed.
 			if watch {
 				// Watching reads from informer caches and reads again on
 				// their changes, not only on the clock.
-				r, err := executor.NewInformerReader(ctx, w.client, target.Namespace, applyClock)
+				r, err := live.NewInformerReader(ctx, w.client, target.Namespace, applyClock)
 				if err != nil {
 					return fmt.Errorf("%s: start informers: %w", target, err)
 				}
@@ -144,7 +145,7 @@ something changed.
 
 // statusErr is the error a status maps to: a *executor.HaltedError (exit 3)
 // when the policy halts the rollout, exit 4 when it is stalled, else nil.
-func statusErr(t executor.Target, st *executor.RolloutStatus) error {
+func statusErr(t live.Target, st *executor.RolloutStatus) error {
 	switch st.State {
 	case executor.StatusHalted:
 		return &executor.HaltedError{Target: t, Reasons: append(append([]string{}, st.Halted...), st.Denied...)}
@@ -157,7 +158,7 @@ func statusErr(t executor.Target, st *executor.RolloutStatus) error {
 // watchStatus reads and prints until the rollout is rolled out or halted,
 // or ctx ends: again when changes reports a change (nil: never), and every
 // statusInterval (time alone changes a status: minReadySeconds, deadlines).
-func watchStatus(ctx context.Context, x *executor.Executor, t executor.Target, out io.Writer, format string, tty bool, changes <-chan struct{}) error {
+func watchStatus(ctx context.Context, x *executor.Executor, t live.Target, out io.Writer, format string, tty bool, changes <-chan struct{}) error {
 	last := ""
 	for {
 		st, err := x.Status(ctx)

@@ -8,9 +8,9 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/rollplan/rollplan/executor"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
 )
 
@@ -20,7 +20,7 @@ import (
 type liveWorkload struct {
 	ctx    context.Context
 	stop   context.CancelFunc
-	target executor.Target
+	target live.Target
 	engine engine.Engine
 	// cluster: the version and gate overrides the workload is planned with.
 	cluster facts.Options
@@ -59,6 +59,6 @@ func openWorkload(cmd *cobra.Command, arg string, pf *planFlags, config *kubeFla
 		stop()
 		return nil, err
 	}
-	return &liveWorkload{ctx: ctx, stop: stop, target: executor.Target{Namespace: cl.namespace, Kind: ref.Kind, Name: ref.Name},
+	return &liveWorkload{ctx: ctx, stop: stop, target: live.Target{Namespace: cl.namespace, Kind: ref.Kind, Name: ref.Name},
 		engine: eng, cluster: cluster, client: cl.client}, nil
 }

@@ -113,7 +113,7 @@ func inPlaceRevision(p *corev1.Pod) string {
 }
 
 // annInPlaceUpdate is the executor's record on a pod it updated in place
-// (executor.AnnInPlaceUpdate); facts read the restart counts it kept.
+// (live.AnnInPlaceUpdate); facts read the restart counts it kept.
 const annInPlaceUpdate = "rollplan.dev/in-place-update"
 
 // inPlaceRestarts reads the restart counts the pod's containers had when

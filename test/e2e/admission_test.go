@@ -36,6 +36,7 @@ import (
 	"github.com/rollplan/rollplan/gate/certs"
 	"github.com/rollplan/rollplan/planner/engine/rego"
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
 	"github.com/rollplan/rollplan/test/kubelet"
 )
@@ -276,6 +277,10 @@ func TestGateRacingEvictions(t *testing.T) {
 				admitted.Add(1)
 			case apierrors.IsTooManyRequests(err):
 				refused.Add(1)
+				// The API server passes the webhook's status through, cause and all.
+				if !live.GateDenied(err) {
+					other.Store(i, fmt.Errorf("refused without the gate's cause %s: %w", live.GateDenialCause, err))
+				}
 			default:
 				other.Store(i, err)
 			}

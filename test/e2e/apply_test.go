@@ -35,6 +35,7 @@ import (
 	"github.com/rollplan/rollplan/planner/engine/rego"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/kubeversion"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/test/controlplane"
 	"github.com/rollplan/rollplan/test/kubelet"
 )
@@ -392,12 +393,12 @@ func (e *env) executorIn(ctx context.Context, kind, name string, policies []stri
 		return nil, err
 	}
 	opts := executor.Options{
-		Target: executor.Target{Namespace: e.ns, Kind: kind, Name: name},
+		Target: live.Target{Namespace: e.ns, Kind: kind, Name: name},
 		Engine: eng, Poll: 200 * time.Millisecond, MaxPoll: time.Second, DryRun: dryRun,
 		Log: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	if !dryRun {
-		if opts.Reader, err = executor.NewInformerReader(ctx, e.client, e.ns, nil); err != nil {
+		if opts.Reader, err = live.NewInformerReader(ctx, e.client, e.ns, nil); err != nil {
 			return nil, err
 		}
 	}

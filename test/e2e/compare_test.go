@@ -25,6 +25,7 @@ import (
 
 	"github.com/rollplan/rollplan/executor"
 	"github.com/rollplan/rollplan/planner/engine/rego"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/test/kubelet"
 )
 
@@ -237,7 +238,7 @@ func rollout50(t *testing.T, native bool, maxUnavailable string) cmpResult {
 			t.Fatal(err)
 		}
 		x, err = executor.New(client, executor.Options{
-			Target: executor.Target{Namespace: e.ns, Kind: "StatefulSet", Name: name},
+			Target: live.Target{Namespace: e.ns, Kind: "StatefulSet", Name: name},
 			Engine: eng, Poll: 200 * time.Millisecond, MaxPoll: time.Second,
 			Log: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		})

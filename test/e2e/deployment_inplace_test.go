@@ -25,6 +25,7 @@ import (
 	"github.com/rollplan/rollplan/executor"
 	"github.com/rollplan/rollplan/history"
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/test/kubelet"
 )
 
@@ -212,10 +213,10 @@ func TestDeploymentInPlace30(t *testing.T) {
 	if cur.Spec.Template.Labels["pod-template-hash"] != cur.Labels["pod-template-hash"] {
 		t.Errorf("ReplicaSet %s lost its pod-template-hash in the template: %v", rs, cur.Spec.Template.Labels)
 	}
-	var hist []executor.RevisionRecord
-	if err := json.Unmarshal([]byte(cur.Annotations[executor.AnnRevisionHistory]), &hist); err != nil || len(hist) != 1 ||
+	var hist []live.RevisionRecord
+	if err := json.Unmarshal([]byte(cur.Annotations[live.AnnRevisionHistory]), &hist); err != nil || len(hist) != 1 ||
 		hist[0].Revision != 1 || hist[0].Template.Spec.Containers[0].Image != "example.com/app:v1" {
-		t.Errorf("revision history %q (%v): want revision 1 at v1", cur.Annotations[executor.AnnRevisionHistory], err)
+		t.Errorf("revision history %q (%v): want revision 1 at v1", cur.Annotations[live.AnnRevisionHistory], err)
 	}
 	for _, p := range e.pods("app=" + name) {
 		if before[p.Name] != p.UID || p.Status.ContainerStatuses[0].Image != "example.com/app:v2" {
@@ -263,7 +264,7 @@ func TestDeploymentFallbackHistoryUndoPause(t *testing.T) {
 	e := newEnv(t, 4)
 	const name, n = "shop", 8
 	sel := "app=" + name
-	target := executor.Target{Namespace: e.ns, Kind: "Deployment", Name: name}
+	target := live.Target{Namespace: e.ns, Kind: "Deployment", Name: name}
 	e.createDeployment(managedDeployment(e.ns, name, n, "2"))
 	first := uids(e.pods(sel))
 

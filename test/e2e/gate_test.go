@@ -17,6 +17,7 @@ import (
 
 	"github.com/rollplan/rollplan/executor"
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/test/kubelet"
 )
 
@@ -80,7 +81,7 @@ func TestReadinessGate(t *testing.T) {
 	const name, replicas = "gated", 4
 	set := statefulSet(e.ns, name, replicas, "2")
 	set.Spec.MinReadySeconds = 1
-	set.Spec.Template.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: executor.ReadinessGate}}
+	set.Spec.Template.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: live.ReadinessGate}}
 	if _, err := e.client.AppsV1().StatefulSets(e.ns).Create(e.ctx, set, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func TestReadinessGate(t *testing.T) {
 	before := uids(e.pods("app=" + name))
 	// An executor that died between setting the gate False and patching
 	// the image left gated-0 so: the next run sets it True again.
-	patch := fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"status":"False","reason":"InPlaceUpdate"}]}}`, executor.ReadinessGate)
+	patch := fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"status":"False","reason":"InPlaceUpdate"}]}}`, live.ReadinessGate)
 	if _, err := e.client.CoreV1().Pods(e.ns).Patch(e.ctx, name+"-0", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
 		t.Fatal(err)
 	}
@@ -119,14 +120,14 @@ func TestReadinessGate(t *testing.T) {
 		gate, ready := corev1.ConditionStatus(""), corev1.ConditionStatus("")
 		for _, c := range p.Status.Conditions {
 			switch c.Type {
-			case executor.ReadinessGate:
+			case live.ReadinessGate:
 				gate = c.Status
 			case corev1.PodReady:
 				ready = c.Status
 			}
 		}
 		if gate != corev1.ConditionTrue || ready != corev1.ConditionTrue {
-			t.Errorf("pod %s: %s=%q Ready=%q, want both True", p.Name, executor.ReadinessGate, gate, ready)
+			t.Errorf("pod %s: %s=%q Ready=%q, want both True", p.Name, live.ReadinessGate, gate, ready)
 		}
 	}
 	l.mu.Lock()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/rollplan/rollplan/executor"
 	"github.com/rollplan/rollplan/history"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
 	"github.com/rollplan/rollplan/test/kubelet"
 )
@@ -128,7 +129,7 @@ func (e *env) captureUndone(kind, name string) {
 // rollplan undo does before it drives the rollout.
 func (e *env) undo(kind, name string) {
 	e.t.Helper()
-	target := executor.Target{Namespace: e.ns, Kind: kind, Name: name}
+	target := live.Target{Namespace: e.ns, Kind: kind, Name: name}
 	revs, err := history.List(e.ctx, e.client, target)
 	if err != nil {
 		e.t.Fatal(err)

@@ -1,4 +1,4 @@
-package executor
+package live
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 )
 
 // Notifier is a Reader that says when the state it reads has changed, so
-// Run steps on a change instead of polling.
+// a consumer (the executor's Run) steps on a change instead of polling.
 type Notifier interface {
 	Reader
 	// Changes receives a value after the state changed (coalesced: one
@@ -29,7 +29,7 @@ type Notifier interface {
 // namespace, and the Nodes. Every add, update or delete in them is a
 // change (Changes). Planning from a cache can lag the API server by a
 // watch event; the executor therefore re-reads from the API server before
-// every write (Options.Checker), as the budget check needs.
+// every write (executor.Options.Checker), as the budget check needs.
 type InformerReader struct {
 	src     *capture.ListerSource
 	changes chan struct{}
