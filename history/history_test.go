@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
+	"github.com/rollplan/rollplan/internal/testobj"
 	"github.com/rollplan/rollplan/planner/live"
 )
 
@@ -27,8 +28,7 @@ func podTemplate(image string) corev1.PodTemplateSpec {
 // revision 2 (v2).
 func cluster(t *testing.T, image string) *fake.Clientset {
 	t.Helper()
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "api", UID: "d"},
-		Spec: appsv1.DeploymentSpec{Template: podTemplate(image)}}
+	d := testobj.Deployment("ns", "api").UID("d").Selector(nil).Image(image).Obj()
 	rs := func(name string, rev int, image string, replicas int32, hist []live.RevisionRecord) *appsv1.ReplicaSet {
 		tmpl := podTemplate(image)
 		tmpl.Labels["pod-template-hash"] = name
@@ -112,8 +112,7 @@ func TestListAndFind(t *testing.T) {
 // ControllerRevisions do not record how the pods were updated.
 func TestListNativeRolloutsAreNotInPlace(t *testing.T) {
 	owner := []metav1.OwnerReference{{Kind: "Deployment", Name: "api", UID: "d", Controller: ptr.To(true)}}
-	objs := []runtime.Object{&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "api", UID: "d"},
-		Spec: appsv1.DeploymentSpec{Template: podTemplate("v3")}}}
+	objs := []runtime.Object{testobj.Deployment("ns", "api").UID("d").Selector(nil).Image("v3").Obj()}
 	for rev, image := range []string{"v1", "v2", "v3"} {
 		tmpl := podTemplate(image)
 		tmpl.Labels["pod-template-hash"] = image
@@ -134,8 +133,7 @@ func TestListNativeRolloutsAreNotInPlace(t *testing.T) {
 		t.Errorf("List:\n%s\nwant:\n%s", got, want)
 	}
 
-	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "s"},
-		Spec: appsv1.StatefulSetSpec{Template: podTemplate("v2")}}
+	sts := testobj.StatefulSet("ns", "web").UID("s").Template(podTemplate("v2")).Selector(nil).Obj()
 	objs = []runtime.Object{sts}
 	for rev, image := range []string{"v1", "v2"} {
 		tmpl := podTemplate(image)

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-
 	"fmt"
 	"io"
 	"strings"
@@ -60,8 +58,8 @@ apply) is listed last as "-*".`,
 			if err != nil {
 				return usageError{err}
 			}
-			if output != "table" && output != "json" && output != "yaml" {
-				return usageError{fmt.Errorf("-o %q: want table, json or yaml", output)}
+			if !render.Check(output) {
+				return usageError{fmt.Errorf("-o %q: want %s", output, render.List())}
 			}
 			cl, err := connectCluster(&config)
 			if err != nil {
@@ -89,26 +87,20 @@ apply) is listed last as "-*".`,
 		},
 	}
 	config.register(cmd.Flags())
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
+	cmd.Flags().StringVarP(&output, "output", "o", render.Formats[0], "output format: "+render.List())
 	cmd.Flags().Int64Var(&revision, "revision", 0, "print the pod template of this revision")
 	return cmd
 }
 
+// printHistory prints a workload's revisions in an output format of render.
 func printHistory(w io.Writer, t live.Target, revs []history.Revision, output string) error {
-	switch output {
-	case "json", "yaml":
-		raw, err := json.MarshalIndent(revs, "", "  ")
-		if err != nil {
-			return err
-		}
-		if output == "yaml" {
-			if raw, err = yaml.JSONToYAML(raw); err != nil {
-				return err
-			}
-		}
-		_, err = fmt.Fprintf(w, "%s\n", strings.TrimSuffix(string(raw), "\n"))
-		return err
-	}
+	return render.Value(w, output, revs, func(w io.Writer) error { return historyTable(w, t, revs) })
+}
+
+// historyTable is the table layout of a revision list. It stays beside the
+// command while Revision is history's: render, in the planner, may not
+// import a consumer.
+func historyTable(w io.Writer, t live.Target, revs []history.Revision) error {
 	fmt.Fprintf(w, "%s\n", t)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "REVISION\tSOURCE\tCHANGE-CAUSE\tCHANGES")
@@ -160,7 +152,7 @@ workload rollplan does not manage, its controller rolls it (as after
 kubectl rollout undo).
 
 --dry-run=client changes nothing: it prints the plan of the rollback
-(-o table|json|yaml), computed from the live state with the template
+(-o ` + strings.Join(render.Formats, "|") + `), computed from the live state with the template
 rolled back. It exits as rollplan apply does (the table below).`,
 		Example: `  rollplan undo deploy/web -n prod --dry-run=client   # preview the plan
   rollplan undo deploy/web -n prod
@@ -221,7 +213,7 @@ rolled back. It exits as rollplan apply does (the table below).`,
 	fl.Int64Var(&to, "to-revision", 0, "the revision to roll back to (rollplan history lists them); 0: the one before the current")
 	fl.StringVar(&dryRun, "dry-run", "none", `"client": print the plan of the rollback and change nothing; "none": roll back`)
 	fl.Lookup("dry-run").NoOptDefVal = "client"
-	fl.StringVarP(&output, "output", "o", "table", "output format of --dry-run=client: table, json or yaml")
+	fl.StringVarP(&output, "output", "o", render.Formats[0], "output format of --dry-run=client: "+render.List())
 	fl.StringSliceVar(&pf.policies, "policy", nil, "policy files or directories: Rego (entry package rollplan.strategy) or CEL RolloutPolicy YAML; default: the built-in strategy")
 	fl.StringVar(&pf.engine, "engine", "", "policy engine: rego, cel or native; default: cel when --policy names YAML files, else rego")
 	pf.registerCluster(fl)

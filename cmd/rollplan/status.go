@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/rollplan/rollplan/executor"
 	"github.com/rollplan/rollplan/planner/live"
+	"github.com/rollplan/rollplan/planner/render"
 )
 
 // statusDebounce: status --watch reads at most this often on changes.
@@ -45,7 +45,7 @@ func newStatusCommand() *cobra.Command {
 		watch  bool
 	)
 	cmd := &cobra.Command{
-		Use:   "status KIND/NAME [-n NAMESPACE] [--policy P] [-o table|json|yaml] [--watch]",
+		Use:   "status KIND/NAME [-n NAMESPACE] [--policy P] [-o " + strings.Join(render.Formats, "|") + "] [--watch]",
 		Short: "Show the rollout status of one workload: revisions, pods, the current wave, budgets, halts",
 		Long: `Show where the rollout of one workload stands, as rollplan apply sees it:
 the revisions (current → update); the pods: total, updated, available, held
@@ -94,8 +94,8 @@ something changed.
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "table" && output != "json" && output != "yaml" {
-				return usageError{fmt.Errorf("--output %q: want table, json or yaml", output)}
+			if !render.Check(output) {
+				return usageError{fmt.Errorf("--output %q: want %s", output, render.List())}
 			}
 			w, err := openWorkload(cmd, args[0], &pf, &config)
 			if err != nil {
@@ -138,7 +138,7 @@ something changed.
 	fl.StringVar(&pf.engine, "engine", "", "policy engine: rego, cel or native; default: cel when --policy names YAML files, else rego")
 	pf.registerCluster(fl)
 	durationVar(fl, &pf.timeout, "policy-timeout", time.Minute, positive, "deadline for evaluating the policy at each read")
-	fl.StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
+	fl.StringVarP(&output, "output", "o", render.Formats[0], "output format: "+render.List())
 	fl.BoolVarP(&watch, "watch", "w", false, "read again on every change (and every 2s) until the rollout is rolled out (exit 0), halted (exit 3) or stalled (exit 4)")
 	return cmd
 }
@@ -229,24 +229,15 @@ func statusLine(w io.Writer, st *executor.RolloutStatus) {
 		p.Updated, p.Desired-p.Held, p.Available, p.Held, p.InFlight)
 }
 
-// writeStatus prints the status as a table, JSON or YAML.
+// writeStatus prints the status in an output format of render.
 func writeStatus(w io.Writer, st *executor.RolloutStatus, format string) error {
-	switch format {
-	case "json":
-		b, err := json.MarshalIndent(st, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(append(b, '\n'))
-		return err
-	case "yaml":
-		b, err := yaml.Marshal(st)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
-	}
+	return render.Value(w, format, st, func(w io.Writer) error { return statusTable(w, st) })
+}
+
+// statusTable is the table layout of a status. It stays beside the command
+// while RolloutStatus is the executor's: render, in the planner, may not
+// import a consumer.
+func statusTable(w io.Writer, st *executor.RolloutStatus) error {
 	var b bytes.Buffer
 	wl := st.Workload
 	fmt.Fprintf(&b, "%s %s/%s: %s\n", wl.Kind, wl.Namespace, wl.Name, st.Verdict)

@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/rollplan/rollplan/internal/measure"
+	"github.com/rollplan/rollplan/internal/synth"
 	"github.com/rollplan/rollplan/planner/engine/rego"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/snapshot"
-	"github.com/rollplan/rollplan/planner/synth"
 )
 
 func newEngine(tb testing.TB) *rego.Engine {

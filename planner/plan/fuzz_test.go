@@ -8,12 +8,12 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/rollplan/rollplan/internal/synth"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/engine/native"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/snapshot"
-	"github.com/rollplan/rollplan/planner/synth"
 )
 
 // FuzzPlan runs the whole pipeline of rollplan plan on mutated snapshots:

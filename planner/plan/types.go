@@ -168,7 +168,7 @@ type Held struct {
 //	pods     == updated + held + toUpdate
 //	toUpdate == inPlace + recreate + deleted + terminating + blocked
 //
-// planner/parity checks both over every random rollout it plans. deleted,
+// internal/parity checks both over every random rollout it plans. deleted,
 // terminating and blocked are left out of the document when 0.
 type Summary struct {
 	// Pods: the workload's pods in the snapshot.

@@ -1,13 +1,12 @@
-// Package render prints a plan in the formats `-o` accepts. One file per
-// format; Get picks one.
+// Package render prints what rollplan commands print, in the formats `-o`
+// accepts. One file per format; Get picks a plan's renderer, Value prints
+// any other result (a rollout status, a revision list) in the same formats.
 package render
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-
-	yamlv3 "go.yaml.in/yaml/v3"
+	"strings"
 
 	"github.com/rollplan/rollplan/planner/plan"
 )
@@ -17,63 +16,62 @@ type Renderer interface {
 	Render(w io.Writer, p *plan.Plan) error
 }
 
-// Formats lists the names Get accepts.
-var Formats = []string{"table", "json", "yaml"}
+// formats is the one list of output formats: Formats, Get, Check and the
+// `-o` help of every command come from it. The first is the default.
+var formats = []struct {
+	name string
+	plan Renderer
+}{
+	{"table", Table{}},
+	{"json", JSON{}},
+	{"yaml", YAML{}},
+}
 
-// Get returns the renderer for a format name.
+// Formats lists the names Get accepts, the default first.
+var Formats = func() []string {
+	names := make([]string, len(formats))
+	for i, f := range formats {
+		names[i] = f.name
+	}
+	return names
+}()
+
+// List names the formats for help and error text: "table, json or yaml".
+func List() string {
+	return strings.Join(Formats[:len(Formats)-1], ", ") + " or " + Formats[len(Formats)-1]
+}
+
+// Get returns the renderer for a format name; "" is the table.
 func Get(format string) (Renderer, error) {
+	if format == "" {
+		return formats[0].plan, nil
+	}
+	for _, f := range formats {
+		if f.name == format {
+			return f.plan, nil
+		}
+	}
+	return nil, fmt.Errorf("unknown output format %q: want %s", format, List())
+}
+
+// Check reports whether format is one of Formats.
+func Check(format string) bool {
+	for _, f := range Formats {
+		if f == format {
+			return true
+		}
+	}
+	return false
+}
+
+// Value prints v, a result other than a plan, in format: JSON and YAML
+// encode v (JSONValue, YAMLValue); the table is v's own layout, table.
+func Value(w io.Writer, format string, v any, table func(io.Writer) error) error {
 	switch format {
-	case "table", "":
-		return Table{}, nil
 	case "json":
-		return JSON{}, nil
+		return JSONValue(w, v)
 	case "yaml":
-		return YAML{}, nil
+		return YAMLValue(w, v)
 	}
-	return nil, fmt.Errorf("unknown output format %q: want table, json or yaml", format)
-}
-
-// JSON prints the plan as indented JSON.
-type JSON struct{}
-
-// Render implements Renderer.
-func (JSON) Render(w io.Writer, p *plan.Plan) error {
-	b, err := json.MarshalIndent(p, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(w, "%s\n", b)
-	return err
-}
-
-// YAML prints the plan as YAML with the JSON field names, in schema order
-// (JSON is YAML: decoding it into a node keeps the order of the fields).
-type YAML struct{}
-
-// Render implements Renderer.
-func (YAML) Render(w io.Writer, p *plan.Plan) error {
-	js, err := json.Marshal(p)
-	if err != nil {
-		return err
-	}
-	var n yamlv3.Node
-	if err := yamlv3.Unmarshal(js, &n); err != nil {
-		return err
-	}
-	plainStyle(&n)
-	enc := yamlv3.NewEncoder(w)
-	enc.SetIndent(2)
-	if err := enc.Encode(&n); err != nil {
-		return err
-	}
-	return enc.Close()
-}
-
-// plainStyle drops the JSON flow style and quoting so the output reads as
-// ordinary block YAML.
-func plainStyle(n *yamlv3.Node) {
-	n.Style &^= yamlv3.FlowStyle | yamlv3.DoubleQuotedStyle
-	for _, c := range n.Content {
-		plainStyle(c)
-	}
+	return table(w)
 }

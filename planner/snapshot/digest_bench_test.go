@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/rollplan/rollplan/internal/measure"
-	"github.com/rollplan/rollplan/planner/synth"
+	"github.com/rollplan/rollplan/internal/synth"
 )
 
 // BenchmarkDigest: the heap a snapshot digest needs above the snapshot

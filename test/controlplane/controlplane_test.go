@@ -9,16 +9,13 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/ptr"
 
+	"github.com/rollplan/rollplan/internal/testobj"
 	"github.com/rollplan/rollplan/planner/kubeversion"
 )
 
@@ -96,20 +93,7 @@ func testControlPlane(t *testing.T, version string) {
 
 	t.Run("feature gate reaches the apiserver", func(t *testing.T) {
 		// With MaxUnavailableStatefulSet off the apiserver drops the field.
-		sts := &appsv1.StatefulSet{
-			ObjectMeta: metav1.ObjectMeta{Name: "gate", Namespace: "default"},
-			Spec: appsv1.StatefulSetSpec{
-				Replicas: ptr.To[int32](0),
-				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "gate"}},
-				Template: podTemplate("gate"),
-				UpdateStrategy: appsv1.StatefulSetUpdateStrategy{
-					Type: appsv1.RollingUpdateStatefulSetStrategyType,
-					RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{
-						MaxUnavailable: ptr.To(intstr.FromInt32(2)),
-					},
-				},
-			},
-		}
+		sts := testobj.StatefulSet("default", "gate").Replicas(0).Image(image).MaxUnavailable("2").Obj()
 		got, err := cp.Client.AppsV1().StatefulSets("default").Create(ctx, sts, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -121,14 +105,7 @@ func testControlPlane(t *testing.T, version string) {
 	})
 
 	t.Run("controller-manager runs the deployment and replicaset controllers", func(t *testing.T) {
-		d := &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
-			Spec: appsv1.DeploymentSpec{
-				Replicas: ptr.To[int32](2),
-				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
-				Template: podTemplate("web"),
-			},
-		}
+		d := testobj.Deployment("default", "web").Replicas(2).Image(image).Obj()
 		if _, err := cp.Client.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -240,9 +217,5 @@ func TestGateFlagIsSorted(t *testing.T) {
 	}
 }
 
-func podTemplate(app string) corev1.PodTemplateSpec {
-	return corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
-	}
-}
+// image is the image of the workloads the tests create.
+const image = "registry.example/app:1"

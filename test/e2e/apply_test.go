@@ -29,9 +29,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/utils/ptr"
 
 	"github.com/rollplan/rollplan/executor"
+	"github.com/rollplan/rollplan/internal/testobj"
 	"github.com/rollplan/rollplan/planner/engine/rego"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/kubeversion"
@@ -113,28 +113,9 @@ func newEnv(t *testing.T, nodes int) *env {
 
 // statefulSet is a managed OnDelete StatefulSet updated in place if possible.
 func statefulSet(ns, name string, replicas int32, maxUnavailable string) *appsv1.StatefulSet {
-	labels := map[string]string{"app": name}
-	return &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{
-			facts.AnnManaged:         "true",
-			facts.AnnPodUpdatePolicy: "InPlaceIfPossible",
-			facts.AnnMaxUnavailable:  maxUnavailable,
-		}},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas:            ptr.To(replicas),
-			Selector:            &metav1.LabelSelector{MatchLabels: labels},
-			ServiceName:         name,
-			PodManagementPolicy: appsv1.ParallelPodManagement,
-			UpdateStrategy:      appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name: "app", Image: "example.com/app:v1",
-					Env: []corev1.EnvVar{{Name: "MODE", Value: "a"}},
-				}}},
-			},
-		},
-	}
+	return testobj.StatefulSet(ns, name).Managed().Annotate(map[string]string{facts.AnnMaxUnavailable: maxUnavailable}).
+		Replicas(replicas).ServiceName(name).PodManagement(appsv1.ParallelPodManagement).OnDelete().
+		Image("example.com/app:v1").Env("MODE", "a").Obj()
 }
 
 func (e *env) pods(selector string) []corev1.Pod {

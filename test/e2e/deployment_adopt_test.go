@@ -7,11 +7,11 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/utils/ptr"
+
+	"github.com/rollplan/rollplan/internal/testobj"
 )
 
 // TestDeploymentAdoptsReplicaSetTemplate pins the upstream behaviour the
@@ -29,11 +29,7 @@ import (
 //     the revision unchanged (there is no older ReplicaSet to number from).
 func TestDeploymentAdoptsReplicaSetTemplate(t *testing.T) {
 	e := newEnv(t, 3)
-	labels := map[string]string{"app": "api"}
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "api"},
-		Spec: appsv1.DeploymentSpec{Replicas: ptr.To(int32(3)), Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.com/app:v1"}}}}}}
+	d := testobj.Deployment(e.ns, "api").Replicas(3).Image("example.com/app:v1").Obj()
 	if _, err := e.client.AppsV1().Deployments(e.ns).Create(e.ctx, d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -17,14 +17,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/utils/ptr"
 
 	"github.com/rollplan/rollplan/executor"
 	"github.com/rollplan/rollplan/history"
-	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/internal/testobj"
 	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/test/kubelet"
 )
@@ -33,19 +31,8 @@ import (
 // under maxUnavailable; created unpaused, so the controller makes its first
 // ReplicaSet.
 func managedDeployment(ns, name string, replicas int32, maxUnavailable string) *appsv1.Deployment {
-	labels := map[string]string{"app": name}
-	mu, ms := intstr.Parse(maxUnavailable), intstr.FromInt32(0)
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{
-			facts.AnnManaged: "true", facts.AnnPodUpdatePolicy: "InPlaceIfPossible"}},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(replicas), Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
-				RollingUpdate: &appsv1.RollingUpdateDeployment{MaxUnavailable: &mu, MaxSurge: &ms}},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.com/app:v1"}}}},
-		},
-	}
+	return testobj.Deployment(ns, name).Managed().Replicas(replicas).RollingUpdate("0", maxUnavailable).
+		Image("example.com/app:v1").Obj()
 }
 
 // createDeployment creates d and waits until the controller reports it

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/rollplan/rollplan/executor"
+	"github.com/rollplan/rollplan/internal/testobj"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/test/kubelet"
 )
@@ -24,20 +25,8 @@ const oneZonePolicy = "../../policies/examples/one-zone-at-a-time"
 
 // daemonSet is a managed OnDelete DaemonSet kept to the test's own nodes.
 func daemonSet(ns, name, image string) *appsv1.DaemonSet {
-	labels := map[string]string{"app": name}
-	return &appsv1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{
-			facts.AnnManaged: "true", facts.AnnPodUpdatePolicy: "InPlaceIfPossible",
-		}},
-		Spec: appsv1.DaemonSetSpec{
-			Selector:       &metav1.LabelSelector{MatchLabels: labels},
-			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{NodeSelector: map[string]string{envLabel: ns},
-					Containers: []corev1.Container{{Name: "app", Image: image,
-						Env: []corev1.EnvVar{{Name: "MODE", Value: "a"}}}}}},
-		},
-	}
+	return testobj.DaemonSet(ns, name).Managed().OnDelete().NodeSelector(map[string]string{envLabel: ns}).
+		Image(image).Env("MODE", "a").Obj()
 }
 
 // waitDaemonSet waits until the DaemonSet's n pods are Ready and the

@@ -9,9 +9,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 
+	"github.com/rollplan/rollplan/internal/testobj"
 	"github.com/rollplan/rollplan/planner/kubeversion"
 	"github.com/rollplan/rollplan/test/controlplane"
 	"github.com/rollplan/rollplan/test/kubelet"
@@ -51,35 +50,18 @@ var (
 	recreateStrategy = []run{{version: "v1.37", gates: map[string]bool{kubeversion.StatefulSetRecreateStrategy: true}}}
 )
 
-func ios(s string) *intstr.IntOrString { v := intstr.Parse(s); return &v }
+// The workloads a scenario rolls, each named app, given the scenario's
+// namespace and pod template.
 
 func deployment(replicas int32, strategy appsv1.DeploymentStrategy, minReady int32) func(string, corev1.PodTemplateSpec) any {
 	return func(ns string, t corev1.PodTemplateSpec) any {
-		return &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: ns},
-			Spec: appsv1.DeploymentSpec{
-				Replicas: ptr.To(replicas), Selector: &metav1.LabelSelector{MatchLabels: t.Labels},
-				Template: t, Strategy: strategy, MinReadySeconds: minReady,
-			},
-		}
+		return testobj.Deployment(ns, "app").Template(t).Replicas(replicas).Strategy(strategy).MinReadySeconds(minReady).Obj()
 	}
-}
-
-func rolling(surge, unavail string) appsv1.DeploymentStrategy {
-	return appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
-		RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: ios(surge), MaxUnavailable: ios(unavail)}}
 }
 
 func daemonSet(surge, unavail string, minReady int32) func(string, corev1.PodTemplateSpec) any {
 	return func(ns string, t corev1.PodTemplateSpec) any {
-		return &appsv1.DaemonSet{
-			ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: ns},
-			Spec: appsv1.DaemonSetSpec{
-				Selector: &metav1.LabelSelector{MatchLabels: t.Labels}, Template: t, MinReadySeconds: minReady,
-				UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType,
-					RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxSurge: ios(surge), MaxUnavailable: ios(unavail)}},
-			},
-		}
+		return testobj.DaemonSet(ns, "app").Template(t).RollingUpdate(surge, unavail).MinReadySeconds(minReady).Obj()
 	}
 }
 
@@ -87,31 +69,18 @@ func daemonSet(surge, unavail string, minReady int32) func(string, corev1.PodTem
 // StatefulSetRecreateStrategy).
 func statefulSetRecreate(replicas int32, policy appsv1.PodManagementPolicyType) func(string, corev1.PodTemplateSpec) any {
 	return func(ns string, t corev1.PodTemplateSpec) any {
-		return &appsv1.StatefulSet{
-			ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: ns},
-			Spec: appsv1.StatefulSetSpec{
-				Replicas: ptr.To(replicas), Selector: &metav1.LabelSelector{MatchLabels: t.Labels},
-				Template: t, ServiceName: "app", PodManagementPolicy: policy,
-				UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.RecreateStatefulSetStrategyType},
-			},
-		}
+		return testobj.StatefulSet(ns, "app").Template(t).Replicas(replicas).ServiceName("app").PodManagement(policy).Recreate().Obj()
 	}
 }
 
 func statefulSet(replicas int32, policy appsv1.PodManagementPolicyType, partition int32, maxUnavail string, minReady int32) func(string, corev1.PodTemplateSpec) any {
 	return func(ns string, t corev1.PodTemplateSpec) any {
-		ru := &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To(partition)}
+		s := testobj.StatefulSet(ns, "app").Template(t).Replicas(replicas).ServiceName("app").PodManagement(policy).
+			MinReadySeconds(minReady).Partition(partition)
 		if maxUnavail != "" {
-			ru.MaxUnavailable = ios(maxUnavail)
+			s.MaxUnavailable(maxUnavail)
 		}
-		return &appsv1.StatefulSet{
-			ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: ns},
-			Spec: appsv1.StatefulSetSpec{
-				Replicas: ptr.To(replicas), Selector: &metav1.LabelSelector{MatchLabels: t.Labels},
-				Template: t, ServiceName: "app", PodManagementPolicy: policy, MinReadySeconds: minReady,
-				UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType, RollingUpdate: ru},
-			},
-		}
+		return s.Obj()
 	}
 }
 
@@ -153,23 +122,23 @@ func taintNode(i int, effect corev1.TaintEffect) func(context.Context, *env) err
 // scenarios run on the control planes their runs name (nil: everyVersion).
 var scenarios = []scenario{
 	// Deployments: upstream's ReplicaSet scaling, step by step.
-	{name: "deploy-rolling-10-25pct", nodes: 4, workload: deployment(10, rolling("25%", "25%"), 0)},
-	{name: "deploy-rolling-4-int-1-1", nodes: 3, workload: deployment(4, rolling("1", "1"), 0)},
-	{name: "deploy-rolling-5-surge0-unavail2", nodes: 3, workload: deployment(5, rolling("0", "2"), 0)},
-	{name: "deploy-rolling-3-surge2-unavail0", nodes: 3, workload: deployment(3, rolling("2", "0"), 0)},
-	{name: "deploy-rolling-7-surge30pct-unavail0pct", nodes: 3, workload: deployment(7, rolling("30%", "0%"), 0)},
-	{name: "deploy-rolling-1-25pct", nodes: 2, workload: deployment(1, rolling("25%", "25%"), 0)},
+	{name: "deploy-rolling-10-25pct", nodes: 4, workload: deployment(10, testobj.RollingUpdate("25%", "25%"), 0)},
+	{name: "deploy-rolling-4-int-1-1", nodes: 3, workload: deployment(4, testobj.RollingUpdate("1", "1"), 0)},
+	{name: "deploy-rolling-5-surge0-unavail2", nodes: 3, workload: deployment(5, testobj.RollingUpdate("0", "2"), 0)},
+	{name: "deploy-rolling-3-surge2-unavail0", nodes: 3, workload: deployment(3, testobj.RollingUpdate("2", "0"), 0)},
+	{name: "deploy-rolling-7-surge30pct-unavail0pct", nodes: 3, workload: deployment(7, testobj.RollingUpdate("30%", "0%"), 0)},
+	{name: "deploy-rolling-1-25pct", nodes: 2, workload: deployment(1, testobj.RollingUpdate("25%", "25%"), 0)},
 	{name: "deploy-recreate-3", nodes: 3, workload: deployment(3, appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}, 0)},
-	{name: "deploy-rollover-10", nodes: 4, workload: deployment(10, rolling("25%", "25%"), 0),
+	{name: "deploy-rollover-10", nodes: 4, workload: deployment(10, testobj.RollingUpdate("25%", "25%"), 0),
 		hooks: map[int]func(context.Context, *env) error{2: func(ctx context.Context, e *env) error {
 			return e.mutate(ctx, "Deployment", setImage(imageV3))
 		}}},
-	{name: "deploy-paused-4", nodes: 3, workload: deployment(4, rolling("1", "1"), 0),
+	{name: "deploy-paused-4", nodes: 3, workload: deployment(4, testobj.RollingUpdate("1", "1"), 0),
 		update: func(o any) { d := o.(*appsv1.Deployment); d.Spec.Paused = true; setImage(imageV2)(d) },
 		hooks: map[int]func(context.Context, *env) error{1: func(ctx context.Context, e *env) error {
 			return e.mutate(ctx, "Deployment", func(o any) { o.(*appsv1.Deployment).Spec.Paused = false })
 		}}},
-	{name: "deploy-min-ready-4", nodes: 3, minReady: 2, workload: deployment(4, rolling("1", "1"), 2)},
+	{name: "deploy-min-ready-4", nodes: 3, minReady: 2, workload: deployment(4, testobj.RollingUpdate("1", "1"), 2)},
 
 	// DaemonSets.
 	{name: "ds-maxunavailable-1", nodes: 4, workload: daemonSet("0", "1", 0)},

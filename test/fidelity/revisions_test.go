@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
+	"github.com/rollplan/rollplan/internal/testobj"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/kubeversion"
 	snapcapture "github.com/rollplan/rollplan/planner/snapshot/capture"
@@ -55,19 +56,9 @@ func testRevisionNames(t *testing.T, version string) {
 	// No kubelet: the controllers name revisions whether or not a pod
 	// ever runs.
 	objects := []any{
-		&appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-			Spec:       appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Selector: selectorFor("web"), Template: realisticTemplate("web", imageV1)},
-		},
-		&appsv1.DaemonSet{
-			ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: ns},
-			Spec:       appsv1.DaemonSetSpec{Selector: selectorFor("agent"), Template: realisticTemplate("agent", imageV1)},
-		},
-		&appsv1.StatefulSet{
-			ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns},
-			Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](2), Selector: selectorFor("db"), ServiceName: "db",
-				Template: realisticTemplate("db", imageV1)},
-		},
+		testobj.Deployment(ns, "web").Template(realisticTemplate("web", imageV1)).Selector(selectorFor("web")).Replicas(2).Obj(),
+		testobj.DaemonSet(ns, "agent").Template(realisticTemplate("agent", imageV1)).Selector(selectorFor("agent")).Obj(),
+		testobj.StatefulSet(ns, "db").Template(realisticTemplate("db", imageV1)).Selector(selectorFor("db")).Replicas(2).ServiceName("db").Obj(),
 	}
 	var failures []string
 	for _, phase := range []string{"create", "template change"} {

@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/rollplan/rollplan/internal/testobj"
 )
 
 // step applies nextStatus until nothing changes or until is reached,
@@ -37,13 +39,7 @@ func readyOf(p *corev1.Pod) corev1.ConditionStatus {
 }
 
 func testPod(image string) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u1"},
-		Spec: corev1.PodSpec{
-			NodeName:   "n1",
-			Containers: []corev1.Container{{Name: "app", Image: image}},
-		},
-	}
+	return testobj.Pod("ns", "p").UID("u1").Node("n1").Image(image).Obj()
 }
 
 func TestPodLifecycle(t *testing.T) {

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/rollplan/rollplan/internal/measure"
+	"github.com/rollplan/rollplan/internal/synth"
 	"github.com/rollplan/rollplan/planner/engine/native"
 	"github.com/rollplan/rollplan/planner/facts"
-	"github.com/rollplan/rollplan/planner/synth"
 )
 
 // BenchmarkDecide: the CEL default strategy over synthetic snapshots,

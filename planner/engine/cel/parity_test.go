@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rollplan/rollplan/internal/synth"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/engine/rego"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/scenario"
 	"github.com/rollplan/rollplan/planner/snapshot"
-	"github.com/rollplan/rollplan/planner/synth"
 )
 
 // scenarioRollouts builds the facts of every golden scenario that runs the

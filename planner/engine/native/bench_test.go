@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/rollplan/rollplan/internal/measure"
+	"github.com/rollplan/rollplan/internal/synth"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
-	"github.com/rollplan/rollplan/planner/synth"
 )
 
 var benchSizes = []int{1000, 10000, 150000}

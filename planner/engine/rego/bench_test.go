@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/rollplan/rollplan/internal/measure"
+	"github.com/rollplan/rollplan/internal/synth"
 	"github.com/rollplan/rollplan/planner/facts"
-	"github.com/rollplan/rollplan/planner/synth"
 )
 
 // constantPolicy answers every decision point with a constant: what it

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/rollplan/rollplan/internal/testobj"
 	"github.com/rollplan/rollplan/planner/snapshot"
 )
 
@@ -40,17 +41,10 @@ func meta(ns, name string, labels map[string]string, owner metav1.Object, ownerK
 	return m
 }
 
-func template(labels map[string]string, env ...corev1.EnvVar) corev1.PodTemplateSpec {
-	return corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: labels},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:1", Env: env}}},
-	}
-}
+// The builders below give testobj's objects this fixture's metadata (meta).
 
 func deployment(ns, name string, labels map[string]string) *appsv1.Deployment {
-	sel := map[string]string{"app": name}
-	return &appsv1.Deployment{ObjectMeta: meta(ns, name, labels, nil, ""),
-		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: template(sel)}}
+	return testobj.Deployment(ns, name).Meta(meta(ns, name, labels, nil, "")).Obj()
 }
 
 func replicaSet(d *appsv1.Deployment, name string) *appsv1.ReplicaSet {
@@ -59,15 +53,11 @@ func replicaSet(d *appsv1.Deployment, name string) *appsv1.ReplicaSet {
 }
 
 func statefulSet(ns, name string) *appsv1.StatefulSet {
-	sel := map[string]string{"app": name}
-	return &appsv1.StatefulSet{ObjectMeta: meta(ns, name, nil, nil, ""),
-		Spec: appsv1.StatefulSetSpec{Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: template(sel)}}
+	return testobj.StatefulSet(ns, name).Meta(meta(ns, name, nil, nil, "")).Obj()
 }
 
 func daemonSet(ns, name string) *appsv1.DaemonSet {
-	sel := map[string]string{"app": name}
-	return &appsv1.DaemonSet{ObjectMeta: meta(ns, name, nil, nil, ""),
-		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: template(sel)}}
+	return testobj.DaemonSet(ns, name).Meta(meta(ns, name, nil, nil, "")).Obj()
 }
 
 func revision(owner metav1.Object, kind, name string, labels map[string]string, data string) *appsv1.ControllerRevision {
@@ -76,13 +66,11 @@ func revision(owner metav1.Object, kind, name string, labels map[string]string, 
 }
 
 func pod(ns, name, node string, labels map[string]string, owner metav1.Object, ownerKind string) *corev1.Pod {
-	return &corev1.Pod{ObjectMeta: meta(ns, name, labels, owner, ownerKind),
-		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "app:1"}}}}
+	return testobj.Pod(ns, name).Meta(meta(ns, name, labels, owner, ownerKind)).Node(node).Obj()
 }
 
 func node(name string) *corev1.Node {
-	return &corev1.Node{ObjectMeta: meta("", name, map[string]string{"topology.kubernetes.io/zone": "zone-" + name}, nil, ""),
-		Status: corev1.NodeStatus{Images: []corev1.ContainerImage{{Names: []string{"huge:1"}}}}}
+	return testobj.Node(name).Meta(meta("", name, map[string]string{"topology.kubernetes.io/zone": "zone-" + name}, nil, "")).Images("huge:1").Obj()
 }
 
 func pdb(ns, name string, sel *metav1.LabelSelector) *policyv1.PodDisruptionBudget {

@@ -20,7 +20,7 @@ var (
 // TestReplayFile plans a snapshot file with every engine and reports parity
 // and every violation, known issues included:
 //
-//	go test ./planner/parity -run TestReplayFile -v -parity.file repro.yaml [-parity.gates MaxUnavailableStatefulSet=true]
+//	go test ./internal/parity -run TestReplayFile -v -parity.file repro.yaml [-parity.gates MaxUnavailableStatefulSet=true]
 func TestReplayFile(t *testing.T) {
 	if *flagFile == "" {
 		t.Skip("no -parity.file")

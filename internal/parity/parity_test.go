@@ -259,7 +259,7 @@ func fail(t *testing.T, engs []engine.Engine, c *Case, i int, o *outcome) {
 		if on, ok := small.Gates[GateMaxUnavailableStatefulSet]; ok {
 			gates += fmt.Sprintf(" -parity.gates %s=%t", GateMaxUnavailableStatefulSet, on)
 		}
-		fmt.Fprintf(&b, "minimal snapshot written to %s\ncheck it again: go test ./planner/parity -run TestReplayFile -v -parity.file %s%s\n", path, path, gates)
+		fmt.Fprintf(&b, "minimal snapshot written to %s\ncheck it again: go test ./internal/parity -run TestReplayFile -v -parity.file %s%s\n", path, path, gates)
 	}
 	fmt.Fprintf(&b, "minimal snapshot:\n%s", repro)
 	t.Fatal(b.String())

@@ -1,0 +1,55 @@
+package testobj
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// PodWrapper builds a Pod.
+type PodWrapper struct{ corev1.Pod }
+
+// Pod is ns/name: one container "app" of Image, on no node.
+func Pod(ns, name string) *PodWrapper {
+	return &PodWrapper{corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: Image}}},
+	}}
+}
+
+// Obj returns the Pod.
+func (w *PodWrapper) Obj() *corev1.Pod { return &w.Pod }
+
+// Meta replaces the object metadata.
+func (w *PodWrapper) Meta(m metav1.ObjectMeta) *PodWrapper { w.ObjectMeta = m; return w }
+
+// UID sets the UID.
+func (w *PodWrapper) UID(uid types.UID) *PodWrapper { w.ObjectMeta.UID = uid; return w }
+
+// Node binds the pod to a node.
+func (w *PodWrapper) Node(name string) *PodWrapper { w.Spec.NodeName = name; return w }
+
+// Image sets the image of the container.
+func (w *PodWrapper) Image(image string) *PodWrapper { w.Spec.Containers[0].Image = image; return w }
+
+// NodeWrapper builds a Node.
+type NodeWrapper struct{ corev1.Node }
+
+// Node is a node named name, schedulable, with no status.
+func Node(name string) *NodeWrapper {
+	return &NodeWrapper{corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}}
+}
+
+// Obj returns the Node.
+func (w *NodeWrapper) Obj() *corev1.Node { return &w.Node }
+
+// Meta replaces the object metadata.
+func (w *NodeWrapper) Meta(m metav1.ObjectMeta) *NodeWrapper { w.ObjectMeta = m; return w }
+
+// Images lists images the node holds, one name each.
+func (w *NodeWrapper) Images(names ...string) *NodeWrapper {
+	for _, n := range names {
+		w.Status.Images = append(w.Status.Images, corev1.ContainerImage{Names: []string{n}})
+	}
+	return w
+}

@@ -1,0 +1,52 @@
+package render
+
+import (
+	"bytes"
+	"io"
+	"strings"
+	"testing"
+)
+
+// The format list is the one source of the help text, Get and Check.
+func TestFormats(t *testing.T) {
+	if got := List(); got != "table, json or yaml" {
+		t.Errorf("List() = %q", got)
+	}
+	for _, f := range append(Formats, "") {
+		if _, err := Get(f); err != nil {
+			t.Errorf("Get(%q): %v", f, err)
+		}
+	}
+	if _, err := Get("wide"); err == nil || !strings.HasSuffix(err.Error(), "want table, json or yaml") {
+		t.Errorf("Get(wide) = %v", err)
+	}
+	if !Check("yaml") || Check("") || Check("wide") {
+		t.Error("Check accepts only the listed formats")
+	}
+}
+
+// Value encodes in JSON and (key-sorted) YAML, and leaves the table to the
+// caller's layout.
+func TestValue(t *testing.T) {
+	v := struct {
+		B int `json:"b"`
+		A int `json:"a"`
+	}{1, 2}
+	table := func(w io.Writer) error {
+		_, err := io.WriteString(w, "layout\n")
+		return err
+	}
+	for format, want := range map[string]string{
+		"json":  "{\n  \"b\": 1,\n  \"a\": 2\n}\n",
+		"yaml":  "a: 2\nb: 1\n",
+		"table": "layout\n",
+	} {
+		var b bytes.Buffer
+		if err := Value(&b, format, v, table); err != nil {
+			t.Fatal(err)
+		}
+		if b.String() != want {
+			t.Errorf("%s: %q, want %q", format, b.String(), want)
+		}
+	}
+}
