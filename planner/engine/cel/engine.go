@@ -48,8 +48,8 @@ var (
 type Options struct {
 	// CostLimit per expression evaluation; 0 means DefaultCostLimit.
 	CostLimit uint64
-	// Timeout bounds each Decide call (one workload); 0: no bound but the
-	// caller's context. Evaluation stops with an engine.TimeoutError.
+	// Timeout bounds each Decide call (one workload); zero or negative:
+	// engine.DefaultTimeout. Evaluation stops with an engine.TimeoutError.
 	Timeout time.Duration
 }
 
@@ -67,7 +67,7 @@ func New(ps []*RolloutPolicy, o Options) (*Engine, error) {
 		return nil, err
 	}
 	h := sha256.New()
-	e := &Engine{timeout: o.Timeout}
+	e := &Engine{timeout: engine.EvalTimeout(o.Timeout)}
 	if e.defaults, err = compilePolicy(base, defs[0], o.CostLimit); err != nil {
 		return nil, err
 	}
@@ -87,7 +87,7 @@ func New(ps []*RolloutPolicy, o Options) (*Engine, error) {
 }
 
 // Name implements engine.Engine.
-func (e *Engine) Name() string { return "cel" }
+func (e *Engine) Name() string { return engine.CEL }
 
 // Digest implements engine.Engine.
 func (e *Engine) Digest() string { return e.digest }
@@ -117,12 +117,8 @@ func workloadID(r *facts.Rollout) string {
 // (by name) that defines them, else from the default strategy.
 func (e *Engine) Decide(parent context.Context, r *facts.Rollout) (*engine.Decisions, error) {
 	id := workloadID(r)
-	ctx := parent
-	if e.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(parent, e.timeout)
-		defer cancel()
-	}
+	ctx, cancel := context.WithTimeout(parent, e.timeout)
+	defer cancel()
 	// stopped reports a deadline or cancellation, checked between
 	// evaluations; comprehensions check it too (interruptEvery).
 	stopped := func() error {
