@@ -32,9 +32,11 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/rollplan/rollplan/executor"
+	"github.com/rollplan/rollplan/planner/engine/engines"
 	"github.com/rollplan/rollplan/planner/engine/rego"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/kubeversion"
+	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/test/controlplane"
 	"github.com/rollplan/rollplan/test/kubelet"
 )
@@ -393,7 +395,7 @@ func (e *env) executorIn(ctx context.Context, kind, name string, policies []stri
 	}
 	opts := executor.Options{
 		Target: executor.Target{Namespace: e.ns, Kind: kind, Name: name},
-		Engine: eng, Poll: 200 * time.Millisecond, MaxPoll: time.Second, DryRun: dryRun,
+		Engine: eng, Poll: 200 * time.Millisecond, MaxPoll: time.Second, DryRun: dryRun, PlanOptions: upstreamOptions(),
 		Log: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	if !dryRun {
@@ -580,4 +582,12 @@ func TestInPlaceDaemonSet(t *testing.T) {
 		}
 	}
 	w.result(t, 1)
+}
+
+// upstreamOptions are the plan's default estimates with the model of the
+// workloads' own controllers, as rollplan apply, status and gate plan.
+func upstreamOptions() plan.Options {
+	o := plan.DefaultOptions
+	o.Upstream = engines.Upstream()
+	return o
 }
