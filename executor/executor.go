@@ -43,6 +43,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/rollplan/rollplan/planner/engine"
+	"github.com/rollplan/rollplan/planner/engine/engines"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/kubeversion"
 	"github.com/rollplan/rollplan/planner/live"
@@ -60,7 +61,8 @@ type Options struct {
 	// rollplan knows); FeatureGates override its defaults.
 	KubernetesVersion kubeversion.Version
 	FeatureGates      map[string]bool
-	// PlanOptions: the duration estimates of the plan (only reported).
+	// PlanOptions: the duration estimates of the plan (only reported) and the
+	// upstream model (default: the native engine).
 	PlanOptions plan.Options
 	// DryRun sends every write with dryRun=All.
 	DryRun bool
@@ -156,6 +158,10 @@ func New(client kubernetes.Interface, o Options) (*Executor, error) {
 	}
 	if o.PlanOptions == (plan.Options{}) {
 		o.PlanOptions = plan.DefaultOptions
+	}
+	if o.PlanOptions.Upstream == nil {
+		// Workloads rollplan does not drive are planned as their controller rolls them.
+		o.PlanOptions.Upstream = engines.Upstream()
 	}
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics(prometheus.NewRegistry())

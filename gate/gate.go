@@ -35,6 +35,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rollplan/rollplan/planner/engine"
+	"github.com/rollplan/rollplan/planner/engine/engines"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/kubeversion"
 	"github.com/rollplan/rollplan/planner/live"
@@ -88,7 +89,8 @@ type Options struct {
 	// ReservationTTL: how long an admitted disruption is reserved at most
 	// (it ends earlier once the cache shows it); default 30s.
 	ReservationTTL time.Duration
-	// PlanOptions: the duration estimates of the plan warnings.
+	// PlanOptions: the duration estimates of the plan warnings and the upstream
+	// model (default: the native engine).
 	PlanOptions plan.Options
 	Now         func() time.Time
 	Log         *slog.Logger
@@ -128,6 +130,10 @@ func New(o Options) (*Gate, error) {
 	}
 	if o.PlanOptions == (plan.Options{}) {
 		o.PlanOptions = plan.DefaultOptions
+	}
+	if o.PlanOptions.Upstream == nil {
+		// Workloads rollplan does not drive are planned as their controller rolls them.
+		o.PlanOptions.Upstream = engines.Upstream()
 	}
 	if o.Now == nil {
 		o.Now = time.Now

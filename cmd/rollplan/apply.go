@@ -157,8 +157,8 @@ func drive(cmd *cobra.Command, w *liveWorkload, o driveOptions) error {
 	opts := executor.Options{
 		Target: target, Engine: eng, DryRun: o.dryRun,
 		KubernetesVersion: w.cluster.KubernetesVersion, FeatureGates: w.cluster.FeatureGates,
-		DeleteMethod: o.deleteMethod,
-		Now:          applyClock, Poll: applyPoll, Log: slog.New(slog.NewTextHandler(stderr, nil)),
+		DeleteMethod: o.deleteMethod, PlanOptions: planOptions(),
+		Now: applyClock, Poll: applyPoll, Log: slog.New(slog.NewTextHandler(stderr, nil)),
 	}
 	var prog *progress
 	if isTerminal(stderr) {

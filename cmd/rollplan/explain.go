@@ -5,6 +5,7 @@ import (
 	"io"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -231,4 +232,17 @@ func versionDecided(r *facts.Rollout) string {
 		}
 	}
 	return ""
+}
+
+// namespaces lists namespace names for a message: namespace "a", or
+// namespaces "a", "b".
+func namespaces(nss []string) string {
+	q := make([]string, len(nss))
+	for i, ns := range nss {
+		q[i] = strconv.Quote(ns)
+	}
+	if len(q) == 1 {
+		return "namespace " + q[0]
+	}
+	return "namespaces " + strings.Join(q, ", ")
 }

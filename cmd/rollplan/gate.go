@@ -26,6 +26,7 @@ import (
 
 	"github.com/rollplan/rollplan/deploy"
 	"github.com/rollplan/rollplan/gate"
+	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
 )
 
@@ -135,7 +136,7 @@ kustomize base in deploy/.`,
 			if err != nil {
 				return err
 			}
-			for _, w := range engineWarnings(eng) {
+			for _, w := range engine.Warnings(eng) {
 				log.Warn("policy", "warning", w)
 			}
 			cl, err := connectCluster(&config)
@@ -160,6 +161,7 @@ kustomize base in deploy/.`,
 				Enforcement: enforcement, PolicyEnforcement: policyModes, Namespace: ns, Exempt: exempt,
 				KubernetesVersion: cluster.KubernetesVersion, FeatureGates: cluster.FeatureGates,
 				ReservationTTL: reservationTTL, Log: log, Metrics: gate.NewMetrics(reg),
+				PlanOptions: planOptions(),
 			})
 			if err != nil {
 				return err

@@ -14,7 +14,7 @@ import (
 
 	"github.com/rollplan/rollplan/deploy"
 	"github.com/rollplan/rollplan/gate/certs"
-	celpolicy "github.com/rollplan/rollplan/planner/engine/cel"
+	"github.com/rollplan/rollplan/planner/engine"
 )
 
 // gateManifestsNow is the time certificates start from; tests fix it.
@@ -63,15 +63,7 @@ func gatePolicyFiles(kind string, paths []string) (map[string][]byte, error) {
 			if err != nil || d.IsDir() {
 				return err
 			}
-			name := d.Name()
-			load := false
-			switch kind {
-			case "rego":
-				load = strings.HasSuffix(name, ".rego") && !strings.HasSuffix(name, "_test.rego")
-			case "cel":
-				load = celpolicy.IsPolicyFile(path)
-			}
-			if !load {
+			if !engine.IsPolicyFile(kind, path) {
 				return nil
 			}
 			rel, err := filepath.Rel(p, path)

@@ -297,7 +297,7 @@ func previewRollback(w *liveWorkload, rev *history.Revision) (*plan.Plan, error)
 	if err != nil {
 		return nil, err
 	}
-	res, err := plan.Build(w.ctx, []*facts.Rollout{r}, w.engine, plan.Metadata{Now: now.UTC().Format(time.RFC3339), Engine: w.engine.Name(), PolicyDigest: w.engine.Digest()}, plan.DefaultOptions)
+	res, err := plan.Build(w.ctx, []*facts.Rollout{r}, w.engine, plan.Metadata{Now: now.UTC().Format(time.RFC3339), Engine: w.engine.Name(), PolicyDigest: w.engine.Digest()}, planOptions())
 	if err != nil {
 		return nil, err
 	}

@@ -6,20 +6,19 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"maps"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rollplan/rollplan/planner/engine"
+	"github.com/rollplan/rollplan/planner/engine/engines"
 	"github.com/rollplan/rollplan/planner/facts"
-	"github.com/rollplan/rollplan/planner/kubeversion"
 	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/render"
+	"github.com/rollplan/rollplan/planner/request"
 	"github.com/rollplan/rollplan/planner/snapshot"
 )
 
@@ -170,7 +169,8 @@ func (f *planFlags) run(ctx context.Context, stderr io.Writer) (*planned, error)
 	if err := f.checkCluster(); err != nil {
 		return nil, err
 	}
-	if _, err := f.target(); err != nil {
+	ref, err := f.target()
+	if err != nil {
 		return nil, err
 	}
 	stdin := f.stdin
@@ -188,26 +188,20 @@ func (f *planFlags) run(ctx context.Context, stderr io.Writer) (*planned, error)
 	for _, w := range warnings {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
-	now := snap.Latest()
+	req := &request.Request{Snapshot: snap, Warnings: warnings, Workload: ref}
 	if f.now != "" {
-		if now, err = time.Parse(time.RFC3339, f.now); err != nil {
+		if req.Now, err = time.Parse(time.RFC3339, f.now); err != nil {
 			return nil, usageError{fmt.Errorf("--now %q: want an RFC 3339 time such as 2026-03-01T12:00:00Z", f.now)}
 		}
 	}
-	if now.IsZero() {
-		return nil, fmt.Errorf("the snapshot records no time (no creation or condition timestamps): pass --now, e.g. --now 2026-03-01T12:00:00Z")
+	if _, err := req.Time(); err != nil {
+		return nil, fmt.Errorf("%w: pass --now, e.g. --now 2026-03-01T12:00:00Z", err)
 	}
-	cluster, err := f.clusterOptions(snap.KubernetesVersion, "the snapshot", stderr)
-	if err != nil {
+	if req.Cluster, err = f.clusterOptions(snap.KubernetesVersion, "the snapshot", stderr); err != nil {
 		return nil, err
 	}
-	in := planInput{snap: snap, warnings: warnings, now: now, cluster: cluster,
-		opts: plan.Options{RecreateSeconds: int(f.recreate / time.Second), InPlaceSeconds: int(f.inPlace / time.Second), TerminateSeconds: int(f.terminate / time.Second)}}
-	rollouts, failed, err := in.rolloutsEach()
+	in, err := req.Facts()
 	if err != nil {
-		return nil, err
-	}
-	if rollouts, failed, err = f.filter(rollouts, failed); err != nil {
 		return nil, err
 	}
 	kind, err := f.engineKind()
@@ -218,117 +212,60 @@ func (f *planFlags) run(ctx context.Context, stderr io.Writer) (*planned, error)
 	if err != nil {
 		return nil, err
 	}
-	for _, w := range engineWarnings(eng) {
+	for _, w := range engine.Warnings(eng) {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
-	res, err := in.build(ctx, rollouts, eng)
+	opts := planOptions()
+	opts.RecreateSeconds, opts.InPlaceSeconds, opts.TerminateSeconds = int(f.recreate/time.Second), int(f.inPlace/time.Second), int(f.terminate/time.Second)
+	res, err := plan.Run(ctx, in, eng, opts)
 	if err != nil {
 		return nil, err
 	}
-	return &planned{Result: res, failed: failed}, nil
+	return &planned{Result: res, failed: in.Failed}, nil
 }
 
-// engineKind is --engine, or the engine the policy files call for: CEL when
-// --policy names a CEL file (.yaml, .yml, .json) or a directory of CEL
-// policies without .rego files, else Rego. Policy paths that do not fit the
-// engine are a usage error naming the path.
+// engineKind is --engine, or the engine the policy files call for
+// (engines.Infer): CEL when --policy names a CEL file (.yaml, .yml, .json)
+// or a directory of CEL policies without .rego files, else Rego. Policy
+// paths that do not fit the engine are a usage error naming the path.
 func (f *planFlags) engineKind() (string, error) {
-	switch f.engine {
-	case "rego", "cel", "native", "":
-	default:
+	if f.engine != "" && !engines.Known(f.engine) {
 		return "", usageError{fmt.Errorf("--engine %q: want rego, cel or native", f.engine)}
 	}
 	if err := checkPolicyPaths(f.policies); err != nil {
 		return "", err
 	}
-	if f.engine == "native" {
+	switch f.engine {
+	case "":
+		kind, err := engines.Infer(f.policies)
+		var mixed *engines.MixedError
+		if errors.As(err, &mixed) {
+			return "", usageError{fmt.Errorf("--policy mixes Rego (%s) and CEL (%s) policies: keep one engine's files per --policy", mixed.Rego, mixed.CEL)}
+		}
+		return kind, err
+	case engine.Native:
 		if len(f.policies) > 0 {
 			return "", usageError{fmt.Errorf("--engine native runs the built-in default strategy only: drop --policy, or pick --engine rego or cel")}
 		}
 		return f.engine, nil
 	}
-	var regoOnly, celOnly []policyPath
 	for _, p := range f.policies {
-		pp := classifyPolicyPath(p)
+		pp := engines.Classify(p)
 		switch {
-		case pp.rego && !pp.cel:
-			regoOnly = append(regoOnly, pp)
-		case pp.cel && !pp.rego:
-			celOnly = append(celOnly, pp)
+		case f.engine == engine.Rego && pp.Only(engine.CEL):
+			return "", usageError{fmt.Errorf("--engine rego: %s (CEL policies are YAML: use --engine cel or drop --engine)", notPolicy(pp, "Rego"))}
+		case f.engine == engine.CEL && pp.Only(engine.Rego):
+			return "", usageError{fmt.Errorf("--engine cel: %s (Rego policies are .rego files: use --engine rego or drop --engine)", notPolicy(pp, "CEL"))}
 		}
 	}
-	switch f.engine {
-	case "rego":
-		if len(celOnly) > 0 {
-			return "", usageError{fmt.Errorf("--engine rego: %s (CEL policies are YAML: use --engine cel or drop --engine)", celOnly[0].not("Rego"))}
-		}
-		return "rego", nil
-	case "cel":
-		if len(regoOnly) > 0 {
-			return "", usageError{fmt.Errorf("--engine cel: %s (Rego policies are .rego files: use --engine rego or drop --engine)", regoOnly[0].not("CEL"))}
-		}
-		return "cel", nil
-	}
-	if len(regoOnly) > 0 && len(celOnly) > 0 {
-		return "", usageError{fmt.Errorf("--policy mixes Rego (%s) and CEL (%s) policies: keep one engine's files per --policy", regoOnly[0].path, celOnly[0].path)}
-	}
-	if len(celOnly) > 0 {
-		return "cel", nil
-	}
-	return "rego", nil
+	return f.engine, nil
 }
 
-// planInput is what a plan is computed from once the snapshot is loaded.
-// rollplan plan and rollplan test both plan through it, so that a policy
-// test sees the facts and the plan that rollplan plan computes.
-type planInput struct {
-	snap     *snapshot.Snapshot
-	warnings []string
-	now      time.Time
-	// cluster: the version and gate overrides planned for.
-	cluster facts.Options
-	opts    plan.Options
-}
-
-// rollouts builds the facts of every workload in the snapshot; one
-// workload's error fails them all (policy tests).
-func (in *planInput) rollouts() ([]*facts.Rollout, error) {
-	o := in.cluster
-	o.Now = in.now
-	return facts.Build(in.snap, o)
-}
-
-// rolloutsEach builds the facts of every workload in the snapshot, with
-// the errors of the workloads that have none (facts.BuildEach).
-func (in *planInput) rolloutsEach() ([]*facts.Rollout, []*facts.WorkloadError, error) {
-	o := in.cluster
-	o.Now = in.now
-	return facts.BuildEach(in.snap, o)
-}
-
-// build evaluates the engine and packs the plan of the rollouts.
-func (in *planInput) build(ctx context.Context, rollouts []*facts.Rollout, eng engine.Engine) (*plan.Result, error) {
-	digest, err := in.snap.Digest()
-	if err != nil {
-		return nil, err
-	}
-	v := in.cluster.KubernetesVersion.Or(kubeversion.Newest)
-	gates, err := kubeversion.WithOverrides(v, in.cluster.FeatureGates)
-	if err != nil {
-		return nil, err
-	}
-	meta := plan.Metadata{SnapshotDigest: digest, Now: in.now.UTC().Format(time.RFC3339), Warnings: in.warnings,
-		KubernetesVersion: v.String(), FeatureGates: gates}
-	return plan.Build(ctx, rollouts, eng, meta, in.opts)
-}
-
-// workloadRef is what --workload and -n select; empty fields match all.
-type workloadRef struct{ kind, namespace, name string }
-
-// target parses --workload and -n. A namespace in --workload that -n
-// contradicts is a usage error: which one was meant cannot be guessed.
-func (f *planFlags) target() (workloadRef, error) {
-	ref := workloadRef{namespace: f.namespace}
+// target parses --workload and -n into what they select. A namespace in
+// --workload that -n contradicts is a usage error: which one was meant
+// cannot be guessed.
+func (f *planFlags) target() (request.Workload, error) {
+	ref := request.Workload{Namespace: f.namespace, Arg: f.workload}
 	if f.workload == "" {
 		return ref, nil
 	}
@@ -336,98 +273,15 @@ func (f *planFlags) target() (workloadRef, error) {
 	if len(parts) < 2 || len(parts) > 3 || slices.Contains(parts, "") {
 		return ref, usageError{fmt.Errorf("--workload %q: want KIND/NAME or KIND/NAMESPACE/NAME, e.g. sts/web or deploy/default/api", f.workload)}
 	}
-	ref.kind, ref.name = parts[0], parts[len(parts)-1]
+	ref.Kind, ref.Name = parts[0], parts[len(parts)-1]
 	if len(parts) == 3 {
 		if f.namespace != "" && parts[1] != f.namespace {
 			return ref, usageError{fmt.Errorf("--workload %s names namespace %q but -n names %q: drop -n, or pass --workload %s/%s", f.workload, parts[1], f.namespace, parts[0], parts[2])}
 		}
-		ref.namespace = parts[1]
+		ref.Namespace = parts[1]
 	}
-	if ref.kind = canonicalKind(ref.kind); ref.kind == "" {
+	if ref.Kind = request.Kind(ref.Kind); ref.Kind == "" {
 		return ref, usageError{fmt.Errorf("--workload %q: kind must be Deployment, StatefulSet or DaemonSet (deploy, sts, ds)", f.workload)}
 	}
 	return ref, nil
-}
-
-// filter keeps the rollouts and the failed workloads that --workload and
-// -n select. Selecting nothing is an error naming where the snapshot has
-// what was asked for; a snapshot without workloads is an empty plan.
-func (f *planFlags) filter(rs []*facts.Rollout, failed []*facts.WorkloadError) ([]*facts.Rollout, []*facts.WorkloadError, error) {
-	ref, err := f.target()
-	if err != nil {
-		return nil, nil, err
-	}
-	type id struct{ kind, namespace, name string }
-	all := make([]id, 0, len(rs)+len(failed))
-	for _, r := range rs {
-		all = append(all, id{r.Workload.Kind, r.Workload.Namespace, r.Workload.Name})
-	}
-	for _, e := range failed {
-		all = append(all, id{e.Kind, e.Namespace, e.Name})
-	}
-	selects := func(w id) bool {
-		return (ref.kind == "" || w.kind == ref.kind) && (ref.namespace == "" || w.namespace == ref.namespace) && (ref.name == "" || w.name == ref.name)
-	}
-	var out []*facts.Rollout
-	for _, r := range rs {
-		if selects(id{r.Workload.Kind, r.Workload.Namespace, r.Workload.Name}) {
-			out = append(out, r)
-		}
-	}
-	var outFailed []*facts.WorkloadError
-	for _, e := range failed {
-		if selects(id{e.Kind, e.Namespace, e.Name}) {
-			outFailed = append(outFailed, e)
-		}
-	}
-	if len(out)+len(outFailed) > 0 {
-		return out, outFailed, nil
-	}
-	// Nothing selected: say where the snapshot has what was asked for.
-	elsewhere := map[string]bool{}
-	for _, w := range all {
-		if (ref.kind == "" || w.kind == ref.kind) && (ref.name == "" || w.name == ref.name) {
-			elsewhere[w.namespace] = true
-		}
-	}
-	nss := slices.Sorted(maps.Keys(elsewhere))
-	switch {
-	case f.workload != "" && ref.namespace != "" && len(nss) > 0:
-		return nil, nil, fmt.Errorf("--workload %s: no %s %s in namespace %q of the snapshot; it has one in %s: name that namespace (--workload %s/%s/%s, without -n)", f.workload, ref.kind, ref.name, ref.namespace, namespaces(nss), parts(f.workload)[0], nss[0], ref.name)
-	case f.workload != "" && ref.namespace != "":
-		return nil, nil, fmt.Errorf("--workload %s: no %s %s in namespace %q of the snapshot: check the name, or capture the workload (rollplan snapshot %s/%s -n %s)", f.workload, ref.kind, ref.name, ref.namespace, strings.ToLower(ref.kind), ref.name, ref.namespace)
-	case f.workload != "":
-		return nil, nil, fmt.Errorf("--workload %s: no %s %s in the snapshot: check the name, or capture the workload (rollplan snapshot %s/%s)", f.workload, ref.kind, ref.name, strings.ToLower(ref.kind), ref.name)
-	case ref.namespace != "" && len(nss) > 0:
-		return nil, nil, fmt.Errorf("-n %s: no Deployment, StatefulSet or DaemonSet in namespace %q of the snapshot; it has workloads in %s: pass one of them to -n, or drop -n to plan them all", ref.namespace, ref.namespace, namespaces(nss))
-	}
-	// No workload in the snapshot at all: an empty plan (-n is not why).
-	return out, outFailed, nil
-}
-
-func parts(workload string) []string { return strings.Split(workload, "/") }
-
-// namespaces lists namespace names for a message: namespace "a", or
-// namespaces "a", "b".
-func namespaces(nss []string) string {
-	q := make([]string, len(nss))
-	for i, ns := range nss {
-		q[i] = strconv.Quote(ns)
-	}
-	if len(q) == 1 {
-		return "namespace " + q[0]
-	}
-	return "namespaces " + strings.Join(q, ", ")
-}
-
-func canonicalKind(k string) string {
-	switch strings.ToLower(k) {
-	case "deployment", "deployments", "deploy":
-		return "Deployment"
-	case "statefulset", "statefulsets", "sts":
-		return "StatefulSet"
-	case "daemonset", "daemonsets", "ds":
-		return "DaemonSet"
-	}
-	return ""
 }

@@ -103,7 +103,7 @@ something changed.
 			}
 			defer w.stop()
 			ctx, target := w.ctx, w.target
-			opts := executor.Options{Target: target, Engine: w.engine, KubernetesVersion: w.cluster.KubernetesVersion, FeatureGates: w.cluster.FeatureGates, Now: applyClock}
+			opts := executor.Options{Target: target, Engine: w.engine, KubernetesVersion: w.cluster.KubernetesVersion, FeatureGates: w.cluster.FeatureGates, Now: applyClock, PlanOptions: planOptions()}
 			var changes <-chan struct{}
 			if watch {
 				// Watching reads from informer caches and reads again on

@@ -15,7 +15,6 @@ import (
 
 	"github.com/rollplan/rollplan/planner/engine/rego"
 	"github.com/rollplan/rollplan/planner/kubeversion"
-	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/policytest"
 )
 
@@ -137,13 +136,7 @@ func runTests(ctx context.Context, stdout, stderr io.Writer, paths []string, o t
 		return err
 	}
 	results = append(results, rr.Results...)
-	planCase := func(ctx context.Context, req policytest.PlanRequest) (*plan.Result, error) {
-		if req.KubernetesVersion == "" {
-			req.KubernetesVersion = o.kubernetesVersion
-		}
-		return testPlan(ctx, req)
-	}
-	runner := &policytest.Runner{Engines: testEngines(time.Minute, warn), Plan: planCase, Timeout: o.timeout}
+	runner := &policytest.Runner{Timeout: o.timeout, KubernetesVersion: o.kubernetesVersion, Warn: warn}
 	for _, f := range in.YAML {
 		suites, err := policytest.LoadFile(f)
 		if err != nil {

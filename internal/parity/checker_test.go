@@ -45,7 +45,7 @@ func find(t *testing.T, eng engine.Engine, what string, want func(f *found) bool
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := plan.Build(context.Background(), rollouts, eng, plan.Metadata{}, plan.DefaultOptions)
+		res, err := plan.Build(context.Background(), rollouts, eng, plan.Metadata{}, upstreamOptions)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +78,7 @@ func load(t *testing.T, eng engine.Engine, path string) *found {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := plan.Build(context.Background(), rollouts, eng, plan.Metadata{}, plan.DefaultOptions)
+	res, err := plan.Build(context.Background(), rollouts, eng, plan.Metadata{}, upstreamOptions)
 	if err != nil {
 		t.Fatal(err)
 	}

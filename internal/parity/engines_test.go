@@ -9,6 +9,7 @@ import (
 	"github.com/rollplan/rollplan/planner/engine/cel"
 	"github.com/rollplan/rollplan/planner/engine/native"
 	"github.com/rollplan/rollplan/planner/engine/rego"
+	"github.com/rollplan/rollplan/planner/plan"
 )
 
 // engines lists the engines whose plans must agree, the first being the
@@ -30,3 +31,11 @@ func engines(t testing.TB) []engine.Engine {
 	}
 	return []engine.Engine{re, ce, native.New()}
 }
+
+// upstreamOptions are the default estimates with the model of the
+// workloads' own controllers that every caller plans with.
+var upstreamOptions = func() plan.Options {
+	o := plan.DefaultOptions
+	o.Upstream = native.New()
+	return o
+}()

@@ -31,7 +31,7 @@ func TestNodePreparationKeepsInvariants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := plan.Build(context.Background(), rollouts, eng, plan.Metadata{}, plan.DefaultOptions)
+	res, err := plan.Build(context.Background(), rollouts, eng, plan.Metadata{}, upstreamOptions)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -114,7 +114,7 @@ func evaluate(engs []engine.Engine, c *Case) *outcome {
 		}
 	}
 	for _, eng := range engs {
-		res, err := plan.Build(context.Background(), rollouts, eng, plan.Metadata{}, plan.DefaultOptions)
+		res, err := plan.Build(context.Background(), rollouts, eng, plan.Metadata{}, upstreamOptions)
 		if err != nil {
 			o.err = fmt.Errorf("plan with %s: %w", eng.Name(), err)
 			return o

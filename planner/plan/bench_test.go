@@ -31,7 +31,7 @@ func planSnapshot(tb testing.TB, e *rego.Engine, snap *snapshot.Snapshot) *plan.
 	if err != nil {
 		tb.Fatal(err)
 	}
-	res, err := plan.Build(context.Background(), rollouts, e, plan.Metadata{}, plan.DefaultOptions)
+	res, err := plan.Build(context.Background(), rollouts, e, plan.Metadata{}, upstreamOptions)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/rollplan/rollplan/planner/engine"
-	"github.com/rollplan/rollplan/planner/engine/native"
 	"github.com/rollplan/rollplan/planner/facts"
 )
 
@@ -21,14 +20,14 @@ import (
 // plan shows what runs, so for such a workload the answers the controller
 // makes for itself — which pods are in the rollout, Recreate, the order
 // (StatefulSet: highest ordinal first; ReplicaSet: its deletion ranking),
-// the pacing and the budgets it paces by — are upstream's, as the native
-// engine gives them for an unmanaged workload (the default strategy, which
-// reproduces upstream). A policy's own budgets stay, advisory: the
-// controller does not pace by them (rollplan gate, running with the
-// policy, holds it to them). Halt and deny rules are the policy's. Each
+// the pacing and the budgets it paces by — are upstream's, as model (the
+// caller's Options.Upstream: the native engine) gives them for an
+// unmanaged workload (the default strategy, which reproduces upstream). A
+// policy's own budgets stay, advisory: the controller does not pace by
+// them (rollplan gate, running with the policy, holds it to them). Halt and deny rules are the policy's. Each
 // answer the policy changed is named in a warning, and per pod in
 // det.Overrides.
-func controllerDecisions(r *facts.Rollout, d *engine.Decisions, det *Detail) (*engine.Decisions, []string) {
+func controllerDecisions(r *facts.Rollout, d *engine.Decisions, det *Detail, model engine.Engine) (*engine.Decisions, []string) {
 	w := &r.Workload
 	if drivenByRollplan(r, d) || (w.Managed && len(d.Halt) > 0) {
 		return d, nil // rollplan apply follows the policy, or halts
@@ -44,7 +43,10 @@ func controllerDecisions(r *facts.Rollout, d *engine.Decisions, det *Detail) (*e
 		c.Workload.Managed = false
 		cr = &c
 	}
-	up, err := native.New().Decide(context.Background(), cr)
+	if model == nil {
+		return d, []string{fmt.Sprintf("not managed by rollplan, but the %s controller's own rollout could not be modelled (no model given: plan.Options.Upstream): the waves follow the policy, which the controller does not", w.Kind)}
+	}
+	up, err := model.Decide(context.Background(), cr)
 	if err != nil {
 		return d, []string{fmt.Sprintf("not managed by rollplan, but the %s controller's own rollout could not be modelled (%v): the waves follow the policy, which the controller does not", w.Kind, err)}
 	}

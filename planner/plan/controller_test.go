@@ -122,12 +122,12 @@ budgets := array.concat(defaults.budgets, [{"name": "one", "maxUnavailable": 1}]
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, det := Workload(r, d, DefaultOptions)
+			got, det := Workload(r, d, testOptions)
 			dd, err := defaults.Decide(ctx, r)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, _ := Workload(r, dd, DefaultOptions)
+			want, _ := Workload(r, dd, testOptions)
 			if same := reflect.DeepEqual(got.Waves, want.Waves); same != c.asDefault {
 				t.Errorf("waves the same as the default strategy's: %v, want %v\n got: %+v\nwant: %+v", same, c.asDefault, got.Waves, want.Waves)
 			}
@@ -174,7 +174,7 @@ func TestControllerDrivenWavesKeepBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wp, _ := Workload(r, d, DefaultOptions)
+	wp, _ := Workload(r, d, testOptions)
 	for _, w := range wp.Waves {
 		if len(w.Actions) > 1 {
 			t.Errorf("wave %d has %d actions under maxUnavailable 1: %+v", w.Index, len(w.Actions), w.Actions)
@@ -240,7 +240,7 @@ scope(p) := {"in": false, "reason": "pinned"} if p.name == input.pods[0].name el
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, _ := Workload(&native, dd, DefaultOptions)
+			want, _ := Workload(&native, dd, testOptions)
 			if len(want.Waves) == 0 {
 				t.Fatal("the controller's plan has no wave: pick another scenario")
 			}
@@ -258,7 +258,7 @@ scope(p) := {"in": false, "reason": "pinned"} if p.name == input.pods[0].name el
 			if held == 0 {
 				t.Fatal("the policy holds no pod: the test would prove nothing")
 			}
-			got, det := Workload(r, d, DefaultOptions)
+			got, det := Workload(r, d, testOptions)
 			if !reflect.DeepEqual(got.Waves, want.Waves) {
 				t.Errorf("waves differ from the controller's\n got: %+v\nwant: %+v", got.Waves, want.Waves)
 			}
@@ -292,7 +292,7 @@ func TestDuplicateBudgetNamesWarn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wp, _ := Workload(rs[0], d, DefaultOptions)
+		wp, _ := Workload(rs[0], d, testOptions)
 		got := strings.Contains(strings.Join(wp.Warnings, "\n"), `2 budgets are named "x": the plan lists budgets by name, so rename all but one in the policy`)
 		if got != c.warn {
 			t.Errorf("policy %q: warned %v, want %v: %q", c.policy, got, c.warn, wp.Warnings)

@@ -51,7 +51,7 @@ func FuzzPlan(f *testing.F) {
 			if err != nil {
 				return nil, err
 			}
-			res, err := plan.Build(context.Background(), rollouts, e, plan.Metadata{}, plan.DefaultOptions)
+			res, err := plan.Build(context.Background(), rollouts, e, plan.Metadata{}, upstreamOptions)
 			if err != nil {
 				return nil, err
 			}

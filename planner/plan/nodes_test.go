@@ -40,7 +40,7 @@ func planWith(t *testing.T, r *facts.Rollout, prep string) plan.WorkloadPlan {
 		t.Fatal(err)
 	}
 	d.NodePreparation = prep
-	wp, _ := plan.Workload(r, d, plan.DefaultOptions)
+	wp, _ := plan.Workload(r, d, upstreamOptions)
 	return wp
 }
 
@@ -262,3 +262,11 @@ func TestPreparedNodeHoldsTheBudget(t *testing.T) {
 		t.Errorf("wave 2 starts at 0s: the prepared pod did not hold the budget")
 	}
 }
+
+// upstreamOptions are the default estimates with the model of the
+// workloads' own controllers that every caller plans with.
+var upstreamOptions = func() plan.Options {
+	o := plan.DefaultOptions
+	o.Upstream = native.New()
+	return o
+}()

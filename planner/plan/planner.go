@@ -26,6 +26,13 @@ type Options struct {
 	InPlaceSeconds int
 	// TerminateSeconds: how long a deleted pod that is not replaced takes to go.
 	TerminateSeconds int
+	// Upstream models what a workload's own controller does: a workload
+	// rollplan does not drive is planned with its answers where the
+	// policy's differ (controllerDecisions). Callers set the default
+	// strategy in Go (engines.Upstream); plan does not import an engine.
+	// Nil: such a workload is planned with the policy's answers and a
+	// warning that its controller could not be modelled.
+	Upstream engine.Engine
 }
 
 // DefaultOptions are conservative estimates for a typical pod.
@@ -108,7 +115,7 @@ func Workload(r *facts.Rollout, d *engine.Decisions, o Options) (WorkloadPlan, *
 	det := &Detail{Facts: r, Decisions: d, Wave: map[string]int{}, Overrides: map[string]string{}}
 	// det keeps the policy's answers (explain, policy tests show them);
 	// the waves are planned from what runs.
-	d, notes := controllerDecisions(r, d, det)
+	d, notes := controllerDecisions(r, d, det, o.Upstream)
 	wp.Pacing = d.Pacing
 	wp.Warnings = append(wp.Warnings, notes...)
 	enforceFeasibility(r, d, det)

@@ -53,7 +53,7 @@ func TestStalled(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wp, _ := Workload(r, d, DefaultOptions)
+			wp, _ := Workload(r, d, testOptions)
 			switch {
 			case c.reason == "" && wp.Stalled != nil:
 				t.Errorf("stalled %+v, want none (notes %q)", *wp.Stalled, wp.Notes)

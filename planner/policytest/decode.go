@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -13,7 +12,9 @@ import (
 	"time"
 
 	"github.com/rollplan/rollplan/internal/fieldcheck"
+	"github.com/rollplan/rollplan/planner/engine/engines"
 	"github.com/rollplan/rollplan/planner/plan"
+	"github.com/rollplan/rollplan/planner/request"
 	"github.com/rollplan/rollplan/planner/snapshot"
 )
 
@@ -148,9 +149,7 @@ func (s *Suite) validate() (string, string) {
 	if s.Metadata.Name == "" {
 		return "metadata.name", "missing: name the suite"
 	}
-	switch s.Spec.Engine {
-	case "", EngineRego, EngineCEL, EngineNative:
-	default:
+	if s.Spec.Engine != "" && !engines.Known(s.Spec.Engine) {
 		return "spec.engine", fmt.Sprintf("%q: want rego, cel or native", s.Spec.Engine)
 	}
 	for i, p := range s.Spec.Policy {
@@ -239,53 +238,11 @@ func ParseWorkload(s string) (kind, ns, name string, err error) {
 	default:
 		return "", "", "", fmt.Errorf("%q: want KIND/NAME or KIND/NAMESPACE/NAME", s)
 	}
-	switch strings.ToLower(kind) {
-	case "deployment", "deployments", "deploy":
-		kind = "Deployment"
-	case "statefulset", "statefulsets", "sts":
-		kind = "StatefulSet"
-	case "daemonset", "daemonsets", "ds":
-		kind = "DaemonSet"
-	default:
+	if kind = request.Kind(kind); kind == "" {
 		return "", "", "", fmt.Errorf("%q: kind must be Deployment, StatefulSet or DaemonSet", s)
 	}
 	if name == "" || (len(parts) == 3 && ns == "") {
 		return "", "", "", fmt.Errorf("%q: empty namespace or name", s)
 	}
 	return kind, ns, name, nil
-}
-
-// InferEngine picks the engine for policy paths when a suite names none:
-// no policy is the default strategy as `rollplan plan` runs it without
-// --policy (rego); a .yaml or .yml file is a CEL RolloutPolicy; a .rego
-// file or a directory is Rego, unless the directory holds YAML but no
-// .rego files (CEL).
-func InferEngine(paths []string) string {
-	for _, p := range paths {
-		switch strings.ToLower(filepath.Ext(p)) {
-		case ".yaml", ".yml":
-			return EngineCEL
-		case ".rego":
-			return EngineRego
-		}
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			hasRego, hasYAML := false, false
-			_ = filepath.WalkDir(p, func(path string, d os.DirEntry, err error) error {
-				if err != nil || d.IsDir() {
-					return nil
-				}
-				switch strings.ToLower(filepath.Ext(path)) {
-				case ".rego":
-					hasRego = true
-				case ".yaml", ".yml":
-					hasYAML = true
-				}
-				return nil
-			})
-			if !hasRego && hasYAML {
-				return EngineCEL
-			}
-		}
-	}
-	return EngineRego
 }

@@ -149,35 +149,6 @@ func TestParseWorkload(t *testing.T) {
 	}
 }
 
-func TestInferEngine(t *testing.T) {
-	dir := t.TempDir()
-	celDir := filepath.Join(dir, "cel")
-	regoDir := filepath.Join(dir, "rego")
-	for _, f := range []string{filepath.Join(celDir, "p.yaml"), filepath.Join(regoDir, "p.rego"), filepath.Join(regoDir, "p_test.yaml")} {
-		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(f, nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, c := range []struct {
-		paths []string
-		want  string
-	}{
-		{nil, EngineRego},
-		{[]string{"x/policy.yaml"}, EngineCEL},
-		{[]string{"x/policy.YML"}, EngineCEL},
-		{[]string{"x/policy.rego"}, EngineRego},
-		{[]string{celDir}, EngineCEL},
-		{[]string{regoDir}, EngineRego},
-	} {
-		if got := InferEngine(c.paths); got != c.want {
-			t.Errorf("InferEngine(%q) = %s, want %s", c.paths, got, c.want)
-		}
-	}
-}
-
 func TestDiscover(t *testing.T) {
 	dir := t.TempDir()
 	files := map[string]string{

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/rollplan/rollplan/planner/engine"
 )
 
 // Inputs are the files `rollplan test` runs, found under its PATHs.
@@ -30,11 +32,12 @@ func Discover(paths []string) (*Inputs, error) {
 		if seen[path] {
 			return nil
 		}
-		switch strings.ToLower(filepath.Ext(path)) {
-		case ".rego":
+		ext := strings.ToLower(filepath.Ext(path))
+		switch {
+		case engine.FileKind(path) == engine.Rego: // tests and the policies they test
 			seen[path] = true
 			in.Rego = append(in.Rego, path)
-		case ".yaml", ".yml":
+		case ext == ".yaml" || ext == ".yml": // suites are YAML, whatever the engine
 			data, err := os.ReadFile(path)
 			if err != nil {
 				return err

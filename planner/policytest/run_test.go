@@ -7,11 +7,10 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rollplan/rollplan/planner/engine"
+	"github.com/rollplan/rollplan/planner/engine/engines"
 	"github.com/rollplan/rollplan/planner/facts"
-	"github.com/rollplan/rollplan/planner/plan"
 )
 
 // fakeEngine answers the same for every workload: every pod in scope,
@@ -34,17 +33,9 @@ func (fakeEngine) Decide(_ context.Context, r *facts.Rollout) (*engine.Decisions
 	return d, nil
 }
 
-// directPlan plans without cmd/rollplan: facts, then plan.Build.
-func directPlan(ctx context.Context, req PlanRequest) (*plan.Result, error) {
-	now := req.Now
-	if now.IsZero() {
-		now = req.Snapshot.Latest()
-	}
-	rs, err := facts.Build(req.Snapshot, facts.Options{Now: now, FeatureGates: req.FeatureGates})
-	if err != nil {
-		return nil, err
-	}
-	return plan.Build(ctx, rs, req.Engine, plan.Metadata{Now: now.Format(time.RFC3339)}, plan.DefaultOptions)
+// fakeEngines answers every suite with fakeEngine.
+func fakeEngines(context.Context, string, []string, engines.Options) (engine.Engine, error) {
+	return fakeEngine{}, nil
 }
 
 // inlineSuite is the passing fixture with an inline two-pod StatefulSet.
@@ -66,20 +57,19 @@ func TestRunnerEngineFactory(t *testing.T) {
 	}
 	var calls []call
 	r := &Runner{
-		Engines: func(_ context.Context, kind string, paths []string) (engine.Engine, error) {
+		open: func(_ context.Context, kind string, paths []string, _ engines.Options) (engine.Engine, error) {
 			calls = append(calls, call{kind, paths})
 			return nil, errors.New("boom")
 		},
-		Plan: directPlan,
 	}
 	for _, c := range []struct {
 		policy Paths
 		engine string
 		want   call
 	}{
-		{nil, "", call{EngineRego, []string{}}},
-		{Paths{"p.yaml"}, "", call{EngineCEL, []string{filepath.Join("dir", "p.yaml")}}},
-		{Paths{"../p"}, "native", call{EngineNative, []string{"p"}}},
+		{nil, "", call{engine.Rego, []string{}}},
+		{Paths{"p.yaml"}, "", call{engine.CEL, []string{filepath.Join("dir", "p.yaml")}}},
+		{Paths{"../p"}, "native", call{engine.Native, []string{"p"}}},
 	} {
 		calls = nil
 		s.Spec.Policy, s.Spec.Engine = c.policy, c.engine
@@ -95,7 +85,7 @@ func TestRunnerEngineFactory(t *testing.T) {
 
 func TestRunnerDecisions(t *testing.T) {
 	s := inlineSuite(t)
-	r := &Runner{Engines: func(context.Context, string, []string) (engine.Engine, error) { return fakeEngine{}, nil }, Plan: directPlan}
+	r := &Runner{open: fakeEngines}
 	five, reason := []any{5}, "nope"
 	one, two := 1, 2
 	s.Spec.Tests[0].Expect = Expect{Decisions: map[string]WorkloadDecisions{
@@ -155,7 +145,7 @@ decisions[StatefulSet/default/db].deny:
 
 func TestRunnerSnapshotErrors(t *testing.T) {
 	s := inlineSuite(t)
-	r := &Runner{Engines: func(context.Context, string, []string) (engine.Engine, error) { return fakeEngine{}, nil }, Plan: directPlan}
+	r := &Runner{open: fakeEngines}
 	s.Spec.Tests[0].Objects = nil
 	s.Spec.Tests[0].Snapshot = Paths{"missing.yaml"}
 	res := r.Run(context.Background(), s)

@@ -3,10 +3,11 @@
 // RolloutPolicyTest YAML suites, which plan a snapshot with a policy and
 // compare the decisions or the plan with what the suite expects.
 //
-// A RolloutPolicyTest suite works for any engine: the runner builds engines
-// through an EngineFactory and plans through a PlanFunc, both supplied by
-// the caller (cmd/rollplan), so that a test sees exactly the facts and the
-// plan that `rollplan plan` computes.
+// A RolloutPolicyTest suite works for any engine: the runner builds
+// engines through the engine registry (planner/engine/engines) and plans
+// through a planning request (planner/request, plan.Run), as `rollplan
+// plan` does, so that a test sees exactly the facts and the plan that
+// `rollplan plan` computes.
 //
 // The YAML schema (apiVersion rollplan.dev/v1alpha1, kind RolloutPolicyTest):
 //
@@ -16,7 +17,7 @@
 //	  name: one-zone-at-a-time
 //	spec:
 //	  policy: .            # path or list of paths, relative to this file; empty: the default strategy
-//	  engine: rego         # rego | cel | native; default inferred from policy (see InferEngine)
+//	  engine: rego         # rego | cel | native; default inferred from policy (engines.Infer)
 //	  tests:
 //	    - name: zones roll one at a time
 //	      snapshot: ../../testdata/snap.yaml   # path(s) relative to this file, or objects: [...]
@@ -52,13 +53,6 @@ import (
 const (
 	APIVersion = "rollplan.dev/v1alpha1"
 	Kind       = "RolloutPolicyTest"
-)
-
-// Engine names a Spec may give.
-const (
-	EngineRego   = "rego"
-	EngineCEL    = "cel"
-	EngineNative = "native"
 )
 
 // Suite is one RolloutPolicyTest document.

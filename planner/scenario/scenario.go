@@ -1,7 +1,11 @@
 // Package scenario reads the golden scenarios of testdata/scenarios the
 // way cmd/rollplan plans them, for the tests of the engines and the
 // planner: the snapshot, and the flags of its args file (--now, else the
-// snapshot's latest time; --feature-gates; --workload; --policy).
+// snapshot's latest time; --feature-gates; --workload; --policy), as a
+// planning request (planner/request) whose facts it keeps. The scenarios
+// are planned for the newest Kubernetes version whatever their
+// --kubernetes-version says: the tests compare engines and the planner on
+// the same facts, not with the golden plans.
 package scenario
 
 import (
@@ -13,6 +17,7 @@ import (
 	"time"
 
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/request"
 	"github.com/rollplan/rollplan/planner/snapshot"
 )
 
@@ -77,26 +82,19 @@ func Load(dir string) (*Scenario, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", dir, err)
 	}
-	if now.IsZero() {
-		now = snap.Latest()
+	req := &request.Request{Snapshot: snap, Now: now, Cluster: facts.Options{FeatureGates: gates}}
+	if workload != "" {
+		parts := strings.Split(workload, "/")
+		req.Workload = request.Workload{Kind: request.Kind(parts[0]), Name: parts[len(parts)-1], Arg: workload}
+		if len(parts) == 3 {
+			req.Workload.Namespace = parts[1]
+		}
 	}
-	rs, failed, err := facts.BuildEach(snap, facts.Options{Now: now, FeatureGates: gates})
+	in, err := req.Facts()
 	if err != nil {
 		return nil, fmt.Errorf("scenario %s: build facts: %w", dir, err)
 	}
-	selected := func(kind, ns, name string) bool {
-		return workload == "" || strings.EqualFold(kind+"/"+name, workload) || strings.EqualFold(kind+"/"+ns+"/"+name, workload)
-	}
-	for _, r := range rs {
-		if w := r.Workload; selected(w.Kind, w.Namespace, w.Name) {
-			s.Rollouts = append(s.Rollouts, r)
-		}
-	}
-	for _, f := range failed {
-		if selected(f.Kind, f.Namespace, f.Name) {
-			s.Failed = append(s.Failed, f)
-		}
-	}
+	s.Rollouts, s.Failed = in.Rollouts, in.Failed
 	return s, nil
 }
 

@@ -91,7 +91,7 @@ func (e *env) startGate(policies []string) *admission {
 			e.t.Fatalf("gate: %v", err)
 		}
 		g, err := gate.New(gate.Options{Engine: eng, Cache: src, Namespace: a.namespace,
-			Store: &gate.ConfigMapStore{Client: e.client, Namespace: a.namespace}, Log: log.With("replica", replica)})
+			Store: &gate.ConfigMapStore{Client: e.client, Namespace: a.namespace}, Log: log.With("replica", replica), PlanOptions: upstreamOptions()})
 		if err != nil {
 			e.t.Fatal(err)
 		}

@@ -32,10 +32,12 @@ import (
 
 	"github.com/rollplan/rollplan/executor"
 	"github.com/rollplan/rollplan/internal/testobj"
+	"github.com/rollplan/rollplan/planner/engine/engines"
 	"github.com/rollplan/rollplan/planner/engine/rego"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/kubeversion"
 	"github.com/rollplan/rollplan/planner/live"
+	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/test/controlplane"
 	"github.com/rollplan/rollplan/test/kubelet"
 )
@@ -375,7 +377,7 @@ func (e *env) executorIn(ctx context.Context, kind, name string, policies []stri
 	}
 	opts := executor.Options{
 		Target: live.Target{Namespace: e.ns, Kind: kind, Name: name},
-		Engine: eng, Poll: 200 * time.Millisecond, MaxPoll: time.Second, DryRun: dryRun,
+		Engine: eng, Poll: 200 * time.Millisecond, MaxPoll: time.Second, DryRun: dryRun, PlanOptions: upstreamOptions(),
 		Log: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	if !dryRun {
@@ -562,4 +564,12 @@ func TestInPlaceDaemonSet(t *testing.T) {
 		}
 	}
 	w.result(t, 1)
+}
+
+// upstreamOptions are the plan's default estimates with the model of the
+// workloads' own controllers, as rollplan apply, status and gate plan.
+func upstreamOptions() plan.Options {
+	o := plan.DefaultOptions
+	o.Upstream = engines.Upstream()
+	return o
 }

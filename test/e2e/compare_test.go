@@ -239,7 +239,7 @@ func rollout50(t *testing.T, native bool, maxUnavailable string) cmpResult {
 		}
 		x, err = executor.New(client, executor.Options{
 			Target: live.Target{Namespace: e.ns, Kind: "StatefulSet", Name: name},
-			Engine: eng, Poll: 200 * time.Millisecond, MaxPoll: time.Second,
+			Engine: eng, Poll: 200 * time.Millisecond, MaxPoll: time.Second, PlanOptions: upstreamOptions(),
 			Log: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		})
 		if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/rollplan/rollplan/internal/measure"
 	"github.com/rollplan/rollplan/internal/synth"
@@ -13,21 +12,12 @@ import (
 )
 
 // BenchmarkDecide: the CEL default strategy over synthetic snapshots,
-// engine only (facts built outside the timer).
+// engine only (facts built outside the timer), under the default policy
+// timeout (engine.DefaultTimeout) as every rollplan command runs the
+// engine: evaluations watch the deadline.
 // go test ./planner/engine/cel -run '^$' -bench Decide -benchmem
 func BenchmarkDecide(b *testing.B) {
 	benchmarkDecide(b, celEngine(b))
-}
-
-// BenchmarkDecideTimeout: as BenchmarkDecide under a policy timeout, as
-// every rollplan command runs the engine (evaluations then watch the
-// deadline).
-func BenchmarkDecideTimeout(b *testing.B) {
-	e, err := New(nil, Options{Timeout: time.Minute})
-	if err != nil {
-		b.Fatal(err)
-	}
-	benchmarkDecide(b, e)
 }
 
 func benchmarkDecide(b *testing.B, e *Engine) {

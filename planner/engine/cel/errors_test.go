@@ -67,7 +67,7 @@ func TestDecideTimeout(t *testing.T) {
 	}{
 		{"the policy timeout", context.Background(), time.Nanosecond, "policy evaluation for StatefulSet prod/db stopped after 1ns (policy timeout)", true},
 		{"cancelled by the caller", cancelled, time.Minute, "policy evaluation for StatefulSet prod/db stopped: context canceled", false},
-		{"cancelled, no timeout", cancelled, 0, "policy evaluation for StatefulSet prod/db stopped: context canceled", false},
+		{"cancelled, the default timeout", cancelled, 0, "policy evaluation for StatefulSet prod/db stopped: context canceled", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/snapshot"
 )
 
@@ -135,7 +136,7 @@ func Load(paths []string) ([]*RolloutPolicy, error) {
 			return nil, fmt.Errorf("policy %s: %w", p, err)
 		}
 		if !st.IsDir() {
-			if strings.EqualFold(filepath.Ext(p), ".rego") {
+			if engine.FileKind(p) == engine.Rego {
 				return nil, fmt.Errorf("policy %s is a Rego file, not a CEL policy (RolloutPolicy YAML): Rego policies run on the rego engine", p)
 			}
 			files = append(files, p)
@@ -145,7 +146,7 @@ func Load(paths []string) ([]*RolloutPolicy, error) {
 			if err != nil {
 				return err
 			}
-			if !d.IsDir() && IsPolicyFile(path) {
+			if !d.IsDir() && engine.IsPolicyFile(engine.CEL, path) {
 				files = append(files, path)
 			}
 			return nil
@@ -177,15 +178,6 @@ func Load(paths []string) ([]*RolloutPolicy, error) {
 		}
 	}
 	return out, nil
-}
-
-// IsPolicyFile reports a file name a CEL policy may live in.
-func IsPolicyFile(path string) bool {
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".yaml", ".yml", ".json":
-		return !strings.HasSuffix(strings.TrimSuffix(path, filepath.Ext(path)), "_test")
-	}
-	return false
 }
 
 // Parse decodes the RolloutPolicy documents of one file strictly. Errors

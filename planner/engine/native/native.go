@@ -52,7 +52,7 @@ var _ engine.Engine = (*Engine)(nil)
 func New() *Engine { return &Engine{} }
 
 // Name implements engine.Engine.
-func (*Engine) Name() string { return "native" }
+func (*Engine) Name() string { return engine.Native }
 
 // Digest implements engine.Engine: sha256 of Version, so that a plan says
 // which revision of the native default strategy answered it.

@@ -65,9 +65,7 @@ func New(ctx context.Context, b *Bundle, timeout time.Duration) (*Engine, error)
 	if err != nil {
 		return nil, err
 	}
-	if timeout <= 0 {
-		timeout = time.Minute
-	}
+	timeout = engine.EvalTimeout(timeout)
 	noClock, err := budgetsIgnoreClock(b)
 	if err != nil {
 		return nil, fmt.Errorf("policy %s: %w", strings.Join(b.Sources, ", "), err)
@@ -148,7 +146,7 @@ func mustParse(src string) *ast.Module {
 func (e *Engine) Warnings() []string { return e.bundle.Warnings }
 
 // Name implements engine.Engine.
-func (e *Engine) Name() string { return "rego" }
+func (e *Engine) Name() string { return engine.Rego }
 
 // Digest implements engine.Engine.
 func (e *Engine) Digest() string { return e.bundle.Digest }

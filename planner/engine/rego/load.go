@@ -291,8 +291,7 @@ func LoadBundle(paths []string) (*Bundle, error) {
 			return nil, fmt.Errorf("policy %s: %w", p, err)
 		}
 		if !st.IsDir() {
-			switch strings.ToLower(filepath.Ext(p)) {
-			case ".yaml", ".yml", ".json":
+			if engine.FileKind(p) == engine.CEL {
 				return nil, fmt.Errorf("policy %s is not a Rego file (.rego): CEL policies (RolloutPolicy YAML) run on the cel engine", p)
 			}
 			b, err := os.ReadFile(p)
@@ -306,7 +305,7 @@ func LoadBundle(paths []string) (*Bundle, error) {
 			if err != nil {
 				return err
 			}
-			if d.IsDir() || !strings.HasSuffix(path, ".rego") || strings.HasSuffix(path, "_test.rego") {
+			if d.IsDir() || !engine.IsPolicyFile(engine.Rego, path) {
 				return nil
 			}
 			b, err := os.ReadFile(path)

@@ -1,0 +1,18 @@
+package engine
+
+// Warner is an Engine whose loading found something worth saying but not
+// fatal: a Rego package nothing imports, a rule whose name is close to a
+// decision point's, a CEL policy whose answer another one overrides. The
+// warnings are fixed once the engine is built; callers print them before
+// they plan (rollplan plan, test, gate), once per engine.
+type Warner interface {
+	Warnings() []string
+}
+
+// Warnings are e's warnings when it is a Warner, else none.
+func Warnings(e Engine) []string {
+	if w, ok := e.(Warner); ok {
+		return w.Warnings()
+	}
+	return nil
+}
