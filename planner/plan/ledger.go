@@ -9,10 +9,11 @@ import (
 
 // ResolveBudgets turns the engine's budgets into the plan's: one Budget per
 // limit (unavailable, surge, groups), with what is in use at snapshot
-// time. The gate resolves budgets through it too.
-func ResolveBudgets(r *facts.Rollout, d *engine.Decisions) []Budget {
+// time. The gate resolves budgets through it too, from the budgets decision
+// point alone.
+func ResolveBudgets(r *facts.Rollout, budgets []engine.Budget) []Budget {
 	out := []Budget{}
-	for _, b := range d.Budgets {
+	for _, b := range budgets {
 		add := func(limit int, typ string) {
 			out = append(out, Budget{Name: b.Name, Limit: limit, Type: typ, GroupBy: b.GroupBy, PDB: b.PDB, Advisory: b.Advisory, Source: b.Source, InUse: inUse(r, b, typ)})
 		}

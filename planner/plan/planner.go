@@ -126,7 +126,7 @@ func Workload(r *facts.Rollout, d *engine.Decisions, o Options) (WorkloadPlan, *
 		}
 	}
 	wp.Summary.Held = len(wp.Held)
-	wp.Budgets = ResolveBudgets(r, d)
+	wp.Budgets = ResolveBudgets(r, d.Budgets)
 	wp.Warnings = append(wp.Warnings, duplicateBudgetNames(d.Budgets)...)
 
 	wp.Denied = append(wp.Denied, d.Deny...)

@@ -104,7 +104,7 @@ func simulatePods(r *facts.Rollout, d *engine.Decisions, o Options) *simulation 
 	s := &podSim{r: r, d: d, o: o}
 	// Advisory budgets are counted like the others but never hold a pod:
 	// the plan warns about the waves that break them (advisoryWarnings).
-	s.budgets = ResolveBudgets(r, d)
+	s.budgets = ResolveBudgets(r, d.Budgets)
 	w := &r.Workload
 	s.managedForced = drivenByRollplan(r, d)
 	switch w.Kind {
