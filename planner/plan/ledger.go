@@ -9,13 +9,15 @@ import (
 
 // ResolveBudgets turns the engine's budgets into the plan's: one Budget per
 // limit (unavailable, surge, groups), with what is in use at snapshot
-// time. The gate resolves budgets through it too, from the budgets decision
-// point alone.
+// time (AtSnapshot). The gate resolves budgets through it too, from the
+// budgets decision point alone.
 func ResolveBudgets(r *facts.Rollout, budgets []engine.Budget) []Budget {
 	out := []Budget{}
 	for _, b := range budgets {
 		add := func(limit int, typ string) {
-			out = append(out, Budget{Name: b.Name, Limit: limit, Type: typ, GroupBy: b.GroupBy, PDB: b.PDB, Advisory: b.Advisory, Source: b.Source, InUse: inUse(r, b, typ)})
+			rb := Budget{Name: b.Name, Limit: limit, Type: typ, GroupBy: b.GroupBy, PDB: b.PDB, Advisory: b.Advisory, Source: b.Source}
+			rb.InUse = AtSnapshot.Use(r, rb)
+			out = append(out, rb)
 		}
 		if b.MaxUnavailable != nil {
 			add(*b.MaxUnavailable, "unavailable")
@@ -30,61 +32,241 @@ func ResolveBudgets(r *facts.Rollout, budgets []engine.Budget) []Budget {
 	return out
 }
 
-// inUse counts the budget's consumption at snapshot time.
-func inUse(r *facts.Rollout, b engine.Budget, typ string) int {
-	if typ == "surge" && r.Workload.Kind == "Deployment" {
-		active := 0
-		for _, p := range r.Pods {
-			if !p.Terminating && !p.Terminal {
-				active++
-			}
-		}
-		return max(0, active-r.Workload.Replicas)
-	}
-	if CountsAgainstDesired(r, typ, b.GroupBy, b.PDB) {
-		available := 0
-		for _, p := range r.Pods {
-			if p.Available && !p.Terminating && !p.Terminal {
-				available++
-			}
-		}
-		return max(0, r.Workload.Replicas-available) + UnavailableElsewhere(r, b.PDB)
-	}
-	switch typ {
-	case "surge":
-		// A surge DaemonSet counts each node whose old pod is kept beside
-		// a replacement that is not available yet (§3.7).
-		if r.Workload.Kind == "DaemonSet" && b.MaxSurge != nil && *b.MaxSurge > 0 {
-			return surgeInUse(r)
-		}
-		return 0
-	case "groups":
-		groups := map[string]bool{}
-		for _, p := range r.Pods {
-			if !p.Available {
-				groups[engine.GroupKey(&p, b.GroupBy)] = true
-			}
-		}
-		return len(groups)
-	}
-	n := UnavailableElsewhere(r, b.PDB)
-	perGroup := map[string]int{}
-	for _, p := range r.Pods {
-		if p.Available || (b.PDB != "" && !slices.Contains(p.PDBs, b.PDB)) {
+// Count is the budget ledger over live facts: what a budget holds in a
+// workload's current state. The plan (Budget.InUse), the executor's
+// re-check before each write and the gate's admission check all count
+// through it; they look at the same facts with different questions, and
+// each difference between them is one field here, set by the caller.
+// The zero Count takes the facts as they are.
+type Count struct {
+	// Down: pods counted unavailable whatever the facts say: the pod a
+	// write or a disruption is for, those written or admitted moments ago
+	// that the facts do not show yet, and (the gate) daemon pods in flight
+	// since rollplan cordoned their node. nil: none.
+	Down func(*facts.Pod) bool
+	// Surplus: pods the workload no longer wants, which its controller
+	// removes whatever the budgets (the gate): they count neither as
+	// unavailable nor as present. nil: none.
+	Surplus func(*facts.Pod) bool
+	// Missing: the pods the workload should have and lacks (its desired
+	// replicas minus the pods not terminating) count as unavailable on
+	// every budget, and as one more group on a groups budget (a pod that
+	// is not there is in a group nobody knows): a deleted pod frees no
+	// budget until its replacement is available. The live checks count
+	// them; the plan counts only a StatefulSet's replicas without a pod,
+	// on its ungrouped budget, as upstream counts replicas (§4.7).
+	Missing bool
+	// HoleOnly: a terminating or terminal pod counts only through the hole
+	// it leaves (Missing), not also as an unavailable pod of its own (the
+	// gate: its controller has already let it go).
+	HoleOnly bool
+	// GroupsByPDB: a groups budget with a PDB counts only the groups of
+	// the pods the PDB selects, as an unavailable budget counts its pods
+	// (the gate); otherwise a groups budget counts every unavailable pod.
+	GroupsByPDB bool
+	// AgainstDesired: a budget that CountsAgainstDesired holds desired
+	// replicas minus available pods, as upstream counts a Deployment, so
+	// a surge pod still starting costs nothing (the plan, the gate).
+	AgainstDesired bool
+	// Pod: the pod whose disruption is checked (the gate). Its own budget
+	// of a StatefulSet its controller updates from the top
+	// (UpdatesFromTheTop) then counts only the replicas above it, and it.
+	Pod *facts.Pod
+	// ReservedElsewhere: per PDB, disruptions of other workloads' pods it
+	// selects that were admitted and that the facts do not count yet (the
+	// gate). They count on top of UnavailableElsewhere, on a groups budget
+	// too.
+	ReservedElsewhere map[string]int
+}
+
+// AtSnapshot counts what the plan reports in use at snapshot time.
+var AtSnapshot = Count{AgainstDesired: true}
+
+// Use is what budget b holds in r.
+func (c Count) Use(r *facts.Rollout, b Budget) int {
+	n, _ := c.count(r, b, false)
+	return n
+}
+
+// Held is what budget b holds in r, and the pods that count against it
+// (the largest group's, for a budget per group), in the facts' order.
+func (c Count) Held(r *facts.Rollout, b Budget) (int, []string) {
+	return c.count(r, b, true)
+}
+
+// Present counts the pods that count as available, and the pods missing
+// (the desired replicas minus the pods not terminating; surplus pods are
+// neither).
+func (c Count) Present(r *facts.Rollout) (available, missing int) {
+	active := 0
+	for i := range r.Pods {
+		p := &r.Pods[i]
+		if p.Terminating || p.Terminal || c.surplus(p) {
 			continue
 		}
-		perGroup[engine.GroupKey(&p, b.GroupBy)]++
+		active++
+		if !c.down(p) {
+			available++
+		}
 	}
-	best := 0
-	for _, c := range perGroup {
-		best = max(best, c)
+	return available, max(0, r.Workload.Replicas-active)
+}
+
+func (c *Count) surplus(p *facts.Pod) bool {
+	return c.Surplus != nil && c.Surplus(p)
+}
+
+// down: the pod counts as unavailable.
+func (c *Count) down(p *facts.Pod) bool {
+	return !c.surplus(p) && (!p.Available || (c.Down != nil && c.Down(p)))
+}
+
+func (c *Count) count(r *facts.Rollout, b Budget, names bool) (int, []string) {
+	w := &r.Workload
+	if b.Type == "surge" {
+		switch {
+		case w.Kind == "Deployment":
+			active := 0
+			for i := range r.Pods {
+				if !r.Pods[i].Terminating && !r.Pods[i].Terminal {
+					active++
+				}
+			}
+			return max(0, active-w.Replicas), nil
+		case w.Kind == "DaemonSet" && b.Limit > 0:
+			// A surge DaemonSet counts each node whose old pod is kept
+			// beside a replacement that is not available yet (§3.7).
+			return surgeInUse(r), nil
+		}
+		return 0, nil
 	}
-	if r.Workload.Kind == "StatefulSet" && b.GroupBy == "" && b.PDB == "" {
+	available, missing := c.Present(r)
+	if !c.Missing {
+		missing = 0
+	}
+	reserved := 0
+	if b.PDB != "" {
+		reserved = c.ReservedElsewhere[b.PDB]
+	}
+	elsewhere := UnavailableElsewhere(r, b.PDB) + reserved
+	if c.Pod != nil && c.Pod.Index >= 0 && UpdatesFromTheTop(r) && !b.Advisory && b.Type == "unavailable" && b.GroupBy == "" && b.PDB == "" {
+		// The controller replaces a pod whenever no replica above it is
+		// unavailable, whatever the pods below (§4.5): its own budget
+		// counts the same way, as the simulator does (stsAbove).
+		return c.above(r, names)
+	}
+	if c.AgainstDesired && CountsAgainstDesired(r, b.Type, b.GroupBy, b.PDB) {
+		n := max(0, w.Replicas-available) + elsewhere
+		if !names {
+			return n, nil
+		}
+		_, pods := c.pods(r, b, true)
+		return n, pods
+	}
+	if b.Type == "groups" {
+		n, pods := c.groups(r, b, names)
+		if missing > 0 {
+			n++ // a pod that is not there is in a group nobody knows
+		}
+		// The PDB's pods elsewhere are in no group of the workload, but
+		// disruptions admitted there count against it all the same.
+		return n + reserved, pods
+	}
+	n, pods := c.pods(r, b, names)
+	if !c.Missing && w.Kind == "StatefulSet" && b.GroupBy == "" && b.PDB == "" {
 		// A replica with no pod at all (deleted, not recreated yet) is
 		// unavailable too, as upstream counts replicas (§4.7).
-		best += missingReplicas(r)
+		n += missingReplicas(r)
 	}
-	return n + best
+	return missing + elsewhere + n, pods
+}
+
+// counted: pod p counts against budget b.
+func (c *Count) counted(p *facts.Pod, b Budget) bool {
+	if !c.down(p) || (c.HoleOnly && (p.Terminating || p.Terminal)) {
+		return false
+	}
+	if b.Type == "groups" && !c.GroupsByPDB {
+		return true
+	}
+	return b.PDB == "" || slices.Contains(p.PDBs, b.PDB)
+}
+
+// groups: the groups of b with a pod counted, and those pods.
+func (c *Count) groups(r *facts.Rollout, b Budget, names bool) (int, []string) {
+	var pods []string
+	groups := map[string]bool{}
+	for i := range r.Pods {
+		if p := &r.Pods[i]; c.counted(p, b) {
+			groups[engine.GroupKey(p, b.GroupBy)] = true
+			if names {
+				pods = append(pods, p.Name)
+			}
+		}
+	}
+	return len(groups), pods
+}
+
+// pods: the pods counted in b's largest group (the first in group key
+// order among equals), and their names.
+func (c *Count) pods(r *facts.Rollout, b Budget, names bool) (int, []string) {
+	perGroup := map[string]int{}
+	for i := range r.Pods {
+		if p := &r.Pods[i]; c.counted(p, b) {
+			perGroup[engine.GroupKey(p, b.GroupBy)]++
+		}
+	}
+	best, group := 0, ""
+	for g, n := range perGroup {
+		if n > best || (n == best && g < group) {
+			best, group = n, g
+		}
+	}
+	if !names {
+		return best, nil
+	}
+	pods := []string{}
+	for i := range r.Pods {
+		if p := &r.Pods[i]; best > 0 && c.counted(p, b) && engine.GroupKey(p, b.GroupBy) == group {
+			pods = append(pods, p.Name)
+		}
+	}
+	return best, pods
+}
+
+// above: the replicas above c.Pod (index greater, missing ones included)
+// that are unavailable or going, plus c.Pod itself, and their names.
+func (c *Count) above(r *facts.Rollout, names bool) (int, []string) {
+	n, seen := 1, map[int]bool{}
+	var pods []string
+	for i := range r.Pods {
+		p := &r.Pods[i]
+		if p.Index < 0 || p.Index >= r.Workload.Replicas {
+			continue
+		}
+		seen[p.Index] = true
+		if p.Index > c.Pod.Index && (p.Terminating || p.Terminal || c.down(p)) {
+			n++
+			if names {
+				pods = append(pods, p.Name)
+			}
+		}
+	}
+	for i := c.Pod.Index + 1; i < r.Workload.Replicas; i++ {
+		if !seen[i] {
+			n++ // missing, not replaced yet
+		}
+	}
+	return n, pods
+}
+
+// UpdatesFromTheTop: a StatefulSet its controller rolls with Parallel pod
+// management and MaxUnavailableStatefulSet off. That controller deletes
+// the highest out-of-date ordinal unless a replica above it is
+// unavailable, and waits for nothing else (§4.5; the simulator's stsAbove).
+func UpdatesFromTheTop(r *facts.Rollout) bool {
+	w := &r.Workload
+	return w.Kind == "StatefulSet" && !w.Managed && w.PodManagementPolicy == "Parallel" && !r.FeatureGates["MaxUnavailableStatefulSet"]
 }
 
 // missingReplicas: a StatefulSet's indexes 0..replicas-1 that no pod holds.

@@ -111,7 +111,7 @@ func simulatePods(r *facts.Rollout, d *engine.Decisions, o Options) *simulation 
 	case "StatefulSet":
 		s.upstreamSTS = true
 		s.monotonic = w.PodManagementPolicy != "Parallel"
-		s.stsAbove = !r.FeatureGates["MaxUnavailableStatefulSet"] && !w.Managed && !s.monotonic
+		s.stsAbove = UpdatesFromTheTop(r)
 		s.stsPhase1 = ParallelPhase1(r)
 		s.stsRecreate = !w.Managed && w.Strategy.Type == "Recreate"
 	case "DaemonSet":
