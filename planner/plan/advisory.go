@@ -17,18 +17,7 @@ func (s *podSim) checkAdvisory(wave int) {
 		if !b.Advisory {
 			continue
 		}
-		over := false
-		switch b.Type {
-		case "unavailable":
-			for _, n := range s.unavail[bi] {
-				over = over || n+s.elsewhere[bi] > b.Limit
-			}
-		case "surge":
-			over = s.surge[bi] > b.Limit
-		case "groups":
-			over = len(s.inFlight[bi]) > b.Limit
-		}
-		if over && !slices.Contains(s.advisoryWaves[bi], wave) {
+		if s.over(bi) && !slices.Contains(s.advisoryWaves[bi], wave) {
 			if s.advisoryWaves == nil {
 				s.advisoryWaves = map[int][]int{}
 			}

@@ -269,6 +269,123 @@ func UpdatesFromTheTop(r *facts.Rollout) bool {
 	return w.Kind == "StatefulSet" && !w.Managed && w.PodManagementPolicy == "Parallel" && !r.FeatureGates["MaxUnavailableStatefulSet"]
 }
 
+// ledger is the budget ledger the simulator keeps as its waves start and
+// finish pods: what Count counts from live facts, kept step by step. A
+// unit is a pod, or the slot of a pod that should exist; it counts in
+// one group per budget, and only in the budgets that count it (place).
+type ledger struct {
+	budgets []Budget
+	// Per budget: group → unavailable units, group → units in flight
+	// (unavailable or surging; no empty groups), surge units in flight,
+	// and the PDB's unavailable pods outside the workload.
+	unavail   []map[string]int
+	inFlight  []map[string]int
+	surgeUse  []int
+	elsewhere []int
+}
+
+func newLedger(r *facts.Rollout, budgets []Budget) ledger {
+	n := len(budgets)
+	l := ledger{budgets: budgets, unavail: make([]map[string]int, n), inFlight: make([]map[string]int, n), surgeUse: make([]int, n), elsewhere: make([]int, n)}
+	for bi, b := range budgets {
+		l.unavail[bi], l.inFlight[bi] = map[string]int{}, map[string]int{}
+		for _, pdb := range r.PDBs {
+			if b.PDB != "" && pdb.Name == b.PDB {
+				l.elsewhere[bi] = pdb.UnavailableElsewhere
+			}
+		}
+	}
+	return l
+}
+
+// place fills in, per budget, pod p's group and whether the budget counts
+// it: only the pods its PDB selects, and none when the pod is outside the
+// replicas (a condemned StatefulSet pod, §4.7).
+func (l *ledger) place(p *facts.Pod, outside bool, groups []string, relevant []bool) {
+	for bi, b := range l.budgets {
+		groups[bi] = engine.GroupKey(p, b.GroupBy)
+		relevant[bi] = !outside && (b.PDB == "" || slices.Contains(p.PDBs, b.PDB))
+	}
+}
+
+// down: a unit becomes unavailable, and so in flight.
+func (l *ledger) down(groups []string, relevant []bool) {
+	for bi := range l.budgets {
+		if relevant[bi] {
+			l.unavail[bi][groups[bi]]++
+			l.inFlight[bi][groups[bi]]++
+		}
+	}
+}
+
+// surging: a unit becomes a surge unit, and so in flight (unless it is
+// unavailable already).
+func (l *ledger) surging(groups []string, relevant []bool, unavailable bool) {
+	for bi := range l.budgets {
+		if !relevant[bi] {
+			continue
+		}
+		if !unavailable {
+			l.inFlight[bi][groups[bi]]++
+		}
+		if l.budgets[bi].Type == "surge" {
+			l.surgeUse[bi]++
+		}
+	}
+}
+
+// release takes a unit out of the counts it is in.
+func (l *ledger) release(groups []string, relevant []bool, unavailable, surging bool) {
+	for bi := range l.budgets {
+		if !relevant[bi] {
+			continue
+		}
+		g := groups[bi]
+		if unavailable {
+			l.unavail[bi][g]--
+		}
+		if unavailable || surging {
+			l.inFlight[bi][g]--
+			if l.inFlight[bi][g] == 0 {
+				delete(l.inFlight[bi], g)
+			}
+		}
+		if surging && l.budgets[bi].Type == "surge" {
+			l.surgeUse[bi]--
+		}
+	}
+}
+
+// unavailableIn: what budget bi holds in group g (with its PDB's pods
+// elsewhere).
+func (l *ledger) unavailableIn(bi int, g string) int {
+	return l.unavail[bi][g] + l.elsewhere[bi]
+}
+
+// groupsInFlight: budget bi's groups with a unit in flight.
+func (l *ledger) groupsInFlight(bi int) int {
+	return len(l.inFlight[bi])
+}
+
+// over: budget bi holds more than its limit (in any group it has
+// counted).
+func (l *ledger) over(bi int) bool {
+	b := l.budgets[bi]
+	switch b.Type {
+	case "unavailable":
+		for g := range l.unavail[bi] {
+			if l.unavailableIn(bi, g) > b.Limit {
+				return true
+			}
+		}
+	case "surge":
+		return l.surgeUse[bi] > b.Limit
+	case "groups":
+		return l.groupsInFlight(bi) > b.Limit
+	}
+	return false
+}
+
 // missingReplicas: a StatefulSet's indexes 0..replicas-1 that no pod holds.
 func missingReplicas(r *facts.Rollout) int {
 	held := map[int]bool{}
@@ -373,7 +490,7 @@ func (s *podSim) fits(ii int, surge bool) (bool, string) {
 				}
 				continue
 			}
-			cur := s.unavail[bi][g] + s.elsewhere[bi]
+			cur := s.unavailableIn(bi, g)
 			add := 1
 			if it.unavailable {
 				add = 0
@@ -385,11 +502,11 @@ func (s *podSim) fits(ii int, surge bool) (bool, string) {
 				return false, b.Name
 			}
 		case "surge":
-			if surge && s.surge[bi]+1 > b.Limit {
+			if surge && s.surgeUse[bi]+1 > b.Limit {
 				return false, b.Name
 			}
 		case "groups":
-			if s.inFlight[bi][g] == 0 && len(s.inFlight[bi])+1 > b.Limit {
+			if s.inFlight[bi][g] == 0 && s.groupsInFlight(bi)+1 > b.Limit {
 				return false, b.Name
 			}
 		}

@@ -35,19 +35,12 @@ import (
 //     OrderedReady set updates nothing until they are gone. Condemned pods
 //     count against no budget (§4.7 counts the replicas only).
 type podSim struct {
-	r       *facts.Rollout
-	d       *engine.Decisions
-	o       Options
-	budgets []Budget
-	items   []item
-	heap    events
-	// counters per budget: group → unavailable items (unavailable budgets)
-	// or items in flight (group budgets); surge: surge items in flight.
-	unavail  []map[string]int
-	inFlight []map[string]int
-	surge    []int
-	// elsewhere: a PDB's unavailable pods outside the workload.
-	elsewhere []int
+	r *facts.Rollout
+	d *engine.Decisions
+	o Options
+	ledger
+	items []item
+	heap  events
 	// Kind rules.
 	upstreamSTS bool // StatefulSet: replacing an unavailable pod spends budget too (§4.7)
 	dsForced    bool // DaemonSet: unavailable old pods are replaced whatever the budget (§3.6)
@@ -104,7 +97,7 @@ func simulatePods(r *facts.Rollout, d *engine.Decisions, o Options) *simulation 
 	s := &podSim{r: r, d: d, o: o}
 	// Advisory budgets are counted like the others but never hold a pod:
 	// the plan warns about the waves that break them (advisoryWarnings).
-	s.budgets = ResolveBudgets(r, d.Budgets)
+	s.ledger = newLedger(r, ResolveBudgets(r, d.Budgets))
 	w := &r.Workload
 	s.managedForced = drivenByRollplan(r, d)
 	switch w.Kind {
@@ -127,15 +120,7 @@ func simulatePods(r *facts.Rollout, d *engine.Decisions, o Options) *simulation 
 		}
 	}
 	n := len(s.budgets)
-	s.unavail, s.inFlight, s.surge, s.elsewhere, s.extra = make([]map[string]int, n), make([]map[string]int, n), make([]int, n), make([]int, n), make([]int, n)
-	for bi, b := range s.budgets {
-		s.unavail[bi], s.inFlight[bi] = map[string]int{}, map[string]int{}
-		for _, pdb := range r.PDBs {
-			if b.PDB != "" && pdb.Name == b.PDB {
-				s.elsewhere[bi] = pdb.UnavailableElsewhere
-			}
-		}
-	}
+	s.extra = make([]int, n)
 	if s.stsAbove {
 		s.above = make([]map[string]*fenwick, n)
 		for bi := range s.above {

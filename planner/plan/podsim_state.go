@@ -3,9 +3,7 @@ package plan
 import (
 	"container/heap"
 	"math"
-	"slices"
 
-	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
 )
 
@@ -79,11 +77,7 @@ func (s *podSim) newItem(pod int, p *facts.Pod, name string) item {
 	if s.r.Workload.Kind == "StatefulSet" {
 		it.index = p.Index
 	}
-	outside := pod >= 0 && condemned(s.r, p)
-	for bi, b := range s.budgets {
-		it.groups[bi] = engine.GroupKey(p, b.GroupBy)
-		it.relevant[bi] = !outside && (b.PDB == "" || slices.Contains(p.PDBs, b.PDB))
-	}
+	s.place(p, pod >= 0 && condemned(s.r, p), it.groups, it.relevant)
 	return it
 }
 
@@ -133,13 +127,7 @@ func (s *podSim) markUnavailable(ii int, until float64) {
 	was := s.available(ii)
 	if !it.unavailable {
 		it.unavailable = true
-		for bi := range s.budgets {
-			if !it.relevant[bi] {
-				continue
-			}
-			s.unavail[bi][it.groups[bi]]++
-			s.inFlight[bi][it.groups[bi]]++
-		}
+		s.down(it.groups, it.relevant)
 		if s.stsAbove && s.indexes != nil {
 			s.countAbove(ii, 1)
 		}
@@ -169,17 +157,7 @@ func (s *podSim) addSurge(ii int) {
 		return
 	}
 	it.surging = true
-	for bi := range s.budgets {
-		if !it.relevant[bi] {
-			continue
-		}
-		if !it.unavailable {
-			s.inFlight[bi][it.groups[bi]]++
-		}
-		if s.budgets[bi].Type == "surge" {
-			s.surge[bi]++
-		}
-	}
+	s.ledger.surging(it.groups, it.relevant, it.unavailable)
 }
 
 // retire deletes an old pod whose node its replacement serves (a surge
@@ -214,23 +192,7 @@ func (s *podSim) complete(ii int) {
 // flight, surge).
 func (s *podSim) release(ii int) {
 	it := &s.items[ii]
-	for bi := range s.budgets {
-		if !it.relevant[bi] {
-			continue
-		}
-		if it.unavailable {
-			s.unavail[bi][it.groups[bi]]--
-		}
-		if it.unavailable || it.surging {
-			s.inFlight[bi][it.groups[bi]]--
-			if s.inFlight[bi][it.groups[bi]] == 0 {
-				delete(s.inFlight[bi], it.groups[bi])
-			}
-		}
-		if it.surging && s.budgets[bi].Type == "surge" {
-			s.surge[bi]--
-		}
-	}
+	s.ledger.release(it.groups, it.relevant, it.unavailable, it.surging)
 	if it.unavailable && s.stsAbove {
 		s.countAbove(ii, -1)
 	}
