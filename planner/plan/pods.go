@@ -418,57 +418,8 @@ func (s *podSim) condemnedReason(p *facts.Pod) string {
 
 func (s *podSim) run(sim *simulation) {
 	r, d := s.r, s.d
-	// pending: pods to update, in policy order; noExecute: pods the
-	// DaemonSet controller deletes at once whatever the rollout; replacing:
-	// old pods of a surge DaemonSet whose replacement already runs beside
-	// them, deleted once it is available (see podSim).
-	var pending, noExecute, replacing []int
-	for i, p := range r.Pods {
-		if p.Updated || !d.Pods[i].InScope || p.Terminating || condemned(r, &p) {
-			continue
-		}
-		if s.evicted(&p) {
-			noExecute = append(noExecute, i)
-			continue
-		}
-		if _, ok := s.replaced[i]; ok {
-			replacing = append(replacing, i)
-			continue
-		}
-		pending = append(pending, i)
-	}
-	pending = ordered(r, d, pending)
-	if s.stsRecreate && s.monotonic {
-		byIndex := slices.Clone(pending)
-		slices.SortStableFunc(byIndex, func(a, b int) int { return r.Pods[a].Index - r.Pods[b].Index })
-		s.recreateRank = make(map[int]int, len(byIndex))
-		for k, pi := range byIndex {
-			s.recreateRank[pi] = k + 1
-		}
-	}
-	// Prepared pods go first, whatever the order: their nodes wait cordoned.
-	sort.SliceStable(pending, func(i, j int) bool { return s.items[pending[i]].prepared && !s.items[pending[j]].prepared })
-	replacing = ordered(r, d, replacing)
-	// Pods on a NoExecute node that the plan does not act on (updated) go too.
-	for i, p := range r.Pods {
-		if s.evicted(&p) && !p.Terminating && (p.Updated || !d.Pods[i].InScope) {
-			s.deletePod(i, 0)
-			sim.notes = append(sim.notes, fmt.Sprintf("pod %s: node %s has a NoExecute taint the DaemonSet does not tolerate: the controller deletes the pod in its first sync", p.Name, p.Node))
-		}
-	}
-	// Condemned pods: queue holds those not yet deleting; act: the plan's
-	// own actions (pods still to update and in scope), the others are
-	// deleted by the controller all the same (see the note).
-	var queue []int
-	act := map[int]bool{}
-	for _, ii := range s.condemned {
-		p := &r.Pods[s.items[ii].pod]
-		if p.Terminating {
-			continue
-		}
-		queue = append(queue, ii)
-		act[ii] = !p.Updated && d.Pods[s.items[ii].pod].InScope
-	}
+	pending, noExecute, replacing := s.queues(sim)
+	queue, act := s.condemnedQueue()
 	actionable := func() bool {
 		for _, ii := range queue {
 			if act[ii] {
@@ -610,24 +561,7 @@ func (s *podSim) run(sim *simulation) {
 					}
 				}
 			}
-			a := Action{Reasons: append([]string(nil), pd.Reasons...)}
-			switch {
-			case remove:
-				a.Type = ActionDelete
-				a.Reasons = []string{fmt.Sprintf("node %s should no longer run this DaemonSet (selector, affinity or an untolerated taint): the pod is deleted and not recreated", p.Node)}
-				if misscheduled {
-					a.Reasons = append(a.Reasons, fmt.Sprintf("surge: deleted while more nodes hold an available pod (%d) than should run one (%d)", s.availNodes, r.Workload.Replicas))
-				}
-			case pd.Action == engine.InPlace:
-				a.Type = ActionInPlace
-			default:
-				a.Type = ActionRecreate
-				a.Surge = surge
-			}
-			a.Pod = p.Name
-			if r.Workload.Kind == "DaemonSet" {
-				a.Node = p.Node
-			}
+			a := s.podAction(pi, remove, misscheduled, surge)
 			switch {
 			case it.prepared:
 				a.Reasons = append([]string{s.preparedReason(p.Node)}, a.Reasons...)
@@ -695,17 +629,7 @@ func (s *podSim) run(sim *simulation) {
 			next = s.heap[0].at
 		}
 		if math.IsInf(next, 1) {
-			var why string
-			switch {
-			case hold == "replicas":
-				why = fmt.Sprintf("replica(s) %s are not available, and an OrderedReady StatefulSet updates nothing until every replica is (processReplica); nothing in flight makes them so", strings.Join(s.unavailableReplicas(), ", "))
-			case hold != "" || len(pending) == 0:
-				why = "condemned pod(s) are deleted only once every replica is available (processCondemned), and nothing in flight makes them so"
-			case blockedPod < 0:
-				why = fmt.Sprintf("pod %s waits for more nodes to hold an available pod than should run one, and nothing in flight brings that", r.Pods[pending[0]].Name)
-			default:
-				why = fmt.Sprintf("pod %s cannot start without exceeding budget %s, and nothing in flight frees it", r.Pods[blockedPod].Name, blocked)
-			}
+			why := s.stallReason(hold, pending, blocked, blockedPod)
 			sim.notes = append(sim.notes, fmt.Sprintf("the rollout stalls after %s: %s", formatDuration(t), why))
 			sim.stall = fmt.Sprintf("stalled after %s: %s", formatDuration(t), why)
 			sim.stalled = &Stall{After: formatDuration(t), Reason: why}
@@ -765,4 +689,111 @@ func (s *podSim) phase1Note(wave int, pods []string, down int) string {
 		note += fmt.Sprintf(", although %d replica(s) are unavailable against maxUnavailable %d; Kubernetes v1.36 would wait instead", down, limit)
 	}
 	return note
+}
+
+// queues sorts the pods to update: pending, in policy order (those on a
+// node prepared for them first); noExecute, the pods the DaemonSet
+// controller deletes at once whatever the rollout; replacing, old pods of
+// a surge DaemonSet whose replacement already runs beside them, deleted
+// once it is available (see podSim). Pods on a NoExecute node that the
+// plan does not act on (updated, held) are deleted from the start.
+func (s *podSim) queues(sim *simulation) (pending, noExecute, replacing []int) {
+	r, d := s.r, s.d
+	for i, p := range r.Pods {
+		if p.Updated || !d.Pods[i].InScope || p.Terminating || condemned(r, &p) {
+			continue
+		}
+		if s.evicted(&p) {
+			noExecute = append(noExecute, i)
+			continue
+		}
+		if _, ok := s.replaced[i]; ok {
+			replacing = append(replacing, i)
+			continue
+		}
+		pending = append(pending, i)
+	}
+	pending = ordered(r, d, pending)
+	if s.stsRecreate && s.monotonic {
+		byIndex := slices.Clone(pending)
+		slices.SortStableFunc(byIndex, func(a, b int) int { return r.Pods[a].Index - r.Pods[b].Index })
+		s.recreateRank = make(map[int]int, len(byIndex))
+		for k, pi := range byIndex {
+			s.recreateRank[pi] = k + 1
+		}
+	}
+	// Prepared pods go first, whatever the order: their nodes wait cordoned.
+	sort.SliceStable(pending, func(i, j int) bool { return s.items[pending[i]].prepared && !s.items[pending[j]].prepared })
+	replacing = ordered(r, d, replacing)
+	// Pods on a NoExecute node that the plan does not act on (updated) go too.
+	for i, p := range r.Pods {
+		if s.evicted(&p) && !p.Terminating && (p.Updated || !d.Pods[i].InScope) {
+			s.deletePod(i, 0)
+			sim.notes = append(sim.notes, fmt.Sprintf("pod %s: node %s has a NoExecute taint the DaemonSet does not tolerate: the controller deletes the pod in its first sync", p.Name, p.Node))
+		}
+	}
+	return pending, noExecute, replacing
+}
+
+// condemnedQueue: the condemned pods not yet deleting (queue), and which
+// of them are the plan's own actions (act: still to update and in scope);
+// the controller deletes the others all the same (see the note).
+func (s *podSim) condemnedQueue() (queue []int, act map[int]bool) {
+	r, d := s.r, s.d
+	act = map[int]bool{}
+	for _, ii := range s.condemned {
+		p := &r.Pods[s.items[ii].pod]
+		if p.Terminating {
+			continue
+		}
+		queue = append(queue, ii)
+		act[ii] = !p.Updated && d.Pods[s.items[ii].pod].InScope
+	}
+	return queue, act
+}
+
+// podAction is the action that starts pod pi: a delete when its node
+// should no longer run it (remove; misscheduled: a native surge DaemonSet
+// deletes it while more nodes hold an available pod than should run one),
+// else the policy's in-place update or recreate (surge: create the new pod
+// first), with the policy's reasons.
+func (s *podSim) podAction(pi int, remove, misscheduled, surge bool) Action {
+	r := s.r
+	p, pd := &r.Pods[pi], &s.d.Pods[pi]
+	a := Action{Reasons: append([]string(nil), pd.Reasons...)}
+	switch {
+	case remove:
+		a.Type = ActionDelete
+		a.Reasons = []string{fmt.Sprintf("node %s should no longer run this DaemonSet (selector, affinity or an untolerated taint): the pod is deleted and not recreated", p.Node)}
+		if misscheduled {
+			a.Reasons = append(a.Reasons, fmt.Sprintf("surge: deleted while more nodes hold an available pod (%d) than should run one (%d)", s.availNodes, r.Workload.Replicas))
+		}
+	case pd.Action == engine.InPlace:
+		a.Type = ActionInPlace
+	default:
+		a.Type = ActionRecreate
+		a.Surge = surge
+	}
+	a.Pod = p.Name
+	if r.Workload.Kind == "DaemonSet" {
+		a.Node = p.Node
+	}
+	return a
+}
+
+// stallReason says why nothing in flight lets the rollout go on: what
+// holds every pod (hold), or the pod blocked first and the budget it
+// would break (blockedPod, blocked; -1 when a pod waits for nodes).
+func (s *podSim) stallReason(hold string, pending []int, blocked string, blockedPod int) string {
+	r := s.r
+	switch {
+	case hold == "replicas":
+		return fmt.Sprintf("replica(s) %s are not available, and an OrderedReady StatefulSet updates nothing until every replica is (processReplica); nothing in flight makes them so", strings.Join(s.unavailableReplicas(), ", "))
+	case hold != "" || len(pending) == 0:
+		return "condemned pod(s) are deleted only once every replica is available (processCondemned), and nothing in flight makes them so"
+	case blockedPod < 0:
+		return fmt.Sprintf("pod %s waits for more nodes to hold an available pod than should run one, and nothing in flight brings that", r.Pods[pending[0]].Name)
+	default:
+		return fmt.Sprintf("pod %s cannot start without exceeding budget %s, and nothing in flight frees it", r.Pods[blockedPod].Name, blocked)
+	}
 }
