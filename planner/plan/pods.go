@@ -38,6 +38,7 @@ type podSim struct {
 	r *facts.Rollout
 	d *engine.Decisions
 	o Options
+	// ledger: the budgets (advisory ones counted too) and what each holds.
 	ledger
 	items []item
 	heap  events
