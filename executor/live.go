@@ -3,10 +3,8 @@ package executor
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
-	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/plan"
@@ -39,54 +37,11 @@ func (e *Executor) readFrom(ctx context.Context, r live.Reader) (*liveState, err
 }
 
 // budgetUse counts what a budget would hold if the pods in extra were
-// disrupted on top of the live state: the unavailable pods (per group when
-// the budget groups, plus the PDB's unavailable pods elsewhere), or the
-// groups in flight. Pods the workload should have but that do not exist
-// (evicted, not yet recreated) count as unavailable: a deleted pod frees
-// no budget until its replacement is available. Mirrors plan.inUse.
+// disrupted on top of the live state, through the planner's ledger: the
+// pods the workload lacks count as unavailable (a deleted pod frees no
+// budget until its replacement is available), and so do terminating pods.
 func budgetUse(r *facts.Rollout, b plan.Budget, extra map[string]bool) int {
-	active := 0
-	for _, p := range r.Pods {
-		if !p.Terminating && !p.Terminal {
-			active++
-		}
-	}
-	missing := max(0, r.Workload.Replicas-active)
-	down := func(p *facts.Pod) bool { return !p.Available || extra[p.Name] }
-	if b.Type == "groups" {
-		groups := map[string]bool{}
-		for i := range r.Pods {
-			if down(&r.Pods[i]) {
-				groups[engine.GroupKey(&r.Pods[i], b.GroupBy)] = true
-			}
-		}
-		n := len(groups)
-		if missing > 0 {
-			n++ // unknown group
-		}
-		return n
-	}
-	n := missing
-	if b.PDB != "" {
-		for _, pdb := range r.PDBs {
-			if pdb.Name == b.PDB {
-				n += pdb.UnavailableElsewhere
-			}
-		}
-	}
-	perGroup := map[string]int{}
-	for i := range r.Pods {
-		p := &r.Pods[i]
-		if !down(p) || (b.PDB != "" && !slices.Contains(p.PDBs, b.PDB)) {
-			continue
-		}
-		perGroup[engine.GroupKey(p, b.GroupBy)]++
-	}
-	best := 0
-	for _, c := range perGroup {
-		best = max(best, c)
-	}
-	return n + best
+	return plan.Count{Down: func(p *facts.Pod) bool { return extra[p.Name] }, Missing: true}.Use(r, b)
 }
 
 // overBudget names the first enforced budget the extra pods would break

@@ -2,11 +2,9 @@ package gate
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 
-	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/plan"
@@ -156,89 +154,37 @@ func surplus(r *facts.Rollout) func(*facts.Pod) string {
 // that were admitted and that the facts do not count yet (sharedPDB).
 func fits(r *facts.Rollout, budgets []plan.Budget, pod string, extra map[string]bool, elsewhere map[string]int) *shortfall {
 	leaving := surplus(r)
-	if p := factPod(r, pod); p != nil && leaving(p) != "" {
+	target := factPod(r, pod)
+	if target != nil && leaving(target) != "" {
 		return nil
 	}
 	prep := preparing(r)
-	down := func(p *facts.Pod) bool {
-		return leaving(p) == "" && (!p.Available || p.Name == pod || extra[p.Name] || prep[p.Name] != "")
+	count := plan.Count{
+		Down:              func(p *facts.Pod) bool { return p.Name == pod || extra[p.Name] || prep[p.Name] != "" },
+		Surplus:           func(p *facts.Pod) bool { return leaving(p) != "" },
+		Missing:           true,
+		HoleOnly:          true,
+		GroupsByPDB:       true,
+		AgainstDesired:    true,
+		Pod:               target,
+		ReservedElsewhere: elsewhere,
 	}
-	available, active := 0, 0
-	for i := range r.Pods {
-		p := &r.Pods[i]
-		if p.Terminating || p.Terminal || leaving(p) != "" {
-			continue
-		}
-		active++
-		if !down(p) {
-			available++
-		}
-	}
+	available, missing := count.Present(r)
 	if available >= r.Workload.Replicas {
 		return nil // extra pods cover it
 	}
-	missing := max(0, r.Workload.Replicas-active)
-	target := factPod(r, pod)
-	above := target != nil && target.Index >= 0 && statefulSetAbove(r)
 	for _, b := range budgets {
 		if b.Type != "unavailable" && b.Type != "groups" {
 			continue
 		}
-		use, names := budgetUse(r, b, down, missing)
-		if above && !b.Advisory && b.Type == "unavailable" && b.GroupBy == "" && b.PDB == "" {
-			// The controller replaces a pod whenever no replica above it
-			// is unavailable, whatever the pods below (§4.5): its own
-			// budget counts the same way, as the planner does.
-			use, names = unavailableAbove(r, target, down)
-		}
-		if plan.CountsAgainstDesired(r, b.Type, b.GroupBy, b.PDB) {
-			// Upstream counts a Deployment's unavailability against its
-			// desired replicas (desired − available, §2): a surge pod that
-			// is still starting costs nothing while the others cover it.
-			use = min(use, max(0, r.Workload.Replicas-available)+plan.UnavailableElsewhere(r, b.PDB))
-		}
-		if b.PDB != "" {
-			use += elsewhere[b.PDB]
-		}
-		if use > b.Limit {
-			return &shortfall{Budget: b, Use: use, Down: without(names, pod), Reserved: extra, Missing: missing, Preparing: prep,
-				OtherWorkloads: plan.UnavailableElsewhere(r, b.PDB) + elsewhere[b.PDB]}
-		}
-	}
-	return nil
-}
-
-// statefulSetAbove: a StatefulSet its controller rolls with Parallel pod
-// management and MaxUnavailableStatefulSet off. That controller deletes the
-// highest out-of-date ordinal unless a replica above it is unavailable, and
-// waits for nothing else (§4.5; the planner's stsAbove).
-func statefulSetAbove(r *facts.Rollout) bool {
-	w := &r.Workload
-	return w.Kind == "StatefulSet" && !w.Managed && w.PodManagementPolicy == "Parallel" && !r.FeatureGates["MaxUnavailableStatefulSet"]
-}
-
-// unavailableAbove: the replicas above target (index greater, missing ones
-// included) that down() counts, plus target itself, and their names.
-func unavailableAbove(r *facts.Rollout, target *facts.Pod, down func(*facts.Pod) bool) (int, []string) {
-	n, seen := 1, map[int]bool{}
-	var names []string
-	for i := range r.Pods {
-		p := &r.Pods[i]
-		if p.Index < 0 || p.Index >= r.Workload.Replicas {
+		if count.Use(r, b) <= b.Limit {
 			continue
 		}
-		seen[p.Index] = true
-		if p.Index > target.Index && (p.Terminating || p.Terminal || down(p)) {
-			n++
-			names = append(names, p.Name)
-		}
+		use, names := count.Held(r, b)
+		return &shortfall{Budget: b, Use: use, Down: without(names, pod), Reserved: extra, Missing: missing, Preparing: prep,
+			OtherWorkloads: plan.UnavailableElsewhere(r, b.PDB) + elsewhere[b.PDB]}
 	}
-	for i := target.Index + 1; i < r.Workload.Replicas; i++ {
-		if !seen[i] {
-			n++ // missing, not replaced yet
-		}
-	}
-	return n, names
+	return nil
 }
 
 // preparing returns the daemon pods whose node rollplan apply cordoned for
@@ -270,47 +216,6 @@ func preparing(r *facts.Rollout) map[string]string {
 	return out
 }
 
-// budgetUse: what budget b holds when the pods down() says are unavailable,
-// and those pods' names (the disrupted pod left out).
-func budgetUse(r *facts.Rollout, b plan.Budget, down func(*facts.Pod) bool, missing int) (int, []string) {
-	var names []string
-	counted := func(p *facts.Pod) bool {
-		if p.Terminating || p.Terminal || !down(p) {
-			return false
-		}
-		return b.PDB == "" || slices.Contains(p.PDBs, b.PDB)
-	}
-	if b.Type == "groups" {
-		groups := map[string]bool{}
-		for i := range r.Pods {
-			if p := &r.Pods[i]; counted(p) {
-				groups[engine.GroupKey(p, b.GroupBy)] = true
-				names = append(names, p.Name)
-			}
-		}
-		n := len(groups)
-		if missing > 0 {
-			n++ // a pod that is not there is in a group we cannot know
-		}
-		return n, names
-	}
-	n := missing + plan.UnavailableElsewhere(r, b.PDB)
-	perGroup := map[string][]string{}
-	for i := range r.Pods {
-		if p := &r.Pods[i]; counted(p) {
-			k := engine.GroupKey(p, b.GroupBy)
-			perGroup[k] = append(perGroup[k], p.Name)
-		}
-	}
-	best := []string{}
-	for _, g := range sortedKeys(perGroup) {
-		if len(perGroup[g]) > len(best) {
-			best = perGroup[g]
-		}
-	}
-	return n + len(best), slices.Clone(best)
-}
-
 func without(names []string, drop string) []string {
 	out := names[:0:0]
 	for _, n := range names {
@@ -320,13 +225,4 @@ func without(names []string, drop string) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -259,7 +259,7 @@ func (g *Gate) buildState(ctx context.Context, t live.Target, now time.Time, eng
 		s.policyErr = err
 		return s
 	}
-	s.budgets = plan.ResolveBudgets(s.rollout, &engine.Decisions{Budgets: eb})
+	s.budgets = plan.ResolveBudgets(s.rollout, eb)
 	s.timeless = clockFree(eng, s.rollout, inFlight)
 	return s
 }

@@ -72,7 +72,7 @@ type deploySim struct {
 
 func simulateDeployment(r *facts.Rollout, d *engine.Decisions, o Options) *simulation {
 	s := &deploySim{r: r, d: d, o: o, D: r.Workload.Replicas, advisoryWaves: map[string][]string{}}
-	for _, b := range ResolveBudgets(r, d) {
+	for _, b := range ResolveBudgets(r, d.Budgets) {
 		switch {
 		case b.Name == "maxSurge" && b.Type == "surge" && !b.Advisory:
 			s.surge = b.Limit

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -134,7 +133,7 @@ func Workload(r *facts.Rollout, d *engine.Decisions, o Options) (WorkloadPlan, *
 		}
 	}
 	wp.Summary.Held = len(wp.Held)
-	wp.Budgets = ResolveBudgets(r, d)
+	wp.Budgets = ResolveBudgets(r, d.Budgets)
 	wp.Warnings = append(wp.Warnings, duplicateBudgetNames(d.Budgets)...)
 
 	wp.Denied = append(wp.Denied, d.Deny...)
@@ -362,127 +361,6 @@ func duplicateBudgetNames(bs []engine.Budget) []string {
 		out = append(out, fmt.Sprintf("%d budgets are named %q: the plan lists budgets by name, so rename all but one in the policy", count[n], n))
 	}
 	return out
-}
-
-// ResolveBudgets turns the engine's budgets into the plan's: one Budget per
-// limit (unavailable, surge, groups), with what is in use at snapshot
-// time. The gate resolves budgets through it too.
-func ResolveBudgets(r *facts.Rollout, d *engine.Decisions) []Budget {
-	out := []Budget{}
-	for _, b := range d.Budgets {
-		add := func(limit int, typ string) {
-			out = append(out, Budget{Name: b.Name, Limit: limit, Type: typ, GroupBy: b.GroupBy, PDB: b.PDB, Advisory: b.Advisory, Source: b.Source, InUse: inUse(r, b, typ)})
-		}
-		if b.MaxUnavailable != nil {
-			add(*b.MaxUnavailable, "unavailable")
-		}
-		if b.MaxSurge != nil {
-			add(*b.MaxSurge, "surge")
-		}
-		if b.MaxGroups != nil {
-			add(*b.MaxGroups, "groups")
-		}
-	}
-	return out
-}
-
-// inUse counts the budget's consumption at snapshot time.
-func inUse(r *facts.Rollout, b engine.Budget, typ string) int {
-	if typ == "surge" && r.Workload.Kind == "Deployment" {
-		active := 0
-		for _, p := range r.Pods {
-			if !p.Terminating && !p.Terminal {
-				active++
-			}
-		}
-		return max(0, active-r.Workload.Replicas)
-	}
-	if CountsAgainstDesired(r, typ, b.GroupBy, b.PDB) {
-		available := 0
-		for _, p := range r.Pods {
-			if p.Available && !p.Terminating && !p.Terminal {
-				available++
-			}
-		}
-		return max(0, r.Workload.Replicas-available) + UnavailableElsewhere(r, b.PDB)
-	}
-	switch typ {
-	case "surge":
-		// A surge DaemonSet counts each node whose old pod is kept beside
-		// a replacement that is not available yet (§3.7).
-		if r.Workload.Kind == "DaemonSet" && b.MaxSurge != nil && *b.MaxSurge > 0 {
-			return surgeInUse(r)
-		}
-		return 0
-	case "groups":
-		groups := map[string]bool{}
-		for _, p := range r.Pods {
-			if !p.Available {
-				groups[engine.GroupKey(&p, b.GroupBy)] = true
-			}
-		}
-		return len(groups)
-	}
-	n := UnavailableElsewhere(r, b.PDB)
-	perGroup := map[string]int{}
-	for _, p := range r.Pods {
-		if p.Available || (b.PDB != "" && !slices.Contains(p.PDBs, b.PDB)) {
-			continue
-		}
-		perGroup[engine.GroupKey(&p, b.GroupBy)]++
-	}
-	best := 0
-	for _, c := range perGroup {
-		best = max(best, c)
-	}
-	if r.Workload.Kind == "StatefulSet" && b.GroupBy == "" && b.PDB == "" {
-		// A replica with no pod at all (deleted, not recreated yet) is
-		// unavailable too, as upstream counts replicas (§4.7).
-		best += missingReplicas(r)
-	}
-	return n + best
-}
-
-// missingReplicas: a StatefulSet's indexes 0..replicas-1 that no pod holds.
-func missingReplicas(r *facts.Rollout) int {
-	held := map[int]bool{}
-	for _, p := range r.Pods {
-		if p.Index >= 0 && p.Index < r.Workload.Replicas {
-			held[p.Index] = true
-		}
-	}
-	return r.Workload.Replicas - len(held)
-}
-
-// CountsAgainstDesired: a budget of type typ counts as upstream counts a
-// Deployment's unavailability, desired replicas minus available pods (§2),
-// so a surge pod still starting costs nothing: an ungrouped unavailability
-// budget of a Deployment, or a PDB budget whose PDB selects every pod of
-// the Deployment (its expected count is then the Deployment's replicas).
-func CountsAgainstDesired(r *facts.Rollout, typ, groupBy, pdb string) bool {
-	if r.Workload.Kind != "Deployment" || typ != "unavailable" || groupBy != "" {
-		return false
-	}
-	for _, p := range r.Pods {
-		if pdb != "" && !slices.Contains(p.PDBs, pdb) {
-			return false
-		}
-	}
-	return true
-}
-
-// UnavailableElsewhere: the unavailable pods PodDisruptionBudget pdb
-// selects outside the workload (0 without one).
-func UnavailableElsewhere(r *facts.Rollout, pdb string) int {
-	n := 0
-	if pdb != "" {
-		for _, x := range r.PDBs {
-			if x.Name == pdb {
-				n += x.UnavailableElsewhere
-			}
-		}
-	}
-	return n
 }
 
 // formatDuration prints whole seconds the way kubectl does (4m30s).

@@ -1,83 +1,16 @@
 package plan
 
 import (
-	"container/heap"
 	"fmt"
 	"math"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/kubeversion"
 )
-
-// simulation is the outcome of rolling a workload forward.
-type simulation struct {
-	waves    []Wave
-	end      float64
-	notes    []string
-	warnings []string
-	// stall: why the pods left to update are in no wave, when the
-	// simulated rollout stops short ("" when it completes); blocked: why
-	// a particular pod is in no wave, when that is something else.
-	stall string
-	// stalled: the same as the plan says it (WorkloadPlan.Stalled).
-	stalled *Stall
-	blocked map[string]string
-	// removed: pods to update that a controller deletes outside the
-	// plan's actions, and nothing replaces (a ReplicaSet holding more
-	// pods than its replicas).
-	removed []string
-}
-
-// item is a pod, or a virtual slot that counts against budgets: a DaemonSet
-// node that should run a pod and has none, or a StatefulSet replica without
-// a pod (the controller creates both first).
-type item struct {
-	pod      int // index in facts, -1 for a virtual slot
-	name     string
-	node     string
-	index    int // StatefulSet: replica index (ordinal − start) of pods and missing replicas; -1 otherwise
-	groups   []string
-	relevant []bool // per budget
-	// unavailable: counts against the unavailable budgets until `until`;
-	// surging: the new pod is on its way, the old one still serves.
-	unavailable bool
-	surging     bool
-	// removing: the pod is deleted and not replaced; gone once that completes.
-	removing bool
-	gone     bool
-	until    float64
-	// prepared: a DaemonSet pod to update on a node rollplan already
-	// cordoned for this rollout (setupPrepared): in flight since then.
-	prepared bool
-}
-
-type event struct {
-	at   float64
-	item int
-}
-
-type events []event
-
-func (e events) Len() int { return len(e) }
-func (e events) Less(i, j int) bool {
-	if e[i].at != e[j].at {
-		return e[i].at < e[j].at
-	}
-	return e[i].item < e[j].item
-}
-func (e events) Swap(i, j int) { e[i], e[j] = e[j], e[i] }
-func (e *events) Push(x any)   { *e = append(*e, x.(event)) }
-func (e *events) Pop() any {
-	old := *e
-	x := old[len(old)-1]
-	*e = old[:len(old)-1]
-	return x
-}
 
 // podSim packs pods into waves under every budget, in policy order.
 //
@@ -102,19 +35,13 @@ func (e *events) Pop() any {
 //     OrderedReady set updates nothing until they are gone. Condemned pods
 //     count against no budget (§4.7 counts the replicas only).
 type podSim struct {
-	r       *facts.Rollout
-	d       *engine.Decisions
-	o       Options
-	budgets []Budget
-	items   []item
-	heap    events
-	// counters per budget: group → unavailable items (unavailable budgets)
-	// or items in flight (group budgets); surge: surge items in flight.
-	unavail  []map[string]int
-	inFlight []map[string]int
-	surge    []int
-	// elsewhere: a PDB's unavailable pods outside the workload.
-	elsewhere []int
+	r *facts.Rollout
+	d *engine.Decisions
+	o Options
+	// ledger: the budgets (advisory ones counted too) and what each holds.
+	ledger
+	items []item
+	heap  events
 	// Kind rules.
 	upstreamSTS bool // StatefulSet: replacing an unavailable pod spends budget too (§4.7)
 	dsForced    bool // DaemonSet: unavailable old pods are replaced whatever the budget (§3.6)
@@ -171,14 +98,14 @@ func simulatePods(r *facts.Rollout, d *engine.Decisions, o Options) *simulation 
 	s := &podSim{r: r, d: d, o: o}
 	// Advisory budgets are counted like the others but never hold a pod:
 	// the plan warns about the waves that break them (advisoryWarnings).
-	s.budgets = ResolveBudgets(r, d)
+	s.ledger = newLedger(r, ResolveBudgets(r, d.Budgets))
 	w := &r.Workload
 	s.managedForced = drivenByRollplan(r, d)
 	switch w.Kind {
 	case "StatefulSet":
 		s.upstreamSTS = true
 		s.monotonic = w.PodManagementPolicy != "Parallel"
-		s.stsAbove = !r.FeatureGates["MaxUnavailableStatefulSet"] && !w.Managed && !s.monotonic
+		s.stsAbove = UpdatesFromTheTop(r)
 		s.stsPhase1 = ParallelPhase1(r)
 		s.stsRecreate = !w.Managed && w.Strategy.Type == "Recreate"
 	case "DaemonSet":
@@ -194,15 +121,7 @@ func simulatePods(r *facts.Rollout, d *engine.Decisions, o Options) *simulation 
 		}
 	}
 	n := len(s.budgets)
-	s.unavail, s.inFlight, s.surge, s.elsewhere, s.extra = make([]map[string]int, n), make([]map[string]int, n), make([]int, n), make([]int, n), make([]int, n)
-	for bi, b := range s.budgets {
-		s.unavail[bi], s.inFlight[bi] = map[string]int{}, map[string]int{}
-		for _, pdb := range r.PDBs {
-			if b.PDB != "" && pdb.Name == b.PDB {
-				s.elsewhere[bi] = pdb.UnavailableElsewhere
-			}
-		}
-	}
+	s.extra = make([]int, n)
 	if s.stsAbove {
 		s.above = make([]map[string]*fenwick, n)
 		for bi := range s.above {
@@ -251,60 +170,6 @@ func availableAgainAt(r *facts.Rollout, p *facts.Pod, recreate float64) float64 
 		return recreate
 	}
 	return math.Inf(1)
-}
-
-func (s *podSim) newItem(pod int, p *facts.Pod, name string) item {
-	it := item{pod: pod, name: name, node: p.Node, index: -1, groups: make([]string, len(s.budgets)), relevant: make([]bool, len(s.budgets))}
-	if s.r.Workload.Kind == "StatefulSet" {
-		it.index = p.Index
-	}
-	outside := pod >= 0 && condemned(s.r, p)
-	for bi, b := range s.budgets {
-		it.groups[bi] = engine.GroupKey(p, b.GroupBy)
-		it.relevant[bi] = !outside && (b.PDB == "" || slices.Contains(p.PDBs, b.PDB))
-	}
-	return it
-}
-
-func (s *podSim) addItem(it item) int {
-	s.items = append(s.items, it)
-	ii := len(s.items) - 1
-	s.trackNode(ii, false)
-	return ii
-}
-
-// trackNode keeps availNodes (DaemonSet) in step with an item's state; was
-// is whether the item counted as available before the change.
-func (s *podSim) trackNode(ii int, was bool) {
-	if s.nodeAvail == nil {
-		return
-	}
-	it := &s.items[ii]
-	now := !it.unavailable && !it.gone
-	switch {
-	case now && !was:
-		if s.nodeAvail[it.node]++; s.nodeAvail[it.node] == 1 {
-			s.availNodes++
-		}
-	case was && !now:
-		if s.nodeAvail[it.node]--; s.nodeAvail[it.node] == 0 {
-			s.availNodes--
-		}
-	}
-}
-
-func (s *podSim) available(ii int) bool {
-	return !s.items[ii].unavailable && !s.items[ii].gone
-}
-
-func (s *podSim) duration(action string) float64 {
-	switch action {
-	case ActionInPlace:
-		return float64(s.o.InPlaceSeconds + s.r.Workload.MinReadySeconds)
-	case ActionDelete:
-		return float64(s.o.TerminateSeconds)
-	}
-	return float64(s.o.RecreateSeconds + s.r.Workload.MinReadySeconds)
 }
 
 // setup records the pods already unavailable, the DaemonSet's empty nodes
@@ -416,18 +281,6 @@ func keptBeside(p *facts.Pod) bool {
 	return p.Ready && !p.Terminal
 }
 
-// surgeInUse: the nodes a surge DaemonSet counts as surge pods at snapshot
-// time: an old pod kept beside a replacement that is not available yet.
-func surgeInUse(r *facts.Rollout) int {
-	n := 0
-	for o, nw := range surgeReplacements(r) {
-		if keptBeside(&r.Pods[o]) && !r.Pods[nw].Available {
-			n++
-		}
-	}
-	return n
-}
-
 func sortedKeys(m map[int]int) []int {
 	keys := make([]int, 0, len(m))
 	for k := range m {
@@ -525,229 +378,6 @@ func (s *podSim) nodeHasTerminatingPod(node string) bool {
 	return false
 }
 
-func (s *podSim) markUnavailable(ii int, until float64) {
-	it := &s.items[ii]
-	was := s.available(ii)
-	if !it.unavailable {
-		it.unavailable = true
-		for bi := range s.budgets {
-			if !it.relevant[bi] {
-				continue
-			}
-			s.unavail[bi][it.groups[bi]]++
-			s.inFlight[bi][it.groups[bi]]++
-		}
-		if s.stsAbove && s.indexes != nil {
-			s.countAbove(ii, 1)
-		}
-		if s.isReplica(ii) {
-			s.replicasDown++
-		}
-	}
-	it.until = until
-	s.trackNode(ii, was)
-	if !math.IsInf(until, 1) {
-		heap.Push(&s.heap, event{at: until, item: ii})
-	}
-}
-
-func (s *podSim) startSurge(ii int, until float64) {
-	s.addSurge(ii)
-	s.items[ii].until = until
-	heap.Push(&s.heap, event{at: until, item: ii})
-}
-
-// addSurge: an unavailable pod at the update revision beside the old pod
-// it replaces is a surge pod too until it is available (§3.7); complete
-// ends both.
-func (s *podSim) addSurge(ii int) {
-	it := &s.items[ii]
-	if it.surging {
-		return
-	}
-	it.surging = true
-	for bi := range s.budgets {
-		if !it.relevant[bi] {
-			continue
-		}
-		if !it.unavailable {
-			s.inFlight[bi][it.groups[bi]]++
-		}
-		if s.budgets[bi].Type == "surge" {
-			s.surge[bi]++
-		}
-	}
-}
-
-// retire deletes an old pod whose node its replacement serves (a surge
-// DaemonSet, see surgeReplacements): it counts against nothing from now on
-// (upstream ignores deleting pods, §3.6) and is gone once terminated.
-func (s *podSim) retire(ii int, t float64) float64 {
-	it := &s.items[ii]
-	was := s.available(ii)
-	s.release(ii)
-	it.unavailable, it.surging = false, false
-	it.removing, it.gone = true, true
-	s.trackNode(ii, was)
-	it.until = t + s.duration(ActionDelete)
-	heap.Push(&s.heap, event{at: it.until, item: ii})
-	return it.until
-}
-
-// complete: the item's pod is available again (at the update revision), or
-// gone for good when it was deleted without replacement.
-func (s *podSim) complete(ii int) {
-	it := &s.items[ii]
-	was := s.available(ii)
-	s.release(ii)
-	it.unavailable, it.surging = false, false
-	if it.removing {
-		it.gone = true
-	}
-	s.trackNode(ii, was)
-}
-
-// release takes the item out of the counts it is in (unavailable, in
-// flight, surge).
-func (s *podSim) release(ii int) {
-	it := &s.items[ii]
-	for bi := range s.budgets {
-		if !it.relevant[bi] {
-			continue
-		}
-		if it.unavailable {
-			s.unavail[bi][it.groups[bi]]--
-		}
-		if it.unavailable || it.surging {
-			s.inFlight[bi][it.groups[bi]]--
-			if s.inFlight[bi][it.groups[bi]] == 0 {
-				delete(s.inFlight[bi], it.groups[bi])
-			}
-		}
-		if it.surging && s.budgets[bi].Type == "surge" {
-			s.surge[bi]--
-		}
-	}
-	if it.unavailable && s.stsAbove {
-		s.countAbove(ii, -1)
-	}
-	if it.unavailable && s.isReplica(ii) {
-		s.replicasDown--
-	}
-}
-
-// countAbove adds d to the item's index in the per-index counts (stsAbove).
-func (s *podSim) countAbove(ii int, d int) {
-	it := &s.items[ii]
-	pos, _ := slices.BinarySearch(s.indexes, it.index)
-	for bi, b := range s.budgets {
-		if !it.relevant[bi] || b.Type != "unavailable" {
-			continue
-		}
-		f := s.above[bi][it.groups[bi]]
-		if f == nil {
-			f = &fenwick{n: len(s.indexes), t: map[int]int{}}
-			s.above[bi][it.groups[bi]] = f
-		}
-		f.add(pos, d)
-	}
-}
-
-// unavailableAbove: unavailable items of the budget's group whose index is
-// above the item's (stsAbove).
-func (s *podSim) unavailableAbove(bi int, ii int) int {
-	it := &s.items[ii]
-	f := s.above[bi][it.groups[bi]]
-	if f == nil {
-		return 0
-	}
-	pos, _ := slices.BinarySearch(s.indexes, it.index)
-	return f.sum(len(s.indexes)-1) - f.sum(pos)
-}
-
-// fits reports whether starting the item now keeps every budget, and if
-// not, which budget binds.
-func (s *podSim) fits(ii int, surge bool) (bool, string) {
-	it := &s.items[ii]
-	for bi, b := range s.budgets {
-		if !it.relevant[bi] || b.Advisory {
-			continue
-		}
-		g := it.groups[bi]
-		switch b.Type {
-		case "unavailable":
-			if surge {
-				continue
-			}
-			if s.stsAbove {
-				// §4.5: the pod goes when nothing above it is unavailable.
-				if s.unavailableAbove(bi, ii)+s.elsewhere[bi]+1 > b.Limit {
-					return false, b.Name
-				}
-				continue
-			}
-			cur := s.unavail[bi][g] + s.elsewhere[bi]
-			add := 1
-			if it.unavailable {
-				add = 0
-				if s.upstreamSTS {
-					add = 1 + s.extra[bi]
-				}
-			}
-			if cur+add > b.Limit {
-				return false, b.Name
-			}
-		case "surge":
-			if surge && s.surge[bi]+1 > b.Limit {
-				return false, b.Name
-			}
-		case "groups":
-			if s.inFlight[bi][g] == 0 && len(s.inFlight[bi])+1 > b.Limit {
-				return false, b.Name
-			}
-		}
-	}
-	return true, ""
-}
-
-// isReplica: a StatefulSet pod or missing replica with an index in
-// 0..replicas-1.
-func (s *podSim) isReplica(ii int) bool {
-	it := &s.items[ii]
-	return s.upstreamSTS && it.index >= 0 && it.index < s.r.Workload.Replicas
-}
-
-// unavailableReplicas: the StatefulSet replicas (any index, missing ones
-// included) that are unavailable: processReplica stops a monotonic sync at
-// the first (§4.4). replicasDown counts them.
-func (s *podSim) unavailableReplicas() []string {
-	var out []string
-	for i := range s.items {
-		if it := &s.items[i]; it.unavailable && it.index >= 0 && it.index < s.r.Workload.Replicas {
-			out = append(out, it.name)
-		}
-	}
-	return out
-}
-
-// condemnedLeft: condemned pods still there (OrderedReady waits for them).
-func (s *podSim) condemnedLeft() bool {
-	for _, ii := range s.condemned {
-		if !s.items[ii].gone {
-			return true
-		}
-	}
-	return false
-}
-
-// deletePod starts deleting a pod that is not replaced.
-func (s *podSim) deletePod(ii int, t float64) float64 {
-	until := t + s.duration(ActionDelete)
-	s.items[ii].removing = true
-	s.markUnavailable(ii, until)
-	return until
-}
-
 // replacedReason: whether upstream deletes old pod pi, whose replacement
 // runs beside it (surgeReplacements), at time t, and why: its replacement
 // is available, or the old pod is not Ready (manage, §3.4).
@@ -789,57 +419,8 @@ func (s *podSim) condemnedReason(p *facts.Pod) string {
 
 func (s *podSim) run(sim *simulation) {
 	r, d := s.r, s.d
-	// pending: pods to update, in policy order; noExecute: pods the
-	// DaemonSet controller deletes at once whatever the rollout; replacing:
-	// old pods of a surge DaemonSet whose replacement already runs beside
-	// them, deleted once it is available (see podSim).
-	var pending, noExecute, replacing []int
-	for i, p := range r.Pods {
-		if p.Updated || !d.Pods[i].InScope || p.Terminating || condemned(r, &p) {
-			continue
-		}
-		if s.evicted(&p) {
-			noExecute = append(noExecute, i)
-			continue
-		}
-		if _, ok := s.replaced[i]; ok {
-			replacing = append(replacing, i)
-			continue
-		}
-		pending = append(pending, i)
-	}
-	pending = ordered(r, d, pending)
-	if s.stsRecreate && s.monotonic {
-		byIndex := slices.Clone(pending)
-		slices.SortStableFunc(byIndex, func(a, b int) int { return r.Pods[a].Index - r.Pods[b].Index })
-		s.recreateRank = make(map[int]int, len(byIndex))
-		for k, pi := range byIndex {
-			s.recreateRank[pi] = k + 1
-		}
-	}
-	// Prepared pods go first, whatever the order: their nodes wait cordoned.
-	sort.SliceStable(pending, func(i, j int) bool { return s.items[pending[i]].prepared && !s.items[pending[j]].prepared })
-	replacing = ordered(r, d, replacing)
-	// Pods on a NoExecute node that the plan does not act on (updated) go too.
-	for i, p := range r.Pods {
-		if s.evicted(&p) && !p.Terminating && (p.Updated || !d.Pods[i].InScope) {
-			s.deletePod(i, 0)
-			sim.notes = append(sim.notes, fmt.Sprintf("pod %s: node %s has a NoExecute taint the DaemonSet does not tolerate: the controller deletes the pod in its first sync", p.Name, p.Node))
-		}
-	}
-	// Condemned pods: queue holds those not yet deleting; act: the plan's
-	// own actions (pods still to update and in scope), the others are
-	// deleted by the controller all the same (see the note).
-	var queue []int
-	act := map[int]bool{}
-	for _, ii := range s.condemned {
-		p := &r.Pods[s.items[ii].pod]
-		if p.Terminating {
-			continue
-		}
-		queue = append(queue, ii)
-		act[ii] = !p.Updated && d.Pods[s.items[ii].pod].InScope
-	}
+	pending, noExecute, replacing := s.queues(sim)
+	queue, act := s.condemnedQueue()
 	actionable := func() bool {
 		for _, ii := range queue {
 			if act[ii] {
@@ -981,24 +562,7 @@ func (s *podSim) run(sim *simulation) {
 					}
 				}
 			}
-			a := Action{Reasons: append([]string(nil), pd.Reasons...)}
-			switch {
-			case remove:
-				a.Type = ActionDelete
-				a.Reasons = []string{fmt.Sprintf("node %s should no longer run this DaemonSet (selector, affinity or an untolerated taint): the pod is deleted and not recreated", p.Node)}
-				if misscheduled {
-					a.Reasons = append(a.Reasons, fmt.Sprintf("surge: deleted while more nodes hold an available pod (%d) than should run one (%d)", s.availNodes, r.Workload.Replicas))
-				}
-			case pd.Action == engine.InPlace:
-				a.Type = ActionInPlace
-			default:
-				a.Type = ActionRecreate
-				a.Surge = surge
-			}
-			a.Pod = p.Name
-			if r.Workload.Kind == "DaemonSet" {
-				a.Node = p.Node
-			}
+			a := s.podAction(pi, remove, misscheduled, surge)
 			switch {
 			case it.prepared:
 				a.Reasons = append([]string{s.preparedReason(p.Node)}, a.Reasons...)
@@ -1066,17 +630,7 @@ func (s *podSim) run(sim *simulation) {
 			next = s.heap[0].at
 		}
 		if math.IsInf(next, 1) {
-			var why string
-			switch {
-			case hold == "replicas":
-				why = fmt.Sprintf("replica(s) %s are not available, and an OrderedReady StatefulSet updates nothing until every replica is (processReplica); nothing in flight makes them so", strings.Join(s.unavailableReplicas(), ", "))
-			case hold != "" || len(pending) == 0:
-				why = "condemned pod(s) are deleted only once every replica is available (processCondemned), and nothing in flight makes them so"
-			case blockedPod < 0:
-				why = fmt.Sprintf("pod %s waits for more nodes to hold an available pod than should run one, and nothing in flight brings that", r.Pods[pending[0]].Name)
-			default:
-				why = fmt.Sprintf("pod %s cannot start without exceeding budget %s, and nothing in flight frees it", r.Pods[blockedPod].Name, blocked)
-			}
+			why := s.stallReason(hold, pending, blocked, blockedPod)
 			sim.notes = append(sim.notes, fmt.Sprintf("the rollout stalls after %s: %s", formatDuration(t), why))
 			sim.stall = fmt.Sprintf("stalled after %s: %s", formatDuration(t), why)
 			sim.stalled = &Stall{After: formatDuration(t), Reason: why}
@@ -1092,98 +646,6 @@ func (s *podSim) run(sim *simulation) {
 	}
 	sim.end = end
 	sim.warnings = append(sim.warnings, s.advisoryWarnings()...)
-}
-
-// checkAdvisory records the wave when an advisory budget is over its limit
-// as the wave starts (every action of the wave begun, what was due by
-// then complete): the moment its pods are least available.
-func (s *podSim) checkAdvisory(wave int) {
-	for bi, b := range s.budgets {
-		if !b.Advisory {
-			continue
-		}
-		over := false
-		switch b.Type {
-		case "unavailable":
-			for _, n := range s.unavail[bi] {
-				over = over || n+s.elsewhere[bi] > b.Limit
-			}
-		case "surge":
-			over = s.surge[bi] > b.Limit
-		case "groups":
-			over = len(s.inFlight[bi]) > b.Limit
-		}
-		if over && !slices.Contains(s.advisoryWaves[bi], wave) {
-			if s.advisoryWaves == nil {
-				s.advisoryWaves = map[int][]int{}
-			}
-			s.advisoryWaves[bi] = append(s.advisoryWaves[bi], wave)
-		}
-	}
-}
-
-// advisoryWarnings: the waves that break each advisory budget. Upstream
-// controllers pace by neither PDBs nor a policy's own budgets.
-func (s *podSim) advisoryWarnings() []string {
-	var out []string
-	kind := s.r.Workload.Kind
-	for bi, b := range s.budgets {
-		waves := s.advisoryWaves[bi]
-		if len(waves) == 0 {
-			continue
-		}
-		ws := make([]string, len(waves))
-		for i, w := range waves {
-			ws[i] = strconv.Itoa(w)
-		}
-		out = append(out, advisoryWarning(ws, b, kind))
-	}
-	return out
-}
-
-// advisoryWarning: the waves (as the plan numbers them, with any detail)
-// that break advisory budget b of a workload its kind's controller rolls.
-func advisoryWarning(waves []string, b Budget, kind string) string {
-	if b.PDB != "" {
-		return fmt.Sprintf("wave(s) %s leave more pods selected by PodDisruptionBudget %s unavailable than its limit of %d: the %s controller does not honour PDBs (annotate %s=\"true\" to let rollplan pace the rollout by it)", strings.Join(waves, ", "), b.PDB, b.Limit, kind, facts.AnnManaged)
-	}
-	what := map[string]string{"unavailable": "pods unavailable", "surge": "surge pods", "groups": "groups with pods in flight"}[b.Type]
-	per := ""
-	if b.GroupBy != "" && b.Type == "unavailable" {
-		per = " per " + b.GroupBy
-	}
-	return fmt.Sprintf("wave(s) %s leave more %s than budget %q allows (%d%s): the %s controller does not pace by it; rollplan gate, running with the policy, holds the controller to it", strings.Join(waves, ", "), what, b.Name, b.Limit, per, kind)
-}
-
-// completeDue completes every item whose event is due by t.
-func (s *podSim) completeDue(t float64) {
-	for s.heap.Len() > 0 && s.heap[0].at <= t {
-		e := heap.Pop(&s.heap).(event)
-		if s.items[e.item].until == e.at {
-			s.complete(e.item)
-		}
-	}
-}
-
-// fenwick counts per position 0..n-1 (a binary indexed tree, sparse).
-type fenwick struct {
-	n int
-	t map[int]int
-}
-
-func (f *fenwick) add(pos, d int) {
-	for i := pos + 1; i <= f.n; i += i & -i {
-		f.t[i] += d
-	}
-}
-
-// sum of positions 0..pos.
-func (f *fenwick) sum(pos int) int {
-	n := 0
-	for i := pos + 1; i > 0; i -= i & -i {
-		n += f.t[i]
-	}
-	return n
 }
 
 // ParallelPhase1 reports whether the rollout's controller is v1.37's
@@ -1228,4 +690,111 @@ func (s *podSim) phase1Note(wave int, pods []string, down int) string {
 		note += fmt.Sprintf(", although %d replica(s) are unavailable against maxUnavailable %d; Kubernetes v1.36 would wait instead", down, limit)
 	}
 	return note
+}
+
+// queues sorts the pods to update: pending, in policy order (those on a
+// node prepared for them first); noExecute, the pods the DaemonSet
+// controller deletes at once whatever the rollout; replacing, old pods of
+// a surge DaemonSet whose replacement already runs beside them, deleted
+// once it is available (see podSim). Pods on a NoExecute node that the
+// plan does not act on (updated, held) are deleted from the start.
+func (s *podSim) queues(sim *simulation) (pending, noExecute, replacing []int) {
+	r, d := s.r, s.d
+	for i, p := range r.Pods {
+		if p.Updated || !d.Pods[i].InScope || p.Terminating || condemned(r, &p) {
+			continue
+		}
+		if s.evicted(&p) {
+			noExecute = append(noExecute, i)
+			continue
+		}
+		if _, ok := s.replaced[i]; ok {
+			replacing = append(replacing, i)
+			continue
+		}
+		pending = append(pending, i)
+	}
+	pending = ordered(r, d, pending)
+	if s.stsRecreate && s.monotonic {
+		byIndex := slices.Clone(pending)
+		slices.SortStableFunc(byIndex, func(a, b int) int { return r.Pods[a].Index - r.Pods[b].Index })
+		s.recreateRank = make(map[int]int, len(byIndex))
+		for k, pi := range byIndex {
+			s.recreateRank[pi] = k + 1
+		}
+	}
+	// Prepared pods go first, whatever the order: their nodes wait cordoned.
+	sort.SliceStable(pending, func(i, j int) bool { return s.items[pending[i]].prepared && !s.items[pending[j]].prepared })
+	replacing = ordered(r, d, replacing)
+	// Pods on a NoExecute node that the plan does not act on (updated) go too.
+	for i, p := range r.Pods {
+		if s.evicted(&p) && !p.Terminating && (p.Updated || !d.Pods[i].InScope) {
+			s.deletePod(i, 0)
+			sim.notes = append(sim.notes, fmt.Sprintf("pod %s: node %s has a NoExecute taint the DaemonSet does not tolerate: the controller deletes the pod in its first sync", p.Name, p.Node))
+		}
+	}
+	return pending, noExecute, replacing
+}
+
+// condemnedQueue: the condemned pods not yet deleting (queue), and which
+// of them are the plan's own actions (act: still to update and in scope);
+// the controller deletes the others all the same (see the note).
+func (s *podSim) condemnedQueue() (queue []int, act map[int]bool) {
+	r, d := s.r, s.d
+	act = map[int]bool{}
+	for _, ii := range s.condemned {
+		p := &r.Pods[s.items[ii].pod]
+		if p.Terminating {
+			continue
+		}
+		queue = append(queue, ii)
+		act[ii] = !p.Updated && d.Pods[s.items[ii].pod].InScope
+	}
+	return queue, act
+}
+
+// podAction is the action that starts pod pi: a delete when its node
+// should no longer run it (remove; misscheduled: a native surge DaemonSet
+// deletes it while more nodes hold an available pod than should run one),
+// else the policy's in-place update or recreate (surge: create the new pod
+// first), with the policy's reasons.
+func (s *podSim) podAction(pi int, remove, misscheduled, surge bool) Action {
+	r := s.r
+	p, pd := &r.Pods[pi], &s.d.Pods[pi]
+	a := Action{Reasons: append([]string(nil), pd.Reasons...)}
+	switch {
+	case remove:
+		a.Type = ActionDelete
+		a.Reasons = []string{fmt.Sprintf("node %s should no longer run this DaemonSet (selector, affinity or an untolerated taint): the pod is deleted and not recreated", p.Node)}
+		if misscheduled {
+			a.Reasons = append(a.Reasons, fmt.Sprintf("surge: deleted while more nodes hold an available pod (%d) than should run one (%d)", s.availNodes, r.Workload.Replicas))
+		}
+	case pd.Action == engine.InPlace:
+		a.Type = ActionInPlace
+	default:
+		a.Type = ActionRecreate
+		a.Surge = surge
+	}
+	a.Pod = p.Name
+	if r.Workload.Kind == "DaemonSet" {
+		a.Node = p.Node
+	}
+	return a
+}
+
+// stallReason says why nothing in flight lets the rollout go on: what
+// holds every pod (hold), or the pod blocked first and the budget it
+// would break (blockedPod, blocked; -1 when a pod waits for nodes).
+func (s *podSim) stallReason(hold string, pending []int, blocked string, blockedPod int) string {
+	r := s.r
+	switch {
+	case hold == "replicas":
+		return fmt.Sprintf("replica(s) %s are not available, and an OrderedReady StatefulSet updates nothing until every replica is (processReplica); nothing in flight makes them so", strings.Join(s.unavailableReplicas(), ", "))
+	case hold != "" || len(pending) == 0:
+		return "condemned pod(s) are deleted only once every replica is available (processCondemned), and nothing in flight makes them so"
+	case blockedPod < 0:
+		return fmt.Sprintf("pod %s waits for more nodes to hold an available pod than should run one, and nothing in flight brings that", r.Pods[pending[0]].Name)
+	default:
+		return fmt.Sprintf("pod %s cannot start without exceeding budget %s, and nothing in flight frees it", r.Pods[blockedPod].Name, blocked)
+	}
 }
