@@ -1,10 +1,12 @@
 package live
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/request"
 	"github.com/rollplan/rollplan/planner/snapshot"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
 )
@@ -14,26 +16,25 @@ import (
 // says. It returns the pods in flight, with why. The executor and the gate
 // both observe through it, so both count the same pods against a budget. The snapshot's
 // pod slice is changed (in-flight pods replaced by copies), not its pods.
-// The cluster's version and gates come from opts, whose Now is replaced by now.
+// It builds its facts from a planning request, as plan and test do; the
+// cluster's version and gates come from opts (its Now is not read: now is).
 func Observe(snap *snapshot.Snapshot, t Target, now time.Time, opts facts.Options) (*facts.Rollout, map[string]string, error) {
 	inFlight := normalise(snap, MinReadySeconds(snap, t), now)
-	opts.Now = now
 	// Only the target's own error fails it: another workload the snapshot
 	// holds (a bulk read) has no say in the target's facts.
-	rollouts, failed, err := facts.BuildEach(snap, opts)
-	if err != nil {
+	req := &request.Request{Snapshot: snap, Now: now, Cluster: opts,
+		Workload: request.Workload{Kind: t.Kind, Namespace: t.Namespace, Name: t.Name}}
+	f, err := req.Facts()
+	var noMatch *request.NoMatchError
+	switch {
+	case errors.As(err, &noMatch):
+		return nil, nil, fmt.Errorf("%s %w", t, capture.ErrNotFound)
+	case err != nil:
 		return nil, nil, err
+	case len(f.Failed) > 0:
+		return nil, nil, f.Failed[0]
+	case len(f.Rollouts) == 0:
+		return nil, nil, fmt.Errorf("%s %w", t, capture.ErrNotFound)
 	}
-	for _, f := range failed {
-		if f.Kind == t.Kind && f.Namespace == t.Namespace && f.Name == t.Name {
-			return nil, nil, f
-		}
-	}
-	for _, r := range rollouts {
-		w := r.Workload
-		if w.Kind == t.Kind && w.Namespace == t.Namespace && w.Name == t.Name {
-			return r, inFlight, nil
-		}
-	}
-	return nil, nil, fmt.Errorf("%s %w", t, capture.ErrNotFound)
+	return f.Rollouts[0], inFlight, nil
 }

@@ -1,7 +1,8 @@
 // Package request is what a plan is computed from: a snapshot read at a
 // time, the Kubernetes version and feature gates it is planned for, and
-// the workloads selected. rollplan plan, rollplan test (planner/policytest)
-// and the scenario tests build a Request and take its Facts; plan.Run
+// the workloads selected. rollplan plan, rollplan test (planner/policytest),
+// the scenario tests and live.Observe (the executor's and the gate's view of
+// one workload) build a Request and take its Facts; plan.Run
 // plans them with an engine. It imports no consumer (executor, gate) and
 // no engine, so that every reader of a cluster or a snapshot can build one.
 package request
