@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rollplan/rollplan/internal/scenario"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/engine/rego"
 	"github.com/rollplan/rollplan/planner/facts"
-	"github.com/rollplan/rollplan/planner/scenario"
 )
 
 // regoPolicy compiles an entry policy (package rollplan.strategy) given as

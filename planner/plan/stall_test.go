@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rollplan/rollplan/internal/scenario"
 	"github.com/rollplan/rollplan/planner/facts"
-	"github.com/rollplan/rollplan/planner/scenario"
 )
 
 // A rollout that cannot start or finish within its budgets carries a

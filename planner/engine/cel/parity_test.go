@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rollplan/rollplan/internal/scenario"
 	"github.com/rollplan/rollplan/internal/synth"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/engine/rego"
 	"github.com/rollplan/rollplan/planner/facts"
-	"github.com/rollplan/rollplan/planner/scenario"
 	"github.com/rollplan/rollplan/planner/snapshot"
 )
 

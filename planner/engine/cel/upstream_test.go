@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/rollplan/rollplan/internal/scenario"
 	"github.com/rollplan/rollplan/planner/engine"
-	"github.com/rollplan/rollplan/planner/scenario"
 )
 
 // Decisions.Upstream names the points no matching policy of the user's

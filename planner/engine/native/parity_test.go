@@ -5,9 +5,9 @@ import (
 	"math/rand"
 	"testing"
 
+	"github.com/rollplan/rollplan/internal/scenario"
 	"github.com/rollplan/rollplan/internal/synth"
 	"github.com/rollplan/rollplan/planner/facts"
-	"github.com/rollplan/rollplan/planner/scenario"
 )
 
 // variants returns r and copies of it with the workload switches the

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rollplan/rollplan/planner/scenario"
+	"github.com/rollplan/rollplan/internal/scenario"
 )
 
 // FuzzPolicy loads, compiles and evaluates mutated entry policies (package
