@@ -37,6 +37,8 @@ lint:
 	@test -z "$$(gofmt -l cmd planner policies test executor gate deploy history internal)" || { echo "gofmt needed:"; gofmt -l cmd planner policies test executor gate deploy history internal; exit 1; }
 	$(GO) vet ./...
 	$(GO) tool -modfile=tools/go.mod staticcheck ./...
+	@# the layering of docs/architecture.md: no import across a forbidden edge
+	$(GO) test -count=1 ./internal/layers
 
 ## fuzz: run each fuzz target for a while (FUZZTIME=30s)
 FUZZTIME ?= 30s
