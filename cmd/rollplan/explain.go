@@ -5,7 +5,6 @@ import (
 	"io"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -14,6 +13,7 @@ import (
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/kubeversion"
 	"github.com/rollplan/rollplan/planner/plan"
+	"github.com/rollplan/rollplan/planner/request"
 )
 
 func newExplainCommand() *cobra.Command {
@@ -171,7 +171,7 @@ func explain(out io.Writer, res *plan.Result, failed []*facts.WorkloadError, arg
 	case ns == "":
 		err = fmt.Errorf("pod %s is not a pod of any Deployment, StatefulSet or DaemonSet in the snapshot: check the pod name", arg)
 	case len(elsewhere) > 0:
-		err = fmt.Errorf("pod %s is not a pod of any Deployment, StatefulSet or DaemonSet in namespace %q of the snapshot; a pod of that name is in %s: explain %s/%s, or pass -n %s", name, ns, namespaces(elsewhere), elsewhere[0], name, elsewhere[0])
+		err = fmt.Errorf("pod %s is not a pod of any Deployment, StatefulSet or DaemonSet in namespace %q of the snapshot; a pod of that name is in %s: explain %s/%s, or pass -n %s", name, ns, request.Namespaces(elsewhere), elsewhere[0], name, elsewhere[0])
 	default:
 		err = fmt.Errorf("pod %s is not a pod of any Deployment, StatefulSet or DaemonSet in namespace %q of the snapshot: check the name and the namespace", name, ns)
 	}
@@ -232,17 +232,4 @@ func versionDecided(r *facts.Rollout) string {
 		}
 	}
 	return ""
-}
-
-// namespaces lists namespace names for a message: namespace "a", or
-// namespaces "a", "b".
-func namespaces(nss []string) string {
-	q := make([]string, len(nss))
-	for i, ns := range nss {
-		q[i] = strconv.Quote(ns)
-	}
-	if len(q) == 1 {
-		return "namespace " + q[0]
-	}
-	return "namespaces " + strings.Join(q, ", ")
 }

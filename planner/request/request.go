@@ -113,20 +113,20 @@ func (e *NoMatchError) Error() string {
 	w, nss := e.Workload, e.Namespaces
 	switch {
 	case w.Arg != "" && w.Namespace != "" && len(nss) > 0:
-		return fmt.Sprintf("--workload %s: no %s %s in namespace %q of the snapshot; it has one in %s: name that namespace (--workload %s/%s/%s, without -n)", w.Arg, w.Kind, w.Name, w.Namespace, namespaces(nss), strings.Split(w.Arg, "/")[0], nss[0], w.Name)
+		return fmt.Sprintf("--workload %s: no %s %s in namespace %q of the snapshot; it has one in %s: name that namespace (--workload %s/%s/%s, without -n)", w.Arg, w.Kind, w.Name, w.Namespace, Namespaces(nss), strings.Split(w.Arg, "/")[0], nss[0], w.Name)
 	case w.Arg != "" && w.Namespace != "":
 		return fmt.Sprintf("--workload %s: no %s %s in namespace %q of the snapshot: check the name, or capture the workload (rollplan snapshot %s/%s -n %s)", w.Arg, w.Kind, w.Name, w.Namespace, strings.ToLower(w.Kind), w.Name, w.Namespace)
 	case w.Arg != "":
 		return fmt.Sprintf("--workload %s: no %s %s in the snapshot: check the name, or capture the workload (rollplan snapshot %s/%s)", w.Arg, w.Kind, w.Name, strings.ToLower(w.Kind), w.Name)
 	case w.Namespace != "" && len(nss) > 0:
-		return fmt.Sprintf("-n %s: no Deployment, StatefulSet or DaemonSet in namespace %q of the snapshot; it has workloads in %s: pass one of them to -n, or drop -n to plan them all", w.Namespace, w.Namespace, namespaces(nss))
+		return fmt.Sprintf("-n %s: no Deployment, StatefulSet or DaemonSet in namespace %q of the snapshot; it has workloads in %s: pass one of them to -n, or drop -n to plan them all", w.Namespace, w.Namespace, Namespaces(nss))
 	}
 	return fmt.Sprintf("no %s %s/%s in the snapshot", w.Kind, w.Namespace, w.Name)
 }
 
-// namespaces lists namespace names for a message: namespace "a", or
+// Namespaces lists namespace names for a message: namespace "a", or
 // namespaces "a", "b".
-func namespaces(nss []string) string {
+func Namespaces(nss []string) string {
 	q := make([]string, len(nss))
 	for i, ns := range nss {
 		q[i] = strconv.Quote(ns)
