@@ -23,6 +23,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/rollplan/rollplan/internal/testobj"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/engine/native"
 	"github.com/rollplan/rollplan/planner/facts"
@@ -75,19 +76,19 @@ func newCluster(n int, strategy appsv1.StatefulSetUpdateStrategyType, managed bo
 	if managed {
 		ann[facts.AnnManaged] = "true"
 	}
-	set := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", UID: "sts-uid", Generation: 2, Annotations: ann, CreationTimestamp: metav1.NewTime(now.Add(-2 * time.Hour))},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas: ptr.To(int32(n)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
-			PodManagementPolicy: appsv1.ParallelPodManagement,
-			UpdateStrategy:      appsv1.StatefulSetUpdateStrategy{Type: strategy},
-			Template:            template(newImage, newEnv),
-		},
-		Status: appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: int32(n), ReadyReplicas: int32(n), CurrentRevision: oldRev, UpdateRevision: newRev, CurrentReplicas: int32(n)},
+	w := testobj.StatefulSet(ns, "web").
+		Meta(metav1.ObjectMeta{Namespace: ns, Name: "web", UID: "sts-uid", Generation: 2, Annotations: ann, CreationTimestamp: metav1.NewTime(now.Add(-2 * time.Hour))}).
+		Replicas(int32(n)).PodManagement(appsv1.ParallelPodManagement).Template(template(newImage, newEnv))
+	switch strategy {
+	case appsv1.RollingUpdateStatefulSetStrategyType:
+		w.Partition(0)
+	case appsv1.OnDeleteStatefulSetStrategyType:
+		w.OnDelete()
+	default:
+		w.Spec.UpdateStrategy.Type = strategy
 	}
-	if strategy == appsv1.RollingUpdateStatefulSetStrategyType {
-		set.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To(int32(0))}
-	}
+	set := w.Obj()
+	set.Status = appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: int32(n), ReadyReplicas: int32(n), CurrentRevision: oldRev, UpdateRevision: newRev, CurrentReplicas: int32(n)}
 	c := &cluster{set: set, revs: []*appsv1.ControllerRevision{
 		revision(oldRev, template("example.com/app:v1", "a"), 1, set),
 		revision(newRev, template(newImage, newEnv), 2, set),
@@ -98,23 +99,33 @@ func newCluster(n int, strategy appsv1.StatefulSetUpdateStrategyType, managed bo
 	return c
 }
 
+// pod is a pod of "web" at revision rev on node-1, running image (env
+// MODE=a) since an hour ago, Ready or not.
 func pod(name, image, rev string, ready bool) *corev1.Pod {
-	t := template(image, "a")
+	return running(testobj.Pod(ns, name).Meta(podMeta(name)).
+		Labels(map[string]string{"app": "web", appsv1.ControllerRevisionHashLabelKey: rev}).Owner("StatefulSet", "web", "sts-uid").
+		Node("node-1").Image(image).Env("MODE", "a"), ready)
+}
+
+// podMeta is the metadata of a pod created an hour ago: UID name-uid,
+// resourceVersion 7.
+func podMeta(name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(name + "-uid"), ResourceVersion: "7", CreationTimestamp: metav1.NewTime(now.Add(-time.Hour))}
+}
+
+// running is the pod w builds with its container running since an hour
+// ago, Ready since then or not.
+func running(w *testobj.PodWrapper, ready bool) *corev1.Pod {
 	status := corev1.ConditionTrue
 	if !ready {
 		status = corev1.ConditionFalse
 	}
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(name + "-uid"), ResourceVersion: "7",
-			CreationTimestamp: metav1.NewTime(now.Add(-time.Hour)),
-			Labels:            map[string]string{"app": "web", appsv1.ControllerRevisionHashLabelKey: rev},
-			OwnerReferences:   []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "web", UID: "sts-uid", Controller: ptr.To(true)}}},
-		Spec: corev1.PodSpec{NodeName: "node-1", Containers: t.Spec.Containers},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning,
-			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.NewTime(now.Add(-time.Hour))}},
-			ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Image: image, ImageID: "id-" + image, Ready: ready,
-				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(now.Add(-time.Hour))}}}}},
-	}
+	p, image := w.Obj(), w.Spec.Containers[0].Image
+	p.Status = corev1.PodStatus{Phase: corev1.PodRunning,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.NewTime(now.Add(-time.Hour))}},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Image: image, ImageID: "id-" + image, Ready: ready,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(now.Add(-time.Hour))}}}}}
+	return p
 }
 
 func (c *cluster) objects() []runtime.Object {

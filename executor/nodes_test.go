@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 
+	"github.com/rollplan/rollplan/internal/testobj"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/engine/native"
 	"github.com/rollplan/rollplan/planner/engine/rego"
@@ -94,21 +95,21 @@ func dsPod(name, node, hash string, ready bool) *corev1.Pod {
 	if hash == "new" {
 		image, gen = "example.com/agent:v2", "2"
 	}
-	p := pod(name, image, "", ready)
-	p.Labels = map[string]string{"app": "agent", appsv1.ControllerRevisionHashLabelKey: hash, labelDSGeneration: gen}
-	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "ds-uid", Controller: ptr.To(true)}}
-	p.Spec.NodeName = node
-	return p
+	return running(testobj.Pod(ns, name).Meta(podMeta(name)).
+		Labels(map[string]string{"app": "agent", appsv1.ControllerRevisionHashLabelKey: hash, labelDSGeneration: gen}).Owner("DaemonSet", "agent", "ds-uid").
+		Node(node).Image(image).Env("MODE", "a"), ready)
 }
 
 // otherPod is a pod of another workload (ownerKind; "" for a bare pod).
 func otherPod(namespace, name, node, ownerKind string) *corev1.Pod {
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: types.UID(name + "-uid"), ResourceVersion: "3"},
-		Spec:   corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "main", Image: "example.com/other:1"}}},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	w := testobj.Pod(namespace, name).Meta(metav1.ObjectMeta{Namespace: namespace, Name: name, UID: types.UID(name + "-uid"), ResourceVersion: "3"}).
+		Node(node).Image("example.com/other:1")
 	if ownerKind != "" {
-		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: ownerKind, Name: "owner", UID: "owner-uid", Controller: ptr.To(true)}}
+		w.Owner(ownerKind, "owner", "owner-uid")
 	}
+	p := w.Obj()
+	p.Spec.Containers[0].Name = "main"
+	p.Status.Phase = corev1.PodRunning
 	return p
 }
 
