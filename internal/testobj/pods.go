@@ -40,6 +40,9 @@ func (w *PodWrapper) Env(name, value string) *PodWrapper {
 	return w
 }
 
+// Containers replaces the containers.
+func (w *PodWrapper) Containers(c ...corev1.Container) *PodWrapper { w.Spec.Containers = c; return w }
+
 // Labels replaces the labels.
 func (w *PodWrapper) Labels(l map[string]string) *PodWrapper { w.ObjectMeta.Labels = l; return w }
 
@@ -68,5 +71,11 @@ func (w *NodeWrapper) Images(names ...string) *NodeWrapper {
 	for _, n := range names {
 		w.Status.Images = append(w.Status.Images, corev1.ContainerImage{Names: []string{n}})
 	}
+	return w
+}
+
+// Ready adds the condition Ready True.
+func (w *NodeWrapper) Ready() *NodeWrapper {
+	w.Status.Conditions = append(w.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue})
 	return w
 }
