@@ -399,8 +399,8 @@ func TestRefused(t *testing.T) {
 			c := newCluster(4, tt.strategy, tt.managed, "example.com/app:v2", "a")
 			objs := c.objects()
 			if tt.kind == "Deployment" {
-				objs = append(objs, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
-					Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "other"}}, Template: template("x", "a")}})
+				objs = append(objs, testobj.Deployment(ns, "web").Template(template("x", "a")).
+					Selector(&metav1.LabelSelector{MatchLabels: map[string]string{"app": "other"}}).Obj())
 			}
 			rec := &recorder{}
 			cs := fake.NewClientset(objs...)

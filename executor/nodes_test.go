@@ -103,33 +103,27 @@ func dsPod(name, node, hash string, ready bool) *corev1.Pod {
 // otherPod is a pod of another workload (ownerKind; "" for a bare pod).
 func otherPod(namespace, name, node, ownerKind string) *corev1.Pod {
 	w := testobj.Pod(namespace, name).Meta(metav1.ObjectMeta{Namespace: namespace, Name: name, UID: types.UID(name + "-uid"), ResourceVersion: "3"}).
-		Node(node).Image("example.com/other:1")
+		Node(node).Containers(corev1.Container{Name: "main", Image: "example.com/other:1"})
 	if ownerKind != "" {
 		w.Owner(ownerKind, "owner", "owner-uid")
 	}
 	p := w.Obj()
-	p.Spec.Containers[0].Name = "main"
 	p.Status.Phase = corev1.PodRunning
 	return p
 }
 
 func newDSCluster(n int, maxUnavailable string) *dsCluster {
 	c := &dsCluster{
-		ds: &appsv1.DaemonSet{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent", UID: "ds-uid", Generation: 2,
-				Annotations: map[string]string{facts.AnnManaged: "true", facts.AnnMaxUnavailable: maxUnavailable, annDSGeneration: "2"}},
-			Spec: appsv1.DaemonSetSpec{
-				Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}},
-				Template:       dsTemplate("example.com/agent:v2"),
-				UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType},
-			},
-			Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: int32(n), ObservedGeneration: 2},
-		},
+		ds: testobj.DaemonSet(ns, "agent").
+			Meta(metav1.ObjectMeta{Namespace: ns, Name: "agent", UID: "ds-uid", Generation: 2,
+				Annotations: map[string]string{facts.AnnManaged: "true", facts.AnnMaxUnavailable: maxUnavailable, annDSGeneration: "2"}}).
+			Template(dsTemplate("example.com/agent:v2")).OnDelete().Obj(),
 		revs: []*appsv1.ControllerRevision{dsRevision("old", "example.com/agent:v1", 1), dsRevision("new", "example.com/agent:v2", 2)},
 	}
+	c.ds.Status = appsv1.DaemonSetStatus{DesiredNumberScheduled: int32(n), ObservedGeneration: 2}
 	for i := range n {
 		node := fmt.Sprintf("node-%d", i)
-		c.nodes = append(c.nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, ResourceVersion: "10"}})
+		c.nodes = append(c.nodes, testobj.Node(node).Meta(metav1.ObjectMeta{Name: node, ResourceVersion: "10"}).Obj())
 		c.pods = append(c.pods, dsPod(fmt.Sprintf("agent-%d", i), node, "old", true))
 	}
 	return c
