@@ -147,7 +147,6 @@ type recorder struct {
 	patches   []string // pod name
 	evictions []string
 	dryRun    []bool
-	status    []string
 }
 
 func (c *cluster) client(rec *recorder, evictErr func(name string) error) *fake.Clientset {
@@ -185,10 +184,6 @@ func (c *cluster) client(rec *recorder, evictErr func(name string) error) *fake.
 			_ = cs.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), ns, ev.Name)
 		}
 		return true, nil, nil
-	})
-	cs.PrependReactor("patch", "statefulsets", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		rec.status = append(rec.status, a.GetSubresource())
-		return false, nil, nil
 	})
 	return cs
 }
@@ -569,8 +564,7 @@ func TestOnDeleteCompletionFollowsVersion(t *testing.T) {
 				cl.pods = append(cl.pods, pod(fmt.Sprintf("web-%d", i), "example.com/app:v2", newRev, true))
 			}
 			cl.set.Status.UpdatedReplicas, cl.set.Status.CurrentReplicas = 3, 0
-			rec := &recorder{}
-			cs := cl.client(rec, nil)
+			cs := cl.client(&recorder{}, nil)
 			var log bytes.Buffer
 			x, err := New(cs, Options{
 				Target: live.Target{Namespace: ns, Kind: "StatefulSet", Name: "web"}, Engine: native.New(),
@@ -580,11 +574,12 @@ func TestOnDeleteCompletionFollowsVersion(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			w := record(x, false)
 			res, err := x.Step(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
-			wrote := slices.Contains(rec.status, "status")
+			wrote := slices.ContainsFunc(w.calls, func(c writeCall) bool { return c.verb == "patchWorkload" && c.subresource == "status" })
 			if wrote != c.wantWrite {
 				t.Fatalf("status written: %v, want %v (log: %s)", wrote, c.wantWrite, log.String())
 			}
