@@ -19,8 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/rollplan/rollplan/internal/testobj"
@@ -149,48 +149,76 @@ type recorder struct {
 	dryRun    []bool
 }
 
-func (c *cluster) client(rec *recorder, evictErr func(name string) error) *fake.Clientset {
-	cs := fake.NewClientset(c.objects()...)
-	cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		p := a.(k8stesting.PatchAction)
-		rec.patches = append(rec.patches, p.GetName())
-		var body struct {
-			Metadata struct {
-				ResourceVersion string `json:"resourceVersion"`
-			} `json:"metadata"`
+// testClient is a fake clientset holding a cluster, and the API server's
+// side of the executor's writes to it: the executors of the tests' helpers
+// (testExec, observedExecutor) write through its clusterWriter.
+type testClient struct {
+	*fake.Clientset
+	rec   *recorder
+	evict func(name string) error
+}
+
+// client is the cluster in a fake clientset. A pod patch must carry the
+// pod's resourceVersion; an eviction removes the pod (unless evictErr
+// refuses it, or in a dry run). rec records both.
+func (c *cluster) client(rec *recorder, evictErr func(name string) error) *testClient {
+	return &testClient{Clientset: fake.NewClientset(c.objects()...), rec: rec, evict: evictErr}
+}
+
+// install makes x write through the cluster's writer.
+func (c *testClient) install(x *Executor) {
+	x.writer = clusterWriter{writer: x.writer, client: c}
+}
+
+// clusterWriter plays the API server for the writes the fake clientset
+// cannot: it checks a pod patch's resourceVersion precondition before the
+// clientset applies the patch, and carries out evictions (the fake's
+// Eviction API stores nothing). Other writes go to next unchanged.
+type clusterWriter struct {
+	writer
+	client *testClient
+}
+
+func (w clusterWriter) dryRun() bool {
+	cw, ok := w.writer.(clientWriter)
+	return ok && cw.dryRun
+}
+
+func (w clusterWriter) patchPod(ctx context.Context, pod *corev1.Pod, pt types.PatchType, data []byte, sub ...string) (*corev1.Pod, error) {
+	w.client.rec.patches = append(w.client.rec.patches, pod.Name)
+	var body struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	_ = json.Unmarshal(data, &body)
+	if body.Metadata.ResourceVersion == "" {
+		return nil, fmt.Errorf("patch without resourceVersion precondition")
+	}
+	return w.writer.patchPod(ctx, pod, pt, data, sub...)
+}
+
+func (w clusterWriter) evictPod(ctx context.Context, pod *corev1.Pod) error {
+	if pod.UID == "" {
+		return fmt.Errorf("eviction without UID precondition")
+	}
+	rec := w.client.rec
+	rec.evictions = append(rec.evictions, pod.Name)
+	rec.dryRun = append(rec.dryRun, w.dryRun())
+	if w.client.evict != nil {
+		if err := w.client.evict(pod.Name); err != nil {
+			return err
 		}
-		_ = json.Unmarshal(p.GetPatch(), &body)
-		if body.Metadata.ResourceVersion == "" {
-			return true, nil, fmt.Errorf("patch without resourceVersion precondition")
-		}
-		return false, nil, nil
-	})
-	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() != "eviction" {
-			return false, nil, nil
-		}
-		ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
-		if ev.DeleteOptions == nil || ev.DeleteOptions.Preconditions == nil || ev.DeleteOptions.Preconditions.UID == nil {
-			return true, nil, fmt.Errorf("eviction without UID precondition")
-		}
-		rec.evictions = append(rec.evictions, ev.Name)
-		rec.dryRun = append(rec.dryRun, len(ev.DeleteOptions.DryRun) > 0)
-		if evictErr != nil {
-			if err := evictErr(ev.Name); err != nil {
-				return true, nil, err
-			}
-		}
-		if len(ev.DeleteOptions.DryRun) == 0 {
-			_ = cs.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), ns, ev.Name)
-		}
-		return true, nil, nil
-	})
-	return cs
+	}
+	if !w.dryRun() {
+		_ = w.client.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), pod.Namespace, pod.Name)
+	}
+	return nil
 }
 
 // testExec is an executor for one workload of the namespace, on the fixed
 // clock, logging to log.
-func testExec(t *testing.T, cs *fake.Clientset, kind, name string, eng engine.Engine, dryRun bool, log *bytes.Buffer) *Executor {
+func testExec(t *testing.T, cs kubernetes.Interface, kind, name string, eng engine.Engine, dryRun bool, log *bytes.Buffer) *Executor {
 	t.Helper()
 	x, err := New(cs, Options{
 		Target: live.Target{Namespace: ns, Kind: kind, Name: name},
@@ -200,10 +228,13 @@ func testExec(t *testing.T, cs *fake.Clientset, kind, name string, eng engine.En
 	if err != nil {
 		t.Fatal(err)
 	}
+	if c, ok := cs.(*testClient); ok {
+		c.install(x)
+	}
 	return x
 }
 
-func newExec(t *testing.T, cs *fake.Clientset, dryRun bool, log *bytes.Buffer) *Executor {
+func newExec(t *testing.T, cs kubernetes.Interface, dryRun bool, log *bytes.Buffer) *Executor {
 	t.Helper()
 	return testExec(t, cs, "StatefulSet", "web", native.New(), dryRun, log)
 }
@@ -397,12 +428,12 @@ func TestRefused(t *testing.T) {
 				objs = append(objs, testobj.Deployment(ns, "web").Template(template("x", "a")).
 					Selector(&metav1.LabelSelector{MatchLabels: map[string]string{"app": "other"}}).Obj())
 			}
-			rec := &recorder{}
 			cs := fake.NewClientset(objs...)
 			x, err := New(cs, Options{Target: live.Target{Namespace: ns, Kind: tt.kind, Name: "web"}, Engine: native.New(), Now: func() time.Time { return now }, Log: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				t.Fatal(err)
 			}
+			w := record(x, false)
 			_, err = x.Run(context.Background(), false)
 			var r *RefusedError
 			if !errors.As(err, &r) {
@@ -413,7 +444,7 @@ func TestRefused(t *testing.T) {
 					t.Errorf("%q lacks %q", err, w)
 				}
 			}
-			if n := len(cs.Actions()); n == 0 || len(rec.patches) > 0 {
+			if n := len(cs.Actions()); n == 0 || len(w.calls) > 0 {
 				t.Errorf("wrote to a refused workload")
 			}
 			for _, a := range cs.Actions() {
@@ -486,7 +517,7 @@ func TestInPlacePatch(t *testing.T) {
 			t.Errorf("in-place record %q: %v", body.Metadata.Annotations[live.AnnInPlaceUpdate], err)
 		}
 		// TestClientWriter: a dry-run writer's requests carry dryRun=All.
-		if cw, ok := w.next.(clientWriter); !ok || cw.dryRun != dry {
+		if cw, ok := sends(w.next); !ok || cw.dryRun != dry {
 			t.Errorf("dry run %v: writer %+v", dry, w.next)
 		}
 	}
@@ -574,6 +605,7 @@ func TestOnDeleteCompletionFollowsVersion(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			cs.install(x)
 			w := record(x, false)
 			res, err := x.Step(context.Background())
 			if err != nil {

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/rollplan/rollplan/planner/live"
@@ -40,7 +39,7 @@ type write struct {
 // writes records the pod writes, in order, and plays the kubelet for the
 // gate: a status write of the gate condition is stored with the Ready
 // condition derived from ContainersReady and the gate, as the kubelet does.
-func writes(cs *fake.Clientset) *[]write {
+func writes(cs *testClient) *[]write {
 	var out []write
 	pods := corev1.SchemeGroupVersion.WithResource("pods")
 	cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -282,7 +281,7 @@ func TestGateDryRun(t *testing.T) {
 		}
 	}
 	// TestClientWriter: a dry-run writer's requests carry dryRun=All.
-	if cw, ok := w.next.(clientWriter); patches != 2 || !ok || !cw.dryRun {
+	if cw, ok := sends(w.next); patches != 2 || !ok || !cw.dryRun {
 		t.Errorf("writes %+v through %+v, want two pod patches with dryRun=All", w.calls, w.next)
 	}
 	if got := gateStatus(t, cs, "web-0"); got != corev1.ConditionTrue {

@@ -172,3 +172,13 @@ func TestClientWriter(t *testing.T) {
 		t.Error("patchWorkload of a Job: no error")
 	}
 }
+
+// sends is the client-go writer behind w, under the fake API server's
+// clusterWriter when the test's cluster has one.
+func sends(w writer) (clientWriter, bool) {
+	if c, ok := w.(clusterWriter); ok {
+		w = c.writer
+	}
+	cw, ok := w.(clientWriter)
+	return cw, ok
+}
