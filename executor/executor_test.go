@@ -228,7 +228,7 @@ func testExec(t *testing.T, cs kubernetes.Interface, kind, name string, eng engi
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c, ok := cs.(*testClient); ok {
+	if c, ok := cs.(interface{ install(*Executor) }); ok { // testClient, dsClient
 		c.install(x)
 	}
 	return x

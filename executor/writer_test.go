@@ -174,9 +174,12 @@ func TestClientWriter(t *testing.T) {
 }
 
 // sends is the client-go writer behind w, under the fake API server's
-// clusterWriter when the test's cluster has one.
+// writer (clusterWriter, nodeWriter) when the test's cluster has one.
 func sends(w writer) (clientWriter, bool) {
-	if c, ok := w.(clusterWriter); ok {
+	switch c := w.(type) {
+	case clusterWriter:
+		w = c.writer
+	case nodeWriter:
 		w = c.writer
 	}
 	cw, ok := w.(clientWriter)
