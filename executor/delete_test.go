@@ -32,6 +32,7 @@ func TestDeleteMethodPlain(t *testing.T) {
 		if cw, ok := x.writer.(clientWriter); !ok || cw.dryRun != dry {
 			t.Errorf("dry run %v: writer %+v", dry, x.writer) // TestClientWriter: its requests carry dryRun=All then
 		}
+		cs.install(x)
 		w := record(x, dry) // the server stores nothing in a dry run
 		res, err := x.Step(context.Background())
 		if err != nil {

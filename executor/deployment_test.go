@@ -14,10 +14,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
+	"github.com/rollplan/rollplan/internal/testobj"
 	"github.com/rollplan/rollplan/planner/engine/native"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/live"
@@ -32,17 +32,11 @@ func deployCluster(paused bool, image, env, podImage string, complete bool) []ru
 		t.Labels = map[string]string{"app": "api"}
 		return t
 	}
-	mu, ms := intstr.FromInt32(1), intstr.FromInt32(0)
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "api", UID: "dep-uid", Generation: 3, ResourceVersion: "10",
-			Annotations: map[string]string{facts.AnnManaged: "true", facts.AnnPodUpdatePolicy: "InPlaceIfPossible"}},
-		Spec: appsv1.DeploymentSpec{Replicas: ptr.To(int32(3)), Paused: paused,
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "api"}},
-			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
-				RollingUpdate: &appsv1.RollingUpdateDeployment{MaxUnavailable: &mu, MaxSurge: &ms}},
-			Template: tmpl(image, env)},
-		Status: appsv1.DeploymentStatus{ObservedGeneration: 3, Replicas: 3, AvailableReplicas: 3},
-	}
+	d := testobj.Deployment(ns, "api").
+		Meta(metav1.ObjectMeta{Namespace: ns, Name: "api", UID: "dep-uid", Generation: 3, ResourceVersion: "10"}).Managed().
+		Replicas(3).Template(tmpl(image, env)).RollingUpdate("0", "1").Obj()
+	d.Spec.Paused = paused
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: 3, Replicas: 3, AvailableReplicas: 3}
 	if complete {
 		d.Status.UpdatedReplicas = 3
 	}

@@ -19,10 +19,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/rollplan/rollplan/internal/testobj"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/engine/native"
 	"github.com/rollplan/rollplan/planner/facts"
@@ -75,19 +76,19 @@ func newCluster(n int, strategy appsv1.StatefulSetUpdateStrategyType, managed bo
 	if managed {
 		ann[facts.AnnManaged] = "true"
 	}
-	set := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", UID: "sts-uid", Generation: 2, Annotations: ann, CreationTimestamp: metav1.NewTime(now.Add(-2 * time.Hour))},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas: ptr.To(int32(n)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
-			PodManagementPolicy: appsv1.ParallelPodManagement,
-			UpdateStrategy:      appsv1.StatefulSetUpdateStrategy{Type: strategy},
-			Template:            template(newImage, newEnv),
-		},
-		Status: appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: int32(n), ReadyReplicas: int32(n), CurrentRevision: oldRev, UpdateRevision: newRev, CurrentReplicas: int32(n)},
+	w := testobj.StatefulSet(ns, "web").
+		Meta(metav1.ObjectMeta{Namespace: ns, Name: "web", UID: "sts-uid", Generation: 2, Annotations: ann, CreationTimestamp: metav1.NewTime(now.Add(-2 * time.Hour))}).
+		Replicas(int32(n)).PodManagement(appsv1.ParallelPodManagement).Template(template(newImage, newEnv))
+	switch strategy {
+	case appsv1.RollingUpdateStatefulSetStrategyType:
+		w.Partition(0)
+	case appsv1.OnDeleteStatefulSetStrategyType:
+		w.OnDelete()
+	default:
+		w.Spec.UpdateStrategy.Type = strategy
 	}
-	if strategy == appsv1.RollingUpdateStatefulSetStrategyType {
-		set.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To(int32(0))}
-	}
+	set := w.Obj()
+	set.Status = appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: int32(n), ReadyReplicas: int32(n), CurrentRevision: oldRev, UpdateRevision: newRev, CurrentReplicas: int32(n)}
 	c := &cluster{set: set, revs: []*appsv1.ControllerRevision{
 		revision(oldRev, template("example.com/app:v1", "a"), 1, set),
 		revision(newRev, template(newImage, newEnv), 2, set),
@@ -98,23 +99,33 @@ func newCluster(n int, strategy appsv1.StatefulSetUpdateStrategyType, managed bo
 	return c
 }
 
+// pod is a pod of "web" at revision rev on node-1, running image (env
+// MODE=a) since an hour ago, Ready or not.
 func pod(name, image, rev string, ready bool) *corev1.Pod {
-	t := template(image, "a")
+	return running(testobj.Pod(ns, name).Meta(podMeta(name)).
+		Labels(map[string]string{"app": "web", appsv1.ControllerRevisionHashLabelKey: rev}).Owner("StatefulSet", "web", "sts-uid").
+		Node("node-1").Image(image).Env("MODE", "a"), ready)
+}
+
+// podMeta is the metadata of a pod created an hour ago: UID name-uid,
+// resourceVersion 7.
+func podMeta(name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(name + "-uid"), ResourceVersion: "7", CreationTimestamp: metav1.NewTime(now.Add(-time.Hour))}
+}
+
+// running is the pod w builds with its container running since an hour
+// ago, Ready since then or not.
+func running(w *testobj.PodWrapper, ready bool) *corev1.Pod {
 	status := corev1.ConditionTrue
 	if !ready {
 		status = corev1.ConditionFalse
 	}
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(name + "-uid"), ResourceVersion: "7",
-			CreationTimestamp: metav1.NewTime(now.Add(-time.Hour)),
-			Labels:            map[string]string{"app": "web", appsv1.ControllerRevisionHashLabelKey: rev},
-			OwnerReferences:   []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "web", UID: "sts-uid", Controller: ptr.To(true)}}},
-		Spec: corev1.PodSpec{NodeName: "node-1", Containers: t.Spec.Containers},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning,
-			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.NewTime(now.Add(-time.Hour))}},
-			ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Image: image, ImageID: "id-" + image, Ready: ready,
-				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(now.Add(-time.Hour))}}}}},
-	}
+	p, image := w.Obj(), w.Spec.Containers[0].Image
+	p.Status = corev1.PodStatus{Phase: corev1.PodRunning,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.NewTime(now.Add(-time.Hour))}},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Image: image, ImageID: "id-" + image, Ready: ready,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(now.Add(-time.Hour))}}}}}
+	return p
 }
 
 func (c *cluster) objects() []runtime.Object {
@@ -136,55 +147,78 @@ type recorder struct {
 	patches   []string // pod name
 	evictions []string
 	dryRun    []bool
-	status    []string
 }
 
-func (c *cluster) client(rec *recorder, evictErr func(name string) error) *fake.Clientset {
-	cs := fake.NewClientset(c.objects()...)
-	cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		p := a.(k8stesting.PatchAction)
-		rec.patches = append(rec.patches, p.GetName())
-		var body struct {
-			Metadata struct {
-				ResourceVersion string `json:"resourceVersion"`
-			} `json:"metadata"`
+// testClient is a fake clientset holding a cluster, and the API server's
+// side of the executor's writes to it: the executors of the tests' helpers
+// (testExec, observedExecutor) write through its clusterWriter.
+type testClient struct {
+	*fake.Clientset
+	rec   *recorder
+	evict func(name string) error
+}
+
+// client is the cluster in a fake clientset. A pod patch must carry the
+// pod's resourceVersion; an eviction removes the pod (unless evictErr
+// refuses it, or in a dry run). rec records both.
+func (c *cluster) client(rec *recorder, evictErr func(name string) error) *testClient {
+	return &testClient{Clientset: fake.NewClientset(c.objects()...), rec: rec, evict: evictErr}
+}
+
+// install makes x write through the cluster's writer.
+func (c *testClient) install(x *Executor) {
+	x.writer = clusterWriter{writer: x.writer, client: c}
+}
+
+// clusterWriter plays the API server for the writes the fake clientset
+// cannot: it checks a pod patch's resourceVersion precondition before the
+// clientset applies the patch, and carries out evictions (the fake's
+// Eviction API stores nothing). Other writes go to next unchanged.
+type clusterWriter struct {
+	writer
+	client *testClient
+}
+
+func (w clusterWriter) dryRun() bool {
+	cw, ok := w.writer.(clientWriter)
+	return ok && cw.dryRun
+}
+
+func (w clusterWriter) patchPod(ctx context.Context, pod *corev1.Pod, pt types.PatchType, data []byte, sub ...string) (*corev1.Pod, error) {
+	w.client.rec.patches = append(w.client.rec.patches, pod.Name)
+	var body struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	_ = json.Unmarshal(data, &body)
+	if body.Metadata.ResourceVersion == "" {
+		return nil, fmt.Errorf("patch without resourceVersion precondition")
+	}
+	return w.writer.patchPod(ctx, pod, pt, data, sub...)
+}
+
+func (w clusterWriter) evictPod(ctx context.Context, pod *corev1.Pod) error {
+	if pod.UID == "" {
+		return fmt.Errorf("eviction without UID precondition")
+	}
+	rec := w.client.rec
+	rec.evictions = append(rec.evictions, pod.Name)
+	rec.dryRun = append(rec.dryRun, w.dryRun())
+	if w.client.evict != nil {
+		if err := w.client.evict(pod.Name); err != nil {
+			return err
 		}
-		_ = json.Unmarshal(p.GetPatch(), &body)
-		if body.Metadata.ResourceVersion == "" {
-			return true, nil, fmt.Errorf("patch without resourceVersion precondition")
-		}
-		return false, nil, nil
-	})
-	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() != "eviction" {
-			return false, nil, nil
-		}
-		ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
-		if ev.DeleteOptions == nil || ev.DeleteOptions.Preconditions == nil || ev.DeleteOptions.Preconditions.UID == nil {
-			return true, nil, fmt.Errorf("eviction without UID precondition")
-		}
-		rec.evictions = append(rec.evictions, ev.Name)
-		rec.dryRun = append(rec.dryRun, len(ev.DeleteOptions.DryRun) > 0)
-		if evictErr != nil {
-			if err := evictErr(ev.Name); err != nil {
-				return true, nil, err
-			}
-		}
-		if len(ev.DeleteOptions.DryRun) == 0 {
-			_ = cs.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), ns, ev.Name)
-		}
-		return true, nil, nil
-	})
-	cs.PrependReactor("patch", "statefulsets", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		rec.status = append(rec.status, a.GetSubresource())
-		return false, nil, nil
-	})
-	return cs
+	}
+	if !w.dryRun() {
+		_ = w.client.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), pod.Namespace, pod.Name)
+	}
+	return nil
 }
 
 // testExec is an executor for one workload of the namespace, on the fixed
 // clock, logging to log.
-func testExec(t *testing.T, cs *fake.Clientset, kind, name string, eng engine.Engine, dryRun bool, log *bytes.Buffer) *Executor {
+func testExec(t *testing.T, cs kubernetes.Interface, kind, name string, eng engine.Engine, dryRun bool, log *bytes.Buffer) *Executor {
 	t.Helper()
 	x, err := New(cs, Options{
 		Target: live.Target{Namespace: ns, Kind: kind, Name: name},
@@ -194,10 +228,13 @@ func testExec(t *testing.T, cs *fake.Clientset, kind, name string, eng engine.En
 	if err != nil {
 		t.Fatal(err)
 	}
+	if c, ok := cs.(interface{ install(*Executor) }); ok { // testClient, dsClient
+		c.install(x)
+	}
 	return x
 }
 
-func newExec(t *testing.T, cs *fake.Clientset, dryRun bool, log *bytes.Buffer) *Executor {
+func newExec(t *testing.T, cs kubernetes.Interface, dryRun bool, log *bytes.Buffer) *Executor {
 	t.Helper()
 	return testExec(t, cs, "StatefulSet", "web", native.New(), dryRun, log)
 }
@@ -388,15 +425,15 @@ func TestRefused(t *testing.T) {
 			c := newCluster(4, tt.strategy, tt.managed, "example.com/app:v2", "a")
 			objs := c.objects()
 			if tt.kind == "Deployment" {
-				objs = append(objs, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
-					Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "other"}}, Template: template("x", "a")}})
+				objs = append(objs, testobj.Deployment(ns, "web").Template(template("x", "a")).
+					Selector(&metav1.LabelSelector{MatchLabels: map[string]string{"app": "other"}}).Obj())
 			}
-			rec := &recorder{}
 			cs := fake.NewClientset(objs...)
 			x, err := New(cs, Options{Target: live.Target{Namespace: ns, Kind: tt.kind, Name: "web"}, Engine: native.New(), Now: func() time.Time { return now }, Log: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				t.Fatal(err)
 			}
+			w := record(x, false)
 			_, err = x.Run(context.Background(), false)
 			var r *RefusedError
 			if !errors.As(err, &r) {
@@ -407,7 +444,7 @@ func TestRefused(t *testing.T) {
 					t.Errorf("%q lacks %q", err, w)
 				}
 			}
-			if n := len(cs.Actions()); n == 0 || len(rec.patches) > 0 {
+			if n := len(cs.Actions()); n == 0 || len(w.calls) > 0 {
 				t.Errorf("wrote to a refused workload")
 			}
 			for _, a := range cs.Actions() {
@@ -480,7 +517,7 @@ func TestInPlacePatch(t *testing.T) {
 			t.Errorf("in-place record %q: %v", body.Metadata.Annotations[live.AnnInPlaceUpdate], err)
 		}
 		// TestClientWriter: a dry-run writer's requests carry dryRun=All.
-		if cw, ok := w.next.(clientWriter); !ok || cw.dryRun != dry {
+		if cw, ok := sends(w.next); !ok || cw.dryRun != dry {
 			t.Errorf("dry run %v: writer %+v", dry, w.next)
 		}
 	}
@@ -558,8 +595,7 @@ func TestOnDeleteCompletionFollowsVersion(t *testing.T) {
 				cl.pods = append(cl.pods, pod(fmt.Sprintf("web-%d", i), "example.com/app:v2", newRev, true))
 			}
 			cl.set.Status.UpdatedReplicas, cl.set.Status.CurrentReplicas = 3, 0
-			rec := &recorder{}
-			cs := cl.client(rec, nil)
+			cs := cl.client(&recorder{}, nil)
 			var log bytes.Buffer
 			x, err := New(cs, Options{
 				Target: live.Target{Namespace: ns, Kind: "StatefulSet", Name: "web"}, Engine: native.New(),
@@ -569,11 +605,13 @@ func TestOnDeleteCompletionFollowsVersion(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			cs.install(x)
+			w := record(x, false)
 			res, err := x.Step(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
-			wrote := slices.Contains(rec.status, "status")
+			wrote := slices.ContainsFunc(w.calls, func(c writeCall) bool { return c.verb == "patchWorkload" && c.subresource == "status" })
 			if wrote != c.wantWrite {
 				t.Fatalf("status written: %v, want %v (log: %s)", wrote, c.wantWrite, log.String())
 			}

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/rollplan/rollplan/planner/live"
@@ -37,15 +36,24 @@ type write struct {
 	pod, sub, body string
 }
 
-// writes records the pod writes, in order, and plays the kubelet for the
-// gate: a status write of the gate condition is stored with the Ready
-// condition derived from ContainersReady and the gate, as the kubelet does.
-func writes(cs *fake.Clientset) *[]write {
+// podWrites are the pod patches among the writes w recorded, in order.
+func podWrites(w *recordingWriter) []write {
 	var out []write
+	for _, c := range w.calls {
+		if c.verb == "patchPod" {
+			out = append(out, write{c.name, c.subresource, string(c.data)})
+		}
+	}
+	return out
+}
+
+// kubelet plays the kubelet for the gate: a status write of the gate
+// condition is stored with the Ready condition derived from ContainersReady
+// and the gate, as the kubelet does.
+func kubelet(cs *testClient) {
 	pods := corev1.SchemeGroupVersion.WithResource("pods")
 	cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		p := a.(k8stesting.PatchAction)
-		out = append(out, write{p.GetName(), a.GetSubresource(), string(p.GetPatch())})
 		if a.GetSubresource() != "status" {
 			return false, nil, nil
 		}
@@ -78,7 +86,6 @@ func writes(cs *fake.Clientset) *[]write {
 		live.PodCondition(pod, corev1.PodReady).Status = ready
 		return true, pod, cs.Tracker().Update(pods, pod, ns)
 	})
-	return &out
 }
 
 func gateStatus(t *testing.T, cs interface {
@@ -103,9 +110,11 @@ func TestGateFalseBeforePatch(t *testing.T) {
 	c := newCluster(2, appsv1.OnDeleteStatefulSetStrategyType, true, "example.com/app:v2", "a")
 	gated(c.pods[0], corev1.ConditionTrue)
 	cs := c.client(&recorder{}, nil)
-	w := writes(cs)
+	kubelet(cs)
 	var log bytes.Buffer
-	res, err := newExec(t, cs, false, &log).Step(context.Background())
+	e := newExec(t, cs, false, &log)
+	rec := record(e, false)
+	res, err := e.Step(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +123,7 @@ func TestGateFalseBeforePatch(t *testing.T) {
 	}
 	var seq []string
 	var gateWrite string
-	for _, x := range *w {
+	for _, x := range podWrites(rec) {
 		if x.pod == "web-0" {
 			seq = append(seq, x.sub)
 			if x.sub == "status" {
@@ -125,7 +134,7 @@ func TestGateFalseBeforePatch(t *testing.T) {
 	if len(seq) != 2 || seq[0] != "status" || seq[1] != "" {
 		t.Fatalf("writes of web-0 %q, want the status write then the patch", seq)
 	}
-	for _, x := range *w {
+	for _, x := range podWrites(rec) {
 		if x.pod == "web-1" && x.sub == "status" {
 			t.Errorf("status write of web-1, which has no gate: %s", x.body)
 		}
@@ -164,7 +173,7 @@ func TestGateFalseBeforePatch(t *testing.T) {
 // TestGateSync: the conditions a step sets True, and those it leaves.
 func TestGateSync(t *testing.T) {
 	at := now.Add(-20 * time.Second)
-	record := func(p *corev1.Pod) {
+	updatedInPlace := func(p *corev1.Pod) {
 		raw, _ := json.Marshal(live.InPlaceRecord{Revision: newRev, At: at.Format(time.RFC3339), ImageIDs: map[string]string{"app": "id-example.com/app:v1"}})
 		p.Annotations = map[string]string{live.AnnInPlaceUpdate: string(raw)}
 		p.Labels[appsv1.ControllerRevisionHashLabelKey] = newRev
@@ -192,24 +201,24 @@ func TestGateSync(t *testing.T) {
 		}, 0, corev1.ConditionTrue},
 		{"False, patched, not restarted yet", func() *corev1.Pod {
 			p := gated(pod("web-0", "example.com/app:v1", oldRev, true), corev1.ConditionFalse)
-			record(p)
+			updatedInPlace(p)
 			return p
 		}, 0, corev1.ConditionFalse},
 		{"False, restarted, containers not Ready", func() *corev1.Pod {
 			p := gated(pod("web-0", "example.com/app:v1", oldRev, true), corev1.ConditionFalse)
-			record(p)
+			updatedInPlace(p)
 			restarted(p, now.Add(-5*time.Second), false)
 			return p
 		}, 0, corev1.ConditionFalse},
 		{"False, containers Ready less than minReadySeconds", func() *corev1.Pod {
 			p := gated(pod("web-0", "example.com/app:v1", oldRev, true), corev1.ConditionFalse)
-			record(p)
+			updatedInPlace(p)
 			restarted(p, now.Add(-5*time.Second), true)
 			return p
 		}, 10, corev1.ConditionFalse},
 		{"False, complete: containers Ready for minReadySeconds (Ready itself False)", func() *corev1.Pod {
 			p := gated(pod("web-0", "example.com/app:v1", oldRev, true), corev1.ConditionFalse)
-			record(p)
+			updatedInPlace(p)
 			restarted(p, now.Add(-15*time.Second), true)
 			return p
 		}, 10, corev1.ConditionTrue},
@@ -224,16 +233,18 @@ func TestGateSync(t *testing.T) {
 			c.set.Spec.MinReadySeconds = tt.minRdy
 			c.pods[0] = tt.pod()
 			cs := c.client(&recorder{}, nil)
-			w := writes(cs)
+			kubelet(cs)
 			var log bytes.Buffer
-			if _, err := newExec(t, cs, false, &log).Step(context.Background()); err != nil && !isHalt(err) {
+			e := newExec(t, cs, false, &log)
+			rec := record(e, false)
+			if _, err := e.Step(context.Background()); err != nil && !isHalt(err) {
 				t.Fatal(err)
 			}
 			// The first write of the gate, if any: a pod set True may be
 			// planned and set False again in the same step (the update
 			// proceeds), so the writes tell, not the final state.
 			var got corev1.ConditionStatus
-			for _, x := range *w {
+			for _, x := range podWrites(rec) {
 				if x.sub == "status" {
 					var body struct {
 						Status struct {
@@ -252,7 +263,7 @@ func TestGateSync(t *testing.T) {
 				want = "" // nothing to write
 			}
 			if got != want {
-				t.Errorf("first gate write %q, want %q; writes %v\n%s", got, want, *w, log.String())
+				t.Errorf("first gate write %q, want %q; writes %v\n%s", got, want, podWrites(rec), log.String())
 			}
 		})
 	}
@@ -282,7 +293,7 @@ func TestGateDryRun(t *testing.T) {
 		}
 	}
 	// TestClientWriter: a dry-run writer's requests carry dryRun=All.
-	if cw, ok := w.next.(clientWriter); patches != 2 || !ok || !cw.dryRun {
+	if cw, ok := sends(w.next); patches != 2 || !ok || !cw.dryRun {
 		t.Errorf("writes %+v through %+v, want two pod patches with dryRun=All", w.calls, w.next)
 	}
 	if got := gateStatus(t, cs, "web-0"); got != corev1.ConditionTrue {

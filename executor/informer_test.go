@@ -73,6 +73,7 @@ func TestInformerReader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cs.install(x)
 	step, err := x.Step(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -102,6 +103,7 @@ func TestStaleCacheDoesNotSpendTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cs.install(x)
 	for i := range 3 {
 		if _, err := x.Step(t.Context()); err != nil {
 			t.Fatalf("step %d: %v", i, err)

@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -26,10 +25,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 
+	"github.com/rollplan/rollplan/internal/testobj"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/engine/native"
 	"github.com/rollplan/rollplan/planner/engine/rego"
@@ -94,41 +93,35 @@ func dsPod(name, node, hash string, ready bool) *corev1.Pod {
 	if hash == "new" {
 		image, gen = "example.com/agent:v2", "2"
 	}
-	p := pod(name, image, "", ready)
-	p.Labels = map[string]string{"app": "agent", appsv1.ControllerRevisionHashLabelKey: hash, labelDSGeneration: gen}
-	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "ds-uid", Controller: ptr.To(true)}}
-	p.Spec.NodeName = node
-	return p
+	return running(testobj.Pod(ns, name).Meta(podMeta(name)).
+		Labels(map[string]string{"app": "agent", appsv1.ControllerRevisionHashLabelKey: hash, labelDSGeneration: gen}).Owner("DaemonSet", "agent", "ds-uid").
+		Node(node).Image(image).Env("MODE", "a"), ready)
 }
 
 // otherPod is a pod of another workload (ownerKind; "" for a bare pod).
 func otherPod(namespace, name, node, ownerKind string) *corev1.Pod {
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: types.UID(name + "-uid"), ResourceVersion: "3"},
-		Spec:   corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "main", Image: "example.com/other:1"}}},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	w := testobj.Pod(namespace, name).Meta(metav1.ObjectMeta{Namespace: namespace, Name: name, UID: types.UID(name + "-uid"), ResourceVersion: "3"}).
+		Node(node).Containers(corev1.Container{Name: "main", Image: "example.com/other:1"})
 	if ownerKind != "" {
-		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: ownerKind, Name: "owner", UID: "owner-uid", Controller: ptr.To(true)}}
+		w.Owner(ownerKind, "owner", "owner-uid")
 	}
+	p := w.Obj()
+	p.Status.Phase = corev1.PodRunning
 	return p
 }
 
 func newDSCluster(n int, maxUnavailable string) *dsCluster {
 	c := &dsCluster{
-		ds: &appsv1.DaemonSet{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent", UID: "ds-uid", Generation: 2,
-				Annotations: map[string]string{facts.AnnManaged: "true", facts.AnnMaxUnavailable: maxUnavailable, annDSGeneration: "2"}},
-			Spec: appsv1.DaemonSetSpec{
-				Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}},
-				Template:       dsTemplate("example.com/agent:v2"),
-				UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType},
-			},
-			Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: int32(n), ObservedGeneration: 2},
-		},
+		ds: testobj.DaemonSet(ns, "agent").
+			Meta(metav1.ObjectMeta{Namespace: ns, Name: "agent", UID: "ds-uid", Generation: 2,
+				Annotations: map[string]string{facts.AnnManaged: "true", facts.AnnMaxUnavailable: maxUnavailable, annDSGeneration: "2"}}).
+			Template(dsTemplate("example.com/agent:v2")).OnDelete().Obj(),
 		revs: []*appsv1.ControllerRevision{dsRevision("old", "example.com/agent:v1", 1), dsRevision("new", "example.com/agent:v2", 2)},
 	}
+	c.ds.Status = appsv1.DaemonSetStatus{DesiredNumberScheduled: int32(n), ObservedGeneration: 2}
 	for i := range n {
 		node := fmt.Sprintf("node-%d", i)
-		c.nodes = append(c.nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, ResourceVersion: "10"}})
+		c.nodes = append(c.nodes, testobj.Node(node).Meta(metav1.ObjectMeta{Name: node, ResourceVersion: "10"}).Obj())
 		c.pods = append(c.pods, dsPod(fmt.Sprintf("agent-%d", i), node, "old", true))
 	}
 	return c
@@ -156,66 +149,22 @@ type nodeWrites struct {
 	seq []string
 }
 
-// patchNodeStatus is the status subresource of a node: the patch must be a
-// strategic-merge patch of status.conditions only, of the types rollplan
-// writes, by field manager rollplan; it is applied to the tracker (not in a
-// dry run) and bumps the resourceVersion.
-func patchNodeStatus(t *testing.T, cs *fake.Clientset, w *nodeWrites, p k8stesting.PatchActionImpl) (bool, runtime.Object, error) {
-	dry := len(p.PatchOptions.DryRun) > 0
-	if p.PatchType != types.StrategicMergePatchType || p.PatchOptions.FieldManager != "rollplan" {
-		t.Errorf("node %s status: patch type %s, field manager %q; want a strategic-merge patch by rollplan", p.Name, p.PatchType, p.PatchOptions.FieldManager)
-	}
-	var body map[string]map[string][]map[string]any
-	if err := json.Unmarshal(p.Patch, &body); err != nil || len(body) != 1 || len(body["status"]) != 1 || body["status"]["conditions"] == nil {
-		t.Errorf("node %s status: patch %s, want status.conditions only (%v)", p.Name, p.Patch, err)
-	}
-	what := p.Name
-	for _, c := range body["status"]["conditions"] {
-		switch ty := fmt.Sprint(c["type"]); {
-		case ty != string(corev1.NodeDrainInProgress) && ty != string(corev1.NodeDrained):
-			t.Errorf("node %s status: patch of condition %s, which rollplan does not own", p.Name, ty)
-		case c["$patch"] == "delete":
-			what += " -" + ty
-		default:
-			what += " " + ty + "=" + fmt.Sprint(c["status"])
-		}
-	}
-	w.status = append(w.status, what+map[bool]string{true: " (dry run)"}[dry])
-	w.seq = append(w.seq, "status "+p.Name)
-	if w.statusErr != nil {
-		if err := w.statusErr(p.Name); err != nil {
-			return true, nil, err
-		}
-	}
-	obj, err := cs.Tracker().Get(nodesGVR, "", p.Name)
-	if err != nil {
-		return true, nil, err
-	}
-	node := obj.(*corev1.Node).DeepCopy()
-	if dry {
-		return true, node, nil
-	}
-	old, _ := json.Marshal(node)
-	merged, err := strategicpatch.StrategicMergePatch(old, p.Patch, corev1.Node{})
-	if err != nil {
-		return true, nil, err
-	}
-	out := &corev1.Node{}
-	if err := json.Unmarshal(merged, out); err != nil {
-		return true, nil, err
-	}
-	node.Status = out.Status
-	var rv int
-	fmt.Sscan(node.ResourceVersion, &rv)
-	node.ResourceVersion = fmt.Sprint(rv + 1)
-	return true, node, cs.Tracker().Update(nodesGVR, node, "")
+// dsClient is a fake clientset holding the DaemonSet's cluster, and the
+// API server's side of the executor's node patches and evictions, which
+// the executors of newDSExec and newDSExecAt write through.
+type dsClient struct {
+	*fake.Clientset
+	t         *testing.T
+	w         *nodeWrites
+	evict     func(name string) error
+	patchNode func(name string) error
 }
 
 // client is a fake clientset holding the cluster. A node patch must carry
 // the node's resourceVersion (else 409) and bumps it; an eviction must
 // carry the pod's UID and removes the pod (unless evict refuses it). A dry
 // run changes nothing.
-func (c *dsCluster) client(t *testing.T, w *nodeWrites, evict func(name string) error, patchNode func(name string) error) *fake.Clientset {
+func (c *dsCluster) client(t *testing.T, w *nodeWrites, evict func(name string) error, patchNode func(name string) error) *dsClient {
 	objs := []runtime.Object{c.ds}
 	for _, r := range c.revs {
 		objs = append(objs, r)
@@ -226,89 +175,159 @@ func (c *dsCluster) client(t *testing.T, w *nodeWrites, evict func(name string) 
 	for _, p := range c.pods {
 		objs = append(objs, p)
 	}
-	cs := fake.NewClientset(objs...)
-	cs.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		p := a.(k8stesting.PatchActionImpl)
-		if a.GetSubresource() == "status" {
-			return patchNodeStatus(t, cs, w, p)
-		}
-		dry := len(p.PatchOptions.DryRun) > 0
-		w.patches = append(w.patches, p.Name+map[bool]string{true: " (dry run)"}[dry])
-		w.seq = append(w.seq, "patch "+p.Name)
-		if p.PatchType != types.MergePatchType {
-			t.Errorf("node %s: patch type %s, want a merge patch", p.Name, p.PatchType)
-		}
-		if patchNode != nil {
-			if err := patchNode(p.Name); err != nil {
-				return true, nil, err
-			}
-		}
-		obj, err := cs.Tracker().Get(nodesGVR, "", p.Name)
-		if err != nil {
-			return true, nil, err
-		}
-		node := obj.(*corev1.Node).DeepCopy()
-		var body struct {
-			Metadata struct {
-				ResourceVersion string             `json:"resourceVersion"`
-				Annotations     map[string]*string `json:"annotations"`
-			} `json:"metadata"`
-			Spec struct {
-				Unschedulable *bool `json:"unschedulable"`
-			} `json:"spec"`
-		}
-		if err := json.Unmarshal(p.Patch, &body); err != nil {
-			return true, nil, err
-		}
-		if body.Metadata.ResourceVersion != node.ResourceVersion {
-			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, p.Name, fmt.Errorf("resourceVersion %q, the node has %q", body.Metadata.ResourceVersion, node.ResourceVersion))
-		}
-		if dry {
-			return true, node, nil
-		}
-		for k, v := range body.Metadata.Annotations {
-			if node.Annotations == nil {
-				node.Annotations = map[string]string{}
-			}
-			if v == nil {
-				delete(node.Annotations, k)
-			} else {
-				node.Annotations[k] = *v
-			}
-		}
-		if body.Spec.Unschedulable != nil {
-			node.Spec.Unschedulable = *body.Spec.Unschedulable
-		}
-		var rv int
-		fmt.Sscan(node.ResourceVersion, &rv)
-		node.ResourceVersion = fmt.Sprint(rv + 1)
-		return true, node, cs.Tracker().Update(nodesGVR, node, "")
-	})
-	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() != "eviction" {
-			return false, nil, nil
-		}
-		ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
-		name := ev.Namespace + "/" + ev.Name
-		if ev.DeleteOptions == nil || ev.DeleteOptions.Preconditions == nil || ev.DeleteOptions.Preconditions.UID == nil || string(*ev.DeleteOptions.Preconditions.UID) != ev.Name+"-uid" {
-			t.Errorf("eviction of %s without its UID as precondition", name)
-		}
-		dry := len(ev.DeleteOptions.DryRun) > 0
-		w.evictions = append(w.evictions, name+map[bool]string{true: " (dry run)"}[dry])
-		if evict != nil {
-			if err := evict(name); err != nil {
-				return true, nil, err
-			}
-		}
-		if !dry {
-			_ = cs.Tracker().Delete(podsGVR, ev.Namespace, ev.Name)
-		}
-		return true, nil, nil
-	})
-	return cs
+	return &dsClient{Clientset: fake.NewClientset(objs...), t: t, w: w, evict: evict, patchNode: patchNode}
 }
 
-func newDSExec(t *testing.T, cs *fake.Clientset, prep string, dryRun bool, log *bytes.Buffer) *Executor {
+// install makes x write through the cluster's nodeWriter.
+func (c *dsClient) install(x *Executor) {
+	x.writer = nodeWriter{writer: x.writer, client: c}
+}
+
+// nodeWriter plays the API server for node patches and evictions, which
+// the fake clientset would store without the checks (resourceVersion
+// precondition, owned conditions) or not at all (evictions); other writes
+// go to next unchanged.
+type nodeWriter struct {
+	writer
+	client *dsClient
+}
+
+func (nw nodeWriter) dryRun() bool {
+	cw, ok := sends(nw.writer)
+	return ok && cw.dryRun
+}
+
+func (nw nodeWriter) patchNode(ctx context.Context, name string, pt types.PatchType, data []byte, sub ...string) (*corev1.Node, error) {
+	if len(sub) > 0 && sub[0] == "status" {
+		return nw.patchNodeStatus(name, pt, data)
+	}
+	cs, t, w, dry := nw.client, nw.client.t, nw.client.w, nw.dryRun()
+	w.patches = append(w.patches, name+map[bool]string{true: " (dry run)"}[dry])
+	w.seq = append(w.seq, "patch "+name)
+	if pt != types.MergePatchType {
+		t.Errorf("node %s: patch type %s, want a merge patch", name, pt)
+	}
+	if cs.patchNode != nil {
+		if err := cs.patchNode(name); err != nil {
+			return nil, err
+		}
+	}
+	obj, err := cs.Tracker().Get(nodesGVR, "", name)
+	if err != nil {
+		return nil, err
+	}
+	node := obj.(*corev1.Node).DeepCopy()
+	var body struct {
+		Metadata struct {
+			ResourceVersion string             `json:"resourceVersion"`
+			Annotations     map[string]*string `json:"annotations"`
+		} `json:"metadata"`
+		Spec struct {
+			Unschedulable *bool `json:"unschedulable"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(data, &body); err != nil {
+		return nil, err
+	}
+	if body.Metadata.ResourceVersion != node.ResourceVersion {
+		return nil, apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, name, fmt.Errorf("resourceVersion %q, the node has %q", body.Metadata.ResourceVersion, node.ResourceVersion))
+	}
+	if dry {
+		return node, nil
+	}
+	for k, v := range body.Metadata.Annotations {
+		if node.Annotations == nil {
+			node.Annotations = map[string]string{}
+		}
+		if v == nil {
+			delete(node.Annotations, k)
+		} else {
+			node.Annotations[k] = *v
+		}
+	}
+	if body.Spec.Unschedulable != nil {
+		node.Spec.Unschedulable = *body.Spec.Unschedulable
+	}
+	var rv int
+	fmt.Sscan(node.ResourceVersion, &rv)
+	node.ResourceVersion = fmt.Sprint(rv + 1)
+	return node, cs.Tracker().Update(nodesGVR, node, "")
+}
+
+// patchNodeStatus is the status subresource of a node: the patch must be a
+// strategic-merge patch of status.conditions only, of the types rollplan
+// writes (its field manager: TestClientWriter); it is applied to the
+// tracker (not in a dry run) and bumps the resourceVersion.
+func (nw nodeWriter) patchNodeStatus(name string, pt types.PatchType, data []byte) (*corev1.Node, error) {
+	cs, t, w, dry := nw.client, nw.client.t, nw.client.w, nw.dryRun()
+	if pt != types.StrategicMergePatchType {
+		t.Errorf("node %s status: patch type %s; want a strategic-merge patch", name, pt)
+	}
+	var body map[string]map[string][]map[string]any
+	if err := json.Unmarshal(data, &body); err != nil || len(body) != 1 || len(body["status"]) != 1 || body["status"]["conditions"] == nil {
+		t.Errorf("node %s status: patch %s, want status.conditions only (%v)", name, data, err)
+	}
+	what := name
+	for _, c := range body["status"]["conditions"] {
+		switch ty := fmt.Sprint(c["type"]); {
+		case ty != string(corev1.NodeDrainInProgress) && ty != string(corev1.NodeDrained):
+			t.Errorf("node %s status: patch of condition %s, which rollplan does not own", name, ty)
+		case c["$patch"] == "delete":
+			what += " -" + ty
+		default:
+			what += " " + ty + "=" + fmt.Sprint(c["status"])
+		}
+	}
+	w.status = append(w.status, what+map[bool]string{true: " (dry run)"}[dry])
+	w.seq = append(w.seq, "status "+name)
+	if w.statusErr != nil {
+		if err := w.statusErr(name); err != nil {
+			return nil, err
+		}
+	}
+	obj, err := cs.Tracker().Get(nodesGVR, "", name)
+	if err != nil {
+		return nil, err
+	}
+	node := obj.(*corev1.Node).DeepCopy()
+	if dry {
+		return node, nil
+	}
+	old, _ := json.Marshal(node)
+	merged, err := strategicpatch.StrategicMergePatch(old, data, corev1.Node{})
+	if err != nil {
+		return nil, err
+	}
+	out := &corev1.Node{}
+	if err := json.Unmarshal(merged, out); err != nil {
+		return nil, err
+	}
+	node.Status = out.Status
+	var rv int
+	fmt.Sscan(node.ResourceVersion, &rv)
+	node.ResourceVersion = fmt.Sprint(rv + 1)
+	return node, cs.Tracker().Update(nodesGVR, node, "")
+}
+
+func (nw nodeWriter) evictPod(ctx context.Context, pod *corev1.Pod) error {
+	cs, t, w, dry := nw.client, nw.client.t, nw.client.w, nw.dryRun()
+	name := pod.Namespace + "/" + pod.Name
+	if pod.UID != types.UID(pod.Name+"-uid") {
+		t.Errorf("eviction of %s without its UID as precondition", name)
+	}
+	w.evictions = append(w.evictions, name+map[bool]string{true: " (dry run)"}[dry])
+	if cs.evict != nil {
+		if err := cs.evict(name); err != nil {
+			return err
+		}
+	}
+	if !dry {
+		_ = cs.Tracker().Delete(podsGVR, pod.Namespace, pod.Name)
+	}
+	return nil
+}
+
+func newDSExec(t *testing.T, cs *dsClient, prep string, dryRun bool, log *bytes.Buffer) *Executor {
 	t.Helper()
 	return testExec(t, cs, "DaemonSet", "agent", prepEngine{native.New(), prep}, dryRun, log)
 }
@@ -327,7 +346,7 @@ func nodeOutcomes(s *StepResult) []string {
 }
 
 // nodeState is "schedulable", or "cordoned" with the AnnCordonedBy value.
-func nodeState(t *testing.T, cs *fake.Clientset, name string) string {
+func nodeState(t *testing.T, cs *dsClient, name string) string {
 	t.Helper()
 	n, err := cs.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
@@ -634,6 +653,7 @@ func TestNodePreparationConverges(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		cs.install(x)
 		return x
 	}
 	x := newExec()
@@ -830,7 +850,7 @@ func cond(t corev1.NodeConditionType, s corev1.ConditionStatus, reason string) c
 }
 
 // condState lists the node's conditions as Type=Status/Reason, in order.
-func condState(t *testing.T, cs *fake.Clientset, name string) []string {
+func condState(t *testing.T, cs *dsClient, name string) []string {
 	t.Helper()
 	n, err := cs.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
@@ -846,7 +866,7 @@ func condState(t *testing.T, cs *fake.Clientset, name string) []string {
 
 // checkOthers fails unless the kubelet's and the admin's conditions on the
 // node are exactly as they were.
-func checkOthers(t *testing.T, cs *fake.Clientset, name string) {
+func checkOthers(t *testing.T, cs *dsClient, name string) {
 	t.Helper()
 	n, err := cs.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
@@ -861,7 +881,7 @@ func checkOthers(t *testing.T, cs *fake.Clientset, name string) {
 	}
 }
 
-func newDSExecAt(t *testing.T, cs *fake.Clientset, prep string, v kubeversion.Version, dryRun bool, log *bytes.Buffer) *Executor {
+func newDSExecAt(t *testing.T, cs *dsClient, prep string, v kubeversion.Version, dryRun bool, log *bytes.Buffer) *Executor {
 	t.Helper()
 	x, err := New(cs, Options{
 		Target: live.Target{Namespace: ns, Kind: "DaemonSet", Name: "agent"}, Engine: prepEngine{native.New(), prep},
@@ -871,6 +891,7 @@ func newDSExecAt(t *testing.T, cs *fake.Clientset, prep string, v kubeversion.Ve
 	if err != nil {
 		t.Fatal(err)
 	}
+	cs.install(x)
 	return x
 }
 

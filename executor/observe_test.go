@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/events"
 
 	"github.com/rollplan/rollplan/planner/engine/native"
@@ -22,7 +21,7 @@ import (
 
 // observedExecutor is an executor with a fake event recorder and metrics on a
 // registry of the test's.
-func observedExecutor(t *testing.T, cs *fake.Clientset, dryRun bool) (*Executor, *events.FakeRecorder, *prometheus.Registry) {
+func observedExecutor(t *testing.T, cs *testClient, dryRun bool) (*Executor, *events.FakeRecorder, *prometheus.Registry) {
 	t.Helper()
 	rec := events.NewFakeRecorder(100)
 	reg := prometheus.NewRegistry()
@@ -36,6 +35,7 @@ func observedExecutor(t *testing.T, cs *fake.Clientset, dryRun bool) (*Executor,
 	if err != nil {
 		t.Fatal(err)
 	}
+	cs.install(x)
 	return x, rec, reg
 }
 

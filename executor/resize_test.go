@@ -14,10 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/rollplan/rollplan/planner/live"
 )
@@ -44,10 +42,21 @@ func resizeCluster(newImage string) *cluster {
 	return c
 }
 
-type sentPatch struct {
-	sub  string
-	body []byte
-	opts metav1.PatchOptions
+// resizeAnswer answers a pods/resize patch as the API server would: the
+// pod, resized, at a new resourceVersion. Other writes go to the writer.
+type resizeAnswer struct {
+	writer
+	pod *corev1.Pod
+}
+
+func (r resizeAnswer) patchPod(ctx context.Context, pod *corev1.Pod, pt types.PatchType, data []byte, sub ...string) (*corev1.Pod, error) {
+	if len(sub) == 1 && sub[0] == "resize" {
+		p := r.pod.DeepCopy()
+		p.Spec.Containers[0].Resources = guaranteed("200m", "256Mi")
+		p.ResourceVersion = "8"
+		return p, nil
+	}
+	return r.writer.patchPod(ctx, pod, pt, data, sub...)
 }
 
 // An in-place update with a cpu/memory change: first a pods/resize patch of
@@ -67,22 +76,12 @@ func TestInPlaceResize(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := resizeCluster(tc.image)
 			cs := c.client(&recorder{}, nil)
-			var sent []sentPatch
-			cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-				p := a.(k8stesting.PatchActionImpl)
-				sent = append(sent, sentPatch{p.GetSubresource(), p.GetPatch(), p.PatchOptions})
-				if p.GetSubresource() == "resize" {
-					// Answer as the API server would: the pod, resized, at a
-					// new resourceVersion.
-					pod := c.pods[0].DeepCopy()
-					pod.Spec.Containers[0].Resources = guaranteed("200m", "256Mi")
-					pod.ResourceVersion = "8"
-					return true, pod, nil
-				}
-				return false, nil, nil
-			})
 			var log bytes.Buffer
-			res, err := newExec(t, cs, tc.dry, &log).Step(context.Background())
+			x := newExec(t, cs, tc.dry, &log)
+			through := x.writer
+			x.writer = resizeAnswer{writer: x.writer, pod: c.pods[0]}
+			w := record(x, false)
+			res, err := x.Step(context.Background())
 			if err != nil {
 				t.Fatalf("%v\n%s", err, log.String())
 			}
@@ -93,8 +92,9 @@ func TestInPlaceResize(t *testing.T) {
 			if got := outcomes(res); len(got) != 1 || got[0] != want {
 				t.Fatalf("actions %v, want [%s]\n%s", got, want, log.String())
 			}
-			if len(sent) != 2 || sent[0].sub != "resize" || sent[1].sub != "" {
-				t.Fatalf("patches %+v: want pods/resize, then the pod", sent)
+			sent := w.calls
+			if len(sent) != 2 || sent[0].verb != "patchPod" || sent[0].subresource != "resize" || sent[1].verb != "patchPod" || sent[1].subresource != "" {
+				t.Fatalf("writes %+v: want pods/resize, then the pod", sent)
 			}
 			var rz struct {
 				Metadata struct {
@@ -108,12 +108,12 @@ func TestInPlaceResize(t *testing.T) {
 					} `json:"containers"`
 				} `json:"spec"`
 			}
-			if err := json.Unmarshal(sent[0].body, &rz); err != nil {
+			if err := json.Unmarshal(sent[0].data, &rz); err != nil {
 				t.Fatal(err)
 			}
 			if rz.Metadata.ResourceVersion != "7" || len(rz.Spec.Containers) != 1 || rz.Spec.Containers[0].Name != "app" || rz.Spec.Containers[0].Image != "" ||
 				!equalResources(rz.Spec.Containers[0].Resources, guaranteed("200m", "256Mi")) {
-				t.Errorf("resize patch %s", sent[0].body)
+				t.Errorf("resize patch %s", sent[0].data)
 			}
 			var main struct {
 				Metadata struct {
@@ -125,7 +125,7 @@ func TestInPlaceResize(t *testing.T) {
 					Containers []map[string]any `json:"containers"`
 				} `json:"spec"`
 			}
-			if err := json.Unmarshal(sent[1].body, &main); err != nil {
+			if err := json.Unmarshal(sent[1].data, &main); err != nil {
 				t.Fatal(err)
 			}
 			wantRV := "8" // the resize's
@@ -133,20 +133,19 @@ func TestInPlaceResize(t *testing.T) {
 				wantRV = "7"
 			}
 			if main.Metadata.ResourceVersion != wantRV || main.Metadata.Labels[appsv1.ControllerRevisionHashLabelKey] != newRev {
-				t.Errorf("main patch %s: want resourceVersion %s", sent[1].body, wantRV)
+				t.Errorf("main patch %s: want resourceVersion %s", sent[1].data, wantRV)
 			}
 			imageChanged := tc.image != "example.com/app:v1"
-			if (main.Spec != nil) != imageChanged || strings.Contains(string(sent[1].body), "resources") {
-				t.Errorf("main patch %s: want the image only when it changed, never resources", sent[1].body)
+			if (main.Spec != nil) != imageChanged || strings.Contains(string(sent[1].data), "resources") {
+				t.Errorf("main patch %s: want the image only when it changed, never resources", sent[1].data)
 			}
 			var rec live.InPlaceRecord
 			if err := json.Unmarshal([]byte(main.Metadata.Annotations[live.AnnInPlaceUpdate]), &rec); err != nil || !slices.Equal(rec.Resized, []string{"app"}) {
 				t.Errorf("in-place record %q: %v", main.Metadata.Annotations[live.AnnInPlaceUpdate], err)
 			}
-			for _, s := range sent {
-				if got := len(s.opts.DryRun) > 0 && s.opts.DryRun[0] == metav1.DryRunAll; got != tc.dry {
-					t.Errorf("%q patch: dry run %v, options %+v", s.sub, tc.dry, s.opts)
-				}
+			// TestClientWriter: a dry-run writer's requests carry dryRun=All.
+			if cw, ok := sends(through); !ok || cw.dryRun != tc.dry {
+				t.Errorf("dry run %v: writer %+v", tc.dry, through)
 			}
 		})
 	}

@@ -124,7 +124,8 @@ func TestStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cs := tt.setup().client(&recorder{}, nil)
+			rec := &recorder{}
+			cs := tt.setup().client(rec, nil)
 			x := newExec(t, cs, false, &bytes.Buffer{})
 			st, err := x.Status(context.Background())
 			if err != nil {
@@ -138,6 +139,9 @@ func TestStatus(t *testing.T) {
 				if v := a.GetVerb(); v != "list" && v != "get" && v != "watch" {
 					t.Errorf("status wrote: %s %s", v, a.GetResource().Resource)
 				}
+			}
+			if len(rec.evictions) > 0 { // the fake API server's, not in Actions
+				t.Errorf("status evicted %v", rec.evictions)
 			}
 		})
 	}

@@ -172,3 +172,16 @@ func TestClientWriter(t *testing.T) {
 		t.Error("patchWorkload of a Job: no error")
 	}
 }
+
+// sends is the client-go writer behind w, under the fake API server's
+// writer (clusterWriter, nodeWriter) when the test's cluster has one.
+func sends(w writer) (clientWriter, bool) {
+	switch c := w.(type) {
+	case clusterWriter:
+		w = c.writer
+	case nodeWriter:
+		w = c.writer
+	}
+	cw, ok := w.(clientWriter)
+	return cw, ok
+}

@@ -33,6 +33,7 @@ import (
 
 	"github.com/rollplan/rollplan/gate"
 	"github.com/rollplan/rollplan/internal/measure"
+	"github.com/rollplan/rollplan/internal/testobj"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/engine/native"
 	"github.com/rollplan/rollplan/planner/engine/rego"
@@ -90,24 +91,17 @@ func benchTemplate(set int, image string) corev1.PodTemplateSpec {
 
 func benchSet(set int) *appsv1.StatefulSet {
 	name := benchSetName(set)
-	return &appsv1.StatefulSet{
-		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace(set), Name: name, UID: types.UID(name + "-uid"), Generation: 3, ResourceVersion: "100",
-			CreationTimestamp: metav1.NewTime(benchNow.Add(-24 * time.Hour)),
-			Annotations: map[string]string{facts.AnnManaged: "true", facts.AnnMaxUnavailable: "10%",
-				facts.AnnPodUpdatePolicy: "InPlaceIfPossible"}},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas:            ptr.To(int32(benchReplicas)),
-			Selector:            &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-			ServiceName:         name,
-			PodManagementPolicy: appsv1.ParallelPodManagement,
-			UpdateStrategy:      appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
-			Template:            benchTemplate(set, benchImage),
-		},
-		Status: appsv1.StatefulSetStatus{ObservedGeneration: 3, Replicas: benchReplicas, ReadyReplicas: benchReplicas,
-			AvailableReplicas: benchReplicas, CurrentReplicas: benchReplicas, UpdatedReplicas: benchReplicas,
-			CurrentRevision: name + "-rev1", UpdateRevision: name + "-rev1"},
-	}
+	s := testobj.StatefulSet(benchNamespace(set), name).
+		Meta(metav1.ObjectMeta{Namespace: benchNamespace(set), Name: name, UID: types.UID(name + "-uid"), Generation: 3, ResourceVersion: "100",
+			CreationTimestamp: metav1.NewTime(benchNow.Add(-24 * time.Hour))}).
+		Managed().Annotate(map[string]string{facts.AnnMaxUnavailable: "10%"}).
+		Replicas(benchReplicas).ServiceName(name).PodManagement(appsv1.ParallelPodManagement).OnDelete().
+		Template(benchTemplate(set, benchImage)).Selector(&metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}).Obj()
+	s.TypeMeta = metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"}
+	s.Status = appsv1.StatefulSetStatus{ObservedGeneration: 3, Replicas: benchReplicas, ReadyReplicas: benchReplicas,
+		AvailableReplicas: benchReplicas, CurrentReplicas: benchReplicas, UpdatedReplicas: benchReplicas,
+		CurrentRevision: name + "-rev1", UpdateRevision: name + "-rev1"}
+	return s
 }
 
 func benchRevision(s *appsv1.StatefulSet) *appsv1.ControllerRevision {
@@ -129,9 +123,9 @@ func benchRevision(s *appsv1.StatefulSet) *appsv1.ControllerRevision {
 }
 
 func benchNode(i int) *corev1.Node {
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%03d", i), UID: types.UID(fmt.Sprintf("node-%03d-uid", i)),
-		Labels: map[string]string{corev1.LabelTopologyZone: fmt.Sprintf("zone-%c", 'a'+i%3), corev1.LabelHostname: fmt.Sprintf("node-%03d", i)}},
-		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	name := fmt.Sprintf("node-%03d", i)
+	return testobj.Node(name).Meta(metav1.ObjectMeta{Name: name, UID: types.UID(name + "-uid"),
+		Labels: map[string]string{corev1.LabelTopologyZone: fmt.Sprintf("zone-%c", 'a'+i%3), corev1.LabelHostname: name}}).Ready().Obj()
 }
 
 func benchPod(set, i int) *corev1.Pod {
@@ -145,26 +139,27 @@ func benchPod(set, i int) *corev1.Pod {
 	}
 	started := metav1.NewTime(benchNow.Add(-time.Hour))
 	node := fmt.Sprintf("node-%03d", (set*7+i)%benchNodes)
-	return &corev1.Pod{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: name, UID: types.UID(name + "-uid"), ResourceVersion: "200",
+	p := testobj.Pod(s.Namespace, name).
+		Meta(metav1.ObjectMeta{Namespace: s.Namespace, Name: name, UID: types.UID(name + "-uid"), ResourceVersion: "200",
 			CreationTimestamp: started, Labels: labels, GenerateName: s.Name + "-",
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: s.Name, UID: s.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
-		Spec: corev1.PodSpec{NodeName: node, Hostname: name, Subdomain: s.Name, Containers: t.Spec.Containers,
-			RestartPolicy: t.Spec.RestartPolicy, DNSPolicy: t.Spec.DNSPolicy, SchedulerName: t.Spec.SchedulerName,
-			TerminationGracePeriodSeconds: t.Spec.TerminationGracePeriodSeconds,
-			Volumes:                       []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-" + name}}}}},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning, HostIP: "10.0.0.1", PodIP: "10.1.0.1", StartTime: &started, QOSClass: corev1.PodQOSBurstable,
-			Conditions: []corev1.PodCondition{
-				{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: started},
-				{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: started},
-				{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: started},
-				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: started},
-			},
-			ContainerStatuses: []corev1.ContainerStatus{{Name: "db", Image: benchImage, ImageID: "registry.example.com/team/db@sha256:0123456789abcdef",
-				ContainerID: "containerd://" + name, Ready: true, Started: ptr.To(true),
-				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}}},
-	}
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: s.Name, UID: s.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}}).
+		Node(node).Containers(t.Spec.Containers...).Obj()
+	p.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+	p.Spec.Hostname, p.Spec.Subdomain = name, s.Name
+	p.Spec.RestartPolicy, p.Spec.DNSPolicy, p.Spec.SchedulerName = t.Spec.RestartPolicy, t.Spec.DNSPolicy, t.Spec.SchedulerName
+	p.Spec.TerminationGracePeriodSeconds = t.Spec.TerminationGracePeriodSeconds
+	p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-" + name}}}}
+	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, HostIP: "10.0.0.1", PodIP: "10.1.0.1", StartTime: &started, QOSClass: corev1.PodQOSBurstable,
+		Conditions: []corev1.PodCondition{
+			{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: started},
+			{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: started},
+			{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: started},
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: started},
+		},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "db", Image: benchImage, ImageID: "registry.example.com/team/db@sha256:0123456789abcdef",
+			ContainerID: "containerd://" + name, Ready: true, Started: ptr.To(true),
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}}}
+	return p
 }
 
 func benchPDB(s *appsv1.StatefulSet) *policyv1.PodDisruptionBudget {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/rollplan/rollplan/internal/testobj"
 	"github.com/rollplan/rollplan/planner/facts"
 )
 
@@ -28,13 +29,12 @@ func daemonSet(n int, cordonedBy map[int]string) []runtime.Object {
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image}}}}
 	}
 	owner := []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "agent-uid", Controller: ptr.To(true)}}
-	objs := []runtime.Object{&appsv1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent", UID: "agent-uid", Generation: 2,
-			Annotations: map[string]string{facts.AnnManaged: "true", facts.AnnMaxUnavailable: "1"}},
-		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}},
-			Template: template("example.com/agent:v2"), UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}},
-		Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: int32(n), ObservedGeneration: 2},
-	}}
+	ds := testobj.DaemonSet(ns, "agent").
+		Meta(metav1.ObjectMeta{Namespace: ns, Name: "agent", UID: "agent-uid", Generation: 2,
+			Annotations: map[string]string{facts.AnnManaged: "true", facts.AnnMaxUnavailable: "1"}}).
+		Template(template("example.com/agent:v2")).OnDelete().Obj()
+	ds.Status = appsv1.DaemonSetStatus{DesiredNumberScheduled: int32(n), ObservedGeneration: 2}
+	objs := []runtime.Object{ds}
 	for i, image := range []string{"example.com/agent:v1", "example.com/agent:v2"} {
 		t := template(image)
 		raw, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{"$patch": "replace", "metadata": t.ObjectMeta, "spec": t.Spec}}})
@@ -46,8 +46,7 @@ func daemonSet(n int, cordonedBy map[int]string) []runtime.Object {
 	}
 	started := metav1.NewTime(now.Add(-time.Hour))
 	for i := range n {
-		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%d", i), ResourceVersion: "5"},
-			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+		node := testobj.Node(fmt.Sprintf("node-%d", i)).Meta(metav1.ObjectMeta{Name: fmt.Sprintf("node-%d", i), ResourceVersion: "5"}).Ready().Obj()
 		if by, ok := cordonedBy[i]; ok {
 			node.Spec.Unschedulable = true
 			if by != "" {
@@ -55,14 +54,14 @@ func daemonSet(n int, cordonedBy map[int]string) []runtime.Object {
 			}
 		}
 		name := fmt.Sprintf("agent-%d", i)
-		objs = append(objs, node, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(name + "-uid"), ResourceVersion: "10", CreationTimestamp: started,
-				Labels: map[string]string{"app": "agent", appsv1.ControllerRevisionHashLabelKey: "old", "pod-template-generation": "1"}, OwnerReferences: owner},
-			Spec: corev1.PodSpec{NodeName: node.Name, Containers: []corev1.Container{{Name: "app", Image: "example.com/agent:v1"}}},
-			Status: corev1.PodStatus{Phase: corev1.PodRunning,
-				Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: started}},
-				ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Image: "example.com/agent:v1", ImageID: "id-v1", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}}},
-		})
+		p := testobj.Pod(ns, name).
+			Meta(metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(name + "-uid"), ResourceVersion: "10", CreationTimestamp: started}).
+			Labels(map[string]string{"app": "agent", appsv1.ControllerRevisionHashLabelKey: "old", "pod-template-generation": "1"}).Owner("DaemonSet", "agent", "agent-uid").
+			Node(node.Name).Image("example.com/agent:v1").Obj()
+		p.Status = corev1.PodStatus{Phase: corev1.PodRunning,
+			Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: started}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Image: "example.com/agent:v1", ImageID: "id-v1", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}}}
+		objs = append(objs, node, p)
 	}
 	return objs
 }
@@ -110,9 +109,8 @@ func TestPreparingDaemonPodsCountAgainstTheBudget(t *testing.T) {
 }
 
 func TestNodeFactsChanged(t *testing.T) {
-	base := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", ResourceVersion: "1", Labels: map[string]string{corev1.LabelTopologyZone: "a"},
-		Annotations: map[string]string{"other": "x"}},
-		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	base := testobj.Node("n").Meta(metav1.ObjectMeta{Name: "n", ResourceVersion: "1", Labels: map[string]string{corev1.LabelTopologyZone: "a"},
+		Annotations: map[string]string{"other": "x"}}).Ready().Obj()
 	for _, tc := range []struct {
 		name   string
 		change func(*corev1.Node)

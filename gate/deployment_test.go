@@ -12,8 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/rollplan/rollplan/internal/testobj"
 )
 
 // rollingDeployment is a native Deployment "front" (4 replicas, maxSurge 1,
@@ -28,17 +29,12 @@ func rollingDeployment() []runtime.Object {
 		return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels(hash)},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "front", Image: image}}}}
 	}
-	one := intstr.FromInt32(1)
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "front", UID: "front-uid", Generation: 2,
-			Annotations: map[string]string{"deployment.kubernetes.io/revision": "2"}},
-		Spec: appsv1.DeploymentSpec{Replicas: ptr.To(int32(4)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "front"}},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "front"}},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "front", Image: "example.com/front:v2"}}}},
-			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
-				RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: &one, MaxUnavailable: &one}}},
-		Status: appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 5, AvailableReplicas: 4, UpdatedReplicas: 1},
-	}
+	d := testobj.Deployment(ns, "front").
+		Meta(metav1.ObjectMeta{Namespace: ns, Name: "front", UID: "front-uid", Generation: 2, Annotations: map[string]string{"deployment.kubernetes.io/revision": "2"}}).
+		Replicas(4).Template(corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "front"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "front", Image: "example.com/front:v2"}}}}).
+		RollingUpdate("1", "1").Obj()
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 5, AvailableReplicas: 4, UpdatedReplicas: 1}
 	owner := func(kind, name, uid string) []metav1.OwnerReference {
 		return []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: kind, Name: name, UID: types.UID(uid), Controller: ptr.To(true)}}
 	}
@@ -63,13 +59,13 @@ func rollingDeployment() []runtime.Object {
 			if rs.ready {
 				status = corev1.ConditionTrue
 			}
-			objs = append(objs, &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod, UID: types.UID(pod + "-uid"), ResourceVersion: "10", CreationTimestamp: started,
-					Labels: labels(rs.hash), OwnerReferences: owner("ReplicaSet", name, name+"-uid")},
-				Spec: corev1.PodSpec{NodeName: fmt.Sprintf("node-%d", i), Containers: []corev1.Container{{Name: "front", Image: rs.image}}},
-				Status: corev1.PodStatus{Phase: corev1.PodRunning,
-					Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: started}}},
-			})
+			p := testobj.Pod(ns, pod).
+				Meta(metav1.ObjectMeta{Namespace: ns, Name: pod, UID: types.UID(pod + "-uid"), ResourceVersion: "10", CreationTimestamp: started}).
+				Labels(labels(rs.hash)).Owner("ReplicaSet", name, types.UID(name+"-uid")).
+				Node(fmt.Sprintf("node-%d", i)).Containers(corev1.Container{Name: "front", Image: rs.image}).Obj()
+			p.Status = corev1.PodStatus{Phase: corev1.PodRunning,
+				Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: started}}}
+			objs = append(objs, p)
 		}
 	}
 	return objs

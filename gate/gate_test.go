@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
+	"github.com/rollplan/rollplan/internal/testobj"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/engine/rego"
 	"github.com/rollplan/rollplan/planner/facts"
@@ -45,15 +46,11 @@ func template(image string) corev1.PodTemplateSpec {
 // (every pod at the one revision, Ready for an hour), except the pods
 // named in unready.
 func statefulSet(n int, unready ...string) []runtime.Object {
-	set := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db", UID: "db-uid", Generation: 1,
-			Labels:      map[string]string{"tier": "critical"},
-			Annotations: map[string]string{facts.AnnManaged: "true", facts.AnnMaxUnavailable: "2", facts.AnnPodUpdatePolicy: "InPlaceIfPossible"}},
-		Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(int32(n)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
-			PodManagementPolicy: appsv1.ParallelPodManagement, UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
-			Template: template("example.com/db:v1")},
-		Status: appsv1.StatefulSetStatus{ObservedGeneration: 1, Replicas: int32(n), CurrentRevision: "db-1", UpdateRevision: "db-1"},
-	}
+	set := testobj.StatefulSet(ns, "db").
+		Meta(metav1.ObjectMeta{Namespace: ns, Name: "db", UID: "db-uid", Generation: 1, Labels: map[string]string{"tier": "critical"}}).
+		Managed().Annotate(map[string]string{facts.AnnMaxUnavailable: "2"}).
+		Replicas(int32(n)).PodManagement(appsv1.ParallelPodManagement).OnDelete().Template(template("example.com/db:v1")).Obj()
+	set.Status = appsv1.StatefulSetStatus{ObservedGeneration: 1, Replicas: int32(n), CurrentRevision: "db-1", UpdateRevision: "db-1"}
 	raw, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{"$patch": "replace", "metadata": set.Spec.Template.ObjectMeta, "spec": set.Spec.Template.Spec}}})
 	objs := []runtime.Object{set, &appsv1.ControllerRevision{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-1", Labels: map[string]string{"app": "db", appsv1.ControllerRevisionHashLabelKey: "db-1"},
@@ -68,16 +65,15 @@ func statefulSet(n int, unready ...string) []runtime.Object {
 				ready = corev1.ConditionFalse
 			}
 		}
-		objs = append(objs, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(name + "-uid"), ResourceVersion: "10", CreationTimestamp: metav1.NewTime(now.Add(-time.Hour)),
-				Labels:          map[string]string{"app": "db", appsv1.ControllerRevisionHashLabelKey: "db-1"},
-				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: "db-uid", Controller: ptr.To(true)}}},
-			Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "app", Image: "example.com/db:v1"}}},
-			Status: corev1.PodStatus{Phase: corev1.PodRunning,
-				Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready, LastTransitionTime: metav1.NewTime(now.Add(-time.Hour))}},
-				ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Image: "example.com/db:v1", ImageID: "id-v1", Ready: ready == corev1.ConditionTrue,
-					State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(now.Add(-time.Hour))}}}}},
-		})
+		p := testobj.Pod(ns, name).
+			Meta(metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(name + "-uid"), ResourceVersion: "10", CreationTimestamp: metav1.NewTime(now.Add(-time.Hour))}).
+			Labels(map[string]string{"app": "db", appsv1.ControllerRevisionHashLabelKey: "db-1"}).Owner("StatefulSet", "db", "db-uid").
+			Node("node-1").Image("example.com/db:v1").Obj()
+		p.Status = corev1.PodStatus{Phase: corev1.PodRunning,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready, LastTransitionTime: metav1.NewTime(now.Add(-time.Hour))}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Image: "example.com/db:v1", ImageID: "id-v1", Ready: ready == corev1.ConditionTrue,
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(now.Add(-time.Hour))}}}}}
+		objs = append(objs, p)
 	}
 	return objs
 }
