@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rollplan/rollplan/executor"
+	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/live"
 )
 
@@ -122,7 +123,7 @@ rollout (the table below).`,
 	config.register(cmd.Flags())
 	fl := cmd.Flags()
 	fl.StringSliceVar(&pf.policies, "policy", nil, "policy files or directories: Rego (entry package rollplan.strategy) or CEL RolloutPolicy YAML; default: the built-in strategy")
-	fl.StringVar(&pf.engine, "engine", "", "policy engine: rego, cel or native; default: cel when --policy names YAML files, else rego")
+	fl.StringVar(&pf.engine, "engine", "", "policy engine: "+engine.KindList()+"; "+engineDefault)
 	pf.registerCluster(fl)
 	durationVar(fl, &pf.timeout, "policy-timeout", time.Minute, positive, "deadline for evaluating the policy at each step")
 	fl.StringVar(&dryRun, "dry-run", "none", `"server": send every write of one step with dryRun=All and report what would change; "none": apply`)

@@ -204,7 +204,7 @@ kustomize base in deploy/.`,
 		f.Usage = "the gate's own namespace (reservations; never gated); default: $POD_NAMESPACE, else " + deploy.DefaultNamespace + ", not the kubeconfig's"
 	}
 	fl.StringSliceVar(&pf.policies, "policy", nil, "policy files or directories: Rego (entry package rollplan.strategy) or CEL RolloutPolicy YAML; default: the built-in strategy")
-	fl.StringVar(&pf.engine, "engine", "", "policy engine: rego, cel or native; default: cel when --policy names YAML files, else rego")
+	fl.StringVar(&pf.engine, "engine", "", "policy engine: "+engine.KindList()+"; "+engineDefault)
 	pf.registerCluster(fl)
 	durationVar(fl, &pf.timeout, "policy-timeout", 2*time.Second, positive, "deadline for evaluating the policy for one request")
 	fl.StringVar(&certFile, "tls-cert-file", "", "serving certificate (PEM); re-read when it changes")

@@ -179,7 +179,7 @@ fills in its caBundle.`,
 	f.StringVarP(&namespace, "namespace", "n", deploy.DefaultNamespace, "namespace to install the gate in")
 	f.StringVar(&image, "image", deploy.DefaultImage, "gate container image")
 	f.StringSliceVar(&pf.policies, "policy", nil, "policy files or directories for the gate, as rollplan gate --policy takes them; written into the ConfigMap "+deploy.PolicyConfigMapName+"; default: the built-in strategy")
-	f.StringVar(&pf.engine, "engine", "", "the gate's policy engine: rego, cel or native; default: cel when --policy names YAML files, else rego")
+	f.StringVar(&pf.engine, "engine", "", "the gate's policy engine: "+engine.KindList()+"; "+engineDefault)
 	durationVar(f, &validFor, "valid-for", 365*24*time.Hour, positiveSeconds, "how long the CA and serving certificate are valid")
 	return cmd
 }

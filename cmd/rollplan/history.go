@@ -14,6 +14,7 @@ import (
 
 	"github.com/rollplan/rollplan/executor"
 	"github.com/rollplan/rollplan/history"
+	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/plan"
@@ -215,7 +216,7 @@ rolled back. It exits as rollplan apply does (the table below).`,
 	fl.Lookup("dry-run").NoOptDefVal = "client"
 	fl.StringVarP(&output, "output", "o", render.Formats[0], "output format of --dry-run=client: "+render.List())
 	fl.StringSliceVar(&pf.policies, "policy", nil, "policy files or directories: Rego (entry package rollplan.strategy) or CEL RolloutPolicy YAML; default: the built-in strategy")
-	fl.StringVar(&pf.engine, "engine", "", "policy engine: rego, cel or native; default: cel when --policy names YAML files, else rego")
+	fl.StringVar(&pf.engine, "engine", "", "policy engine: "+engine.KindList()+"; "+engineDefault)
 	pf.registerCluster(fl)
 	durationVar(fl, &pf.timeout, "policy-timeout", time.Minute, positive, "deadline for evaluating the policy at each step")
 	fl.StringVar(&o.deleteMethod, "delete-method", executor.DeleteEvict, `how a recreation removes a pod: "evict" (PodDisruptionBudgets honoured) or "delete" (see rollplan apply --help)`)

@@ -46,7 +46,7 @@ func (f *planFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringSliceVarP(&f.files, "filename", "f", nil, "snapshot files or directories (YAML or JSON, kubectl get -o yaml output; directories are read recursively; - reads the standard input)")
 	fl.StringSliceVar(&f.policies, "policy", nil, "policy files or directories: Rego (entry package rollplan.strategy) or CEL RolloutPolicy YAML; default: the built-in strategy")
-	fl.StringVar(&f.engine, "engine", "", "policy engine: rego, cel or native (the default strategy in Go); default: cel when --policy names YAML files, else rego")
+	fl.StringVar(&f.engine, "engine", "", "policy engine: "+engine.KindList()+" (the default strategy in Go); "+engineDefault)
 	fl.StringVar(&f.now, "now", "", "snapshot time (RFC 3339); default: the latest time recorded in the snapshot")
 	f.registerCluster(fl)
 	fl.StringVar(&f.workload, "workload", "", "plan only this workload: KIND/NAME or KIND/NAMESPACE/NAME")
@@ -224,13 +224,16 @@ func (f *planFlags) run(ctx context.Context, stderr io.Writer) (*planned, error)
 	return &planned{Result: res, failed: in.Failed}, nil
 }
 
+// engineDefault is the --engine help's default, as engineKind infers it.
+const engineDefault = "default: cel when --policy names YAML files, else rego"
+
 // engineKind is --engine, or the engine the policy files call for
 // (engines.Infer): CEL when --policy names a CEL file (.yaml, .yml, .json)
 // or a directory of CEL policies without .rego files, else Rego. Policy
 // paths that do not fit the engine are a usage error naming the path.
 func (f *planFlags) engineKind() (string, error) {
 	if f.engine != "" && !engines.Known(f.engine) {
-		return "", usageError{fmt.Errorf("--engine %q: want rego, cel or native", f.engine)}
+		return "", usageError{fmt.Errorf("--engine %q: want %s", f.engine, engine.KindList())}
 	}
 	if err := checkPolicyPaths(f.policies); err != nil {
 		return "", err

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rollplan/rollplan/executor"
+	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/render"
 )
@@ -135,7 +136,7 @@ something changed.
 	config.register(cmd.Flags())
 	fl := cmd.Flags()
 	fl.StringSliceVar(&pf.policies, "policy", nil, "policy files or directories: Rego (entry package rollplan.strategy) or CEL RolloutPolicy YAML; default: the built-in strategy")
-	fl.StringVar(&pf.engine, "engine", "", "policy engine: rego, cel or native; default: cel when --policy names YAML files, else rego")
+	fl.StringVar(&pf.engine, "engine", "", "policy engine: "+engine.KindList()+"; "+engineDefault)
 	pf.registerCluster(fl)
 	durationVar(fl, &pf.timeout, "policy-timeout", time.Minute, positive, "deadline for evaluating the policy at each read")
 	fl.StringVarP(&output, "output", "o", render.Formats[0], "output format: "+render.List())

@@ -19,6 +19,12 @@ const (
 // Kinds are the engines in the order messages list them.
 var Kinds = []string{Rego, CEL, Native}
 
+// KindList names the engines for a message or a flag's help: "rego, cel or
+// native".
+func KindList() string {
+	return strings.Join(Kinds[:len(Kinds)-1], ", ") + " or " + Kinds[len(Kinds)-1]
+}
+
 // extensions of each engine's policy files, lower case.
 var extensions = map[string][]string{
 	Rego: {".rego"},

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rollplan/rollplan/internal/fieldcheck"
+	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/engine/engines"
 	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/request"
@@ -150,7 +151,7 @@ func (s *Suite) validate() (string, string) {
 		return "metadata.name", "missing: name the suite"
 	}
 	if s.Spec.Engine != "" && !engines.Known(s.Spec.Engine) {
-		return "spec.engine", fmt.Sprintf("%q: want rego, cel or native", s.Spec.Engine)
+		return "spec.engine", fmt.Sprintf("%q: want %s", s.Spec.Engine, engine.KindList())
 	}
 	for i, p := range s.Spec.Policy {
 		if p == "" {

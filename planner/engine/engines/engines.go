@@ -64,7 +64,7 @@ func Known(kind string) bool {
 func Open(ctx context.Context, kind string, paths []string, o Options) (engine.Engine, error) {
 	open, ok := registry[kind]
 	if !ok {
-		return nil, fmt.Errorf("unknown engine %q: want rego, cel or native", kind)
+		return nil, fmt.Errorf("unknown engine %q: want %s", kind, engine.KindList())
 	}
 	return open(ctx, paths, o)
 }
@@ -106,10 +106,8 @@ func Classify(path string) Path {
 		if err != nil || d.IsDir() {
 			return nil
 		}
-		for _, k := range []string{engine.Rego, engine.CEL} {
-			if engine.IsPolicyFile(k, f) {
-				p.Kinds[k] = true
-			}
+		if k := engine.FileKind(f); k != "" && engine.IsPolicyFile(k, f) {
+			p.Kinds[k] = true
 		}
 		if len(p.Kinds) == 2 {
 			return filepath.SkipAll
