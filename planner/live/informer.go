@@ -87,10 +87,23 @@ func (r *InformerReader) Changes() <-chan struct{} { return r.changes }
 
 // Read implements Reader: a capture of the target from the caches.
 func (r *InformerReader) Read(ctx context.Context, t Target) (*snapshot.Snapshot, error) {
-	snap, _, err := capture.CaptureFrom(ctx, r.src, capture.Options{
+	return ListerReader{Source: r.src, Now: r.now}.Read(ctx, t)
+}
+
+// ListerReader reads from the caches of informers someone else runs (the
+// controller's, shared by every workload it drives): a capture of the
+// target, as CaptureReader takes from the API server.
+type ListerReader struct {
+	Source *capture.ListerSource
+	Now    func() time.Time
+}
+
+// Read implements Reader.
+func (r ListerReader) Read(ctx context.Context, t Target) (*snapshot.Snapshot, error) {
+	snap, _, err := capture.CaptureFrom(ctx, r.Source, capture.Options{
 		Namespace: t.Namespace,
 		Workloads: []capture.Ref{{Kind: t.Kind, Name: t.Name}},
-		Now:       r.now,
+		Now:       r.Now,
 	})
 	return snap, err
 }
