@@ -25,7 +25,13 @@ func SetPaused(ctx context.Context, c kubernetes.Interface, t live.Target, pause
 	if paused {
 		ann = "true"
 	}
-	patch := map[string]any{"metadata": map[string]any{"annotations": map[string]any{facts.AnnPaused: ann}}}
+	anns := map[string]any{facts.AnnPaused: ann}
+	if !paused {
+		// Resuming also ends a halt the controller recorded: it steps
+		// the rollout again, and records it anew.
+		anns[facts.AnnRolloutState] = nil
+	}
+	patch := map[string]any{"metadata": map[string]any{"annotations": anns}}
 	switch t.Kind {
 	case capture.Deployment:
 		if paused {

@@ -25,11 +25,15 @@ const (
 	AnnManaged = "rollplan.dev/managed"
 	// AnnPaused ("true"): `rollplan pause` stopped the rollout after the
 	// actions in flight; `rollplan resume` removes it.
-	AnnPaused           = "rollplan.dev/paused"
-	AnnPodUpdatePolicy  = "rollplan.dev/pod-update-policy"
-	AnnMaxUnavailable   = "rollplan.dev/max-unavailable"
-	AnnPartition        = "rollplan.dev/partition"
-	AnnPolicy           = "rollplan.dev/policy"
+	AnnPaused          = "rollplan.dev/paused"
+	AnnPodUpdatePolicy = "rollplan.dev/pod-update-policy"
+	AnnMaxUnavailable  = "rollplan.dev/max-unavailable"
+	AnnPartition       = "rollplan.dev/partition"
+	AnnPolicy          = "rollplan.dev/policy"
+	// AnnRolloutState: the controller's record of a managed rollout (JSON;
+	// see controller.State), written by server-side apply under its own
+	// field manager.
+	AnnRolloutState     = "rollplan.dev/rollout-state"
 	AnnProgressDeadline = "rollplan.dev/progress-deadline-seconds"
 )
 
