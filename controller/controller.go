@@ -1,0 +1,627 @@
+// Package controller runs the executor for every managed workload of a
+// cluster: `rollplan controller`. It is a controller in the upstream
+// mould: shared informers over the workloads, their pods and everything a
+// plan reads; a rate-limited workqueue of workload keys, so one workload
+// is never stepped by two workers at once; and each step the executor's
+// own (executor.Step), so the controller carries out exactly what `rollplan
+// apply` would. It keeps no state of its own: the rollout's progress is on
+// the pods (as for apply), its halts and summary in an annotation of the
+// workload (AnnRolloutState), who drives it in a Lease
+// (executor.AcquireDriver). Leader election is the caller's: Run is called
+// by the leader only.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	appsapply "k8s.io/client-go/applyconfigurations/apps/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/rollplan/rollplan/executor"
+	"github.com/rollplan/rollplan/planner/engine"
+	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/kubeversion"
+	"github.com/rollplan/rollplan/planner/live"
+	"github.com/rollplan/rollplan/planner/plan"
+	"github.com/rollplan/rollplan/planner/snapshot/capture"
+)
+
+// Policies picks the engine that plans a workload: the default one, or
+// the one its rollplan.dev/policy annotation names.
+type Policies interface {
+	// For returns the engine for the policy name ("" the default) and
+	// the name it stands under; an error names a policy it does not have.
+	For(name string) (engine.Engine, error)
+}
+
+// Options configure a Controller.
+type Options struct {
+	Client kubernetes.Interface
+	// Namespace: only this namespace ("" all).
+	Namespace string
+	// Selector narrows the managed workloads by label (nil: all).
+	Selector labels.Selector
+	Policies Policies
+	// Workers: workloads stepped at once (--concurrent-rollouts).
+	Workers int
+	// DryRun: plan and report every action (dryRun=All writes), take no
+	// Lease, write no state and record no Event.
+	DryRun bool
+	// DeleteMethod, KubernetesVersion, FeatureGates and PlanOptions are
+	// the executor's (executor.Options).
+	DeleteMethod      string
+	KubernetesVersion kubeversion.Version
+	FeatureGates      map[string]bool
+	PlanOptions       plan.Options
+	// Identity names this replica in driver Leases; Liveness is the
+	// NAMESPACE/NAME of the Lease it holds while it leads (see
+	// executor.Driver).
+	Identity, Liveness string
+	// Events records the executor's Events and the controller's own.
+	Events executor.Recorder
+	// Metrics: required (NewMetrics).
+	Metrics *Metrics
+	Log     *slog.Logger
+	Now     func() time.Time
+	// Recheck: how soon a workload in progress is stepped again without a
+	// change (a Ready pod's minReadySeconds, a PDB, a node); default 5s.
+	Recheck time.Duration
+}
+
+// Controller drives every managed workload's rollout.
+type Controller struct {
+	o       Options
+	factory informers.SharedInformerFactory
+	nodes   informers.SharedInformerFactory
+	src     *capture.ListerSource
+	reader  live.Reader
+	queue   workqueue.TypedRateLimitingInterface[key]
+
+	deployments  appslisters.DeploymentLister
+	statefulSets appslisters.StatefulSetLister
+	daemonSets   appslisters.DaemonSetLister
+	replicaSets  appslisters.ReplicaSetLister
+
+	mu sync.Mutex
+	// leases: the driver Leases this replica holds, by workload.
+	leases map[key]*executor.DriverLease
+	// phases: each workload's last phase, for the rollouts metric.
+	phases map[key]string
+	// dryRuns: the last dry-run report of each workload, logged when it
+	// changes (a dry run changes nothing, so every step would repeat it).
+	dryRuns map[key]string
+}
+
+// key names a workload in the queue.
+type key struct{ Kind, Namespace, Name string }
+
+func (k key) target() live.Target { return live.Target{Namespace: k.Namespace, Kind: k.Kind, Name: k.Name} }
+func (k key) String() string      { return k.target().String() }
+
+// New creates the controller and registers its informers; Start them.
+func New(o Options) (*Controller, error) {
+	if o.Client == nil || o.Policies == nil || o.Metrics == nil {
+		return nil, errors.New("controller: Client, Policies and Metrics are required")
+	}
+	if o.Workers <= 0 {
+		o.Workers = 10
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Recheck <= 0 {
+		o.Recheck = 5 * time.Second
+	}
+	if o.Selector == nil {
+		o.Selector = labels.Everything()
+	}
+	opts := []informers.SharedInformerOption{informers.WithTransform(capture.StripManagedFields)}
+	if o.Namespace != "" {
+		opts = append(opts, informers.WithNamespace(o.Namespace))
+	}
+	c := &Controller{o: o,
+		factory: informers.NewSharedInformerFactoryWithOptions(o.Client, 0, opts...),
+		nodes:   informers.NewSharedInformerFactoryWithOptions(o.Client, 0, informers.WithTransform(capture.StripManagedFields)),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[key](),
+			workqueue.TypedRateLimitingQueueConfig[key]{Name: "rollouts", MetricsProvider: o.Metrics.queue}),
+		leases: map[key]*executor.DriverLease{}, phases: map[key]string{}, dryRuns: map[key]string{},
+	}
+	c.src = capture.NewListerSource(c.factory, c.nodes)
+	c.reader = live.ListerReader{Source: c.src, Now: o.Now}
+	apps := c.factory.Apps().V1()
+	c.deployments, c.statefulSets, c.daemonSets, c.replicaSets = apps.Deployments().Lister(), apps.StatefulSets().Lister(), apps.DaemonSets().Lister(), apps.ReplicaSets().Lister()
+	workloads := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.enqueueWorkload(obj) },
+		UpdateFunc: func(_, obj any) { c.enqueueWorkload(obj) },
+		DeleteFunc: func(obj any) { c.enqueueWorkload(obj) },
+	}
+	pods := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.enqueuePod(obj) },
+		UpdateFunc: func(_, obj any) { c.enqueuePod(obj) },
+		DeleteFunc: func(obj any) { c.enqueuePod(obj) },
+	}
+	for _, inf := range []cache.SharedIndexInformer{apps.Deployments().Informer(), apps.StatefulSets().Informer(), apps.DaemonSets().Informer()} {
+		if _, err := inf.AddEventHandler(workloads); err != nil {
+			return nil, fmt.Errorf("controller: watch workloads: %w", err)
+		}
+	}
+	if _, err := c.factory.Core().V1().Pods().Informer().AddEventHandler(pods); err != nil {
+		return nil, fmt.Errorf("controller: watch pods: %w", err)
+	}
+	return c, nil
+}
+
+// Start starts the informers and waits until their caches are synced (a
+// standby replica keeps them warm, so it takes over at once).
+func (c *Controller) Start(ctx context.Context) error {
+	c.factory.Start(ctx.Done())
+	c.nodes.Start(ctx.Done())
+	if err := c.src.WaitForSync(ctx); err != nil {
+		return fmt.Errorf("controller: %w", err)
+	}
+	return nil
+}
+
+// HasSynced: the caches are synced (readiness).
+func (c *Controller) HasSynced() bool { return c.src.HasSynced() }
+
+// Run steps workloads with Options.Workers workers until ctx ends, then
+// gives up the driver Leases it holds (so a person or the next leader need
+// not wait for them).
+func (c *Controller) Run(ctx context.Context) {
+	// The events that arrived before this replica led were dropped by
+	// nobody: queue every managed workload once.
+	c.enqueueAll()
+	var wg sync.WaitGroup
+	for range c.o.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c.next(ctx) {
+			}
+		}()
+	}
+	<-ctx.Done()
+	c.queue.ShutDownWithDrain()
+	wg.Wait()
+	c.releaseAll()
+}
+
+// Requeue queues every managed workload (after a policy reload).
+func (c *Controller) Requeue() { c.enqueueAll() }
+
+func (c *Controller) enqueueAll() {
+	add := func(kind, ns, name string, meta metav1.Object) {
+		if c.selected(meta) {
+			c.queue.Add(key{kind, ns, name})
+		}
+	}
+	if ds, err := c.deployments.List(c.o.Selector); err == nil {
+		for _, d := range ds {
+			add(capture.Deployment, d.Namespace, d.Name, d)
+		}
+	}
+	if ss, err := c.statefulSets.List(c.o.Selector); err == nil {
+		for _, s := range ss {
+			add(capture.StatefulSet, s.Namespace, s.Name, s)
+		}
+	}
+	if ds, err := c.daemonSets.List(c.o.Selector); err == nil {
+		for _, d := range ds {
+			add(capture.DaemonSet, d.Namespace, d.Name, d)
+		}
+	}
+}
+
+// selected: the workload is managed and the selector matches it.
+func (c *Controller) selected(m metav1.Object) bool {
+	return m.GetAnnotations()[facts.AnnManaged] == "true" && c.o.Selector.Matches(labels.Set(m.GetLabels()))
+}
+
+func (c *Controller) enqueueWorkload(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	var kind string
+	switch obj.(type) {
+	case *appsv1.Deployment:
+		kind = capture.Deployment
+	case *appsv1.StatefulSet:
+		kind = capture.StatefulSet
+	case *appsv1.DaemonSet:
+		kind = capture.DaemonSet
+	default:
+		return
+	}
+	m := obj.(metav1.Object)
+	k := key{kind, m.GetNamespace(), m.GetName()}
+	// A workload that stops being managed may hold a Lease of ours: its
+	// key goes through once more to give it up.
+	if c.selected(m) || c.holds(k) {
+		c.queue.Add(k)
+	}
+}
+
+// enqueuePod queues the managed workload that owns the pod.
+func (c *Controller) enqueuePod(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil {
+		return
+	}
+	var m metav1.Object
+	var kind string
+	switch ref.Kind {
+	case "StatefulSet":
+		kind = capture.StatefulSet
+		if s, err := c.statefulSets.StatefulSets(pod.Namespace).Get(ref.Name); err == nil && s.UID == ref.UID {
+			m = s
+		}
+	case "DaemonSet":
+		kind = capture.DaemonSet
+		if d, err := c.daemonSets.DaemonSets(pod.Namespace).Get(ref.Name); err == nil && d.UID == ref.UID {
+			m = d
+		}
+	case "ReplicaSet":
+		kind = capture.Deployment
+		rs, err := c.replicaSets.ReplicaSets(pod.Namespace).Get(ref.Name)
+		if err != nil {
+			return
+		}
+		if owner := metav1.GetControllerOf(rs); owner != nil && owner.Kind == "Deployment" {
+			if d, err := c.deployments.Deployments(pod.Namespace).Get(owner.Name); err == nil && d.UID == owner.UID {
+				m = d
+			}
+		}
+	}
+	if m != nil && c.selected(m) {
+		c.queue.Add(key{kind, m.GetNamespace(), m.GetName()})
+	}
+}
+
+// next steps one workload from the queue; false once the queue shuts down.
+func (c *Controller) next(ctx context.Context) bool {
+	k, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(k)
+	after, err := c.sync(ctx, k)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		c.o.Log.Error("step failed; retrying with backoff", "workload", k.String(), "retries", c.queue.NumRequeues(k), "error", err)
+		c.o.Metrics.Errors.Inc()
+		c.queue.AddRateLimited(k)
+	case err != nil:
+	default:
+		c.queue.Forget(k)
+		if after > 0 {
+			c.queue.AddAfter(k, after)
+		}
+	}
+	return true
+}
+
+// workload reads the workload from the cache: its object, and nil when
+// it is gone.
+func (c *Controller) workload(k key) (metav1.Object, runtime.Object, error) {
+	var obj interface {
+		metav1.Object
+		runtime.Object
+	}
+	var err error
+	switch k.Kind {
+	case capture.Deployment:
+		obj, err = c.deployments.Deployments(k.Namespace).Get(k.Name)
+	case capture.StatefulSet:
+		obj, err = c.statefulSets.StatefulSets(k.Namespace).Get(k.Name)
+	case capture.DaemonSet:
+		obj, err = c.daemonSets.DaemonSets(k.Namespace).Get(k.Name)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return obj, obj, nil
+}
+
+// sync is one step of one workload. It returns how soon to step it again
+// without a change (0: only on a change).
+func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
+	m, obj, err := c.workload(k)
+	if err != nil {
+		return 0, fmt.Errorf("%s: read from cache: %w", k, err)
+	}
+	if m == nil || !c.selected(m) {
+		// Gone, or no longer managed: nothing to drive.
+		c.setPhase(k, "")
+		return 0, c.release(ctx, k)
+	}
+	prev, err := ParseState(m.GetAnnotations()[AnnRolloutState])
+	if err != nil {
+		c.o.Log.Warn("ignoring an unreadable rollout state", "workload", k.String(), "error", err)
+		prev = nil
+	}
+	if prev != nil && prev.Phase == PhaseHalted && prev.Generation == m.GetGeneration() {
+		// A halt holds until the template changes (a new generation) or
+		// someone resumes it (rollplan resume clears the state).
+		c.setPhase(k, PhaseHalted)
+		return 0, c.release(ctx, k)
+	}
+	if m.GetAnnotations()[facts.AnnPaused] == "true" {
+		c.setPhase(k, PhasePaused)
+		st := State{Phase: PhasePaused, Generation: m.GetGeneration(), Message: "paused: no new action until `rollplan resume`"}
+		if prev != nil {
+			st.Revision, st.Wave, st.Waves, st.Desired, st.Updated, st.Available, st.InFlight = prev.Revision, prev.Wave, prev.Waves, prev.Desired, prev.Updated, prev.Available, prev.InFlight
+		}
+		if err := c.release(ctx, k); err != nil {
+			return 0, err
+		}
+		return 0, c.writeState(ctx, k, m, prev, st)
+	}
+	policy := m.GetAnnotations()[facts.AnnPolicy]
+	eng, err := c.o.Policies.For(policy)
+	if err != nil {
+		c.setPhase(k, PhaseWaiting)
+		st := State{Phase: PhaseWaiting, Generation: m.GetGeneration(), Policy: policy, Message: err.Error()}
+		if changed(prev, st) {
+			c.event(obj, corev1.EventTypeWarning, "PolicyUnknown", err.Error())
+		}
+		return 0, c.writeState(ctx, k, m, prev, st)
+	}
+	if !c.o.DryRun {
+		if err := c.acquire(ctx, k, m.GetUID()); err != nil {
+			var held *executor.HeldError
+			if !errors.As(err, &held) {
+				return 0, err
+			}
+			// A person drives it: leave it to them, look again once
+			// their hold could have lapsed.
+			c.setPhase(k, PhaseWaiting)
+			st := State{Phase: PhaseWaiting, Generation: m.GetGeneration(), Policy: policy, Driver: held.Holder.Identity,
+				Message: "driven by " + held.Holder.Identity + " (Lease " + held.Holder.Lease + "); the controller waits until it lets go"}
+			if prev != nil {
+				st.Revision, st.Wave, st.Waves, st.Desired, st.Updated, st.Available, st.InFlight = prev.Revision, prev.Wave, prev.Waves, prev.Desired, prev.Updated, prev.Available, prev.InFlight
+			}
+			if err := c.writeState(ctx, k, m, prev, st); err != nil {
+				return 0, err
+			}
+			return executor.DriverLeaseDuration, nil
+		}
+	}
+	log := c.o.Log
+	if c.o.DryRun {
+		log = slog.New(slog.DiscardHandler) // reported once per change below
+	}
+	x, err := executor.New(c.o.Client, executor.Options{
+		Target: k.target(), Engine: eng, DryRun: c.o.DryRun, DeleteMethod: c.o.DeleteMethod,
+		KubernetesVersion: c.o.KubernetesVersion, FeatureGates: c.o.FeatureGates, PlanOptions: c.o.PlanOptions,
+		Now: c.o.Now, Log: log, Reader: c.reader, Events: c.o.Events, Metrics: c.o.Metrics.executor(),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", k, err)
+	}
+	res, err := x.Step(ctx)
+	st := State{Generation: m.GetGeneration(), Policy: policy, Driver: c.driverName()}
+	if res != nil {
+		st.fill(res)
+	}
+	var halted *executor.HaltedError
+	var refused *executor.RefusedError
+	switch {
+	case errors.As(err, &halted):
+		st.Phase, st.Reasons = PhaseHalted, halted.Reasons
+		st.Message = "halted by policy: " + halted.Reasons[0] + "; it stays halted until the template changes or `rollplan resume`"
+		c.setPhase(k, PhaseHalted)
+		if rerr := c.release(ctx, k); rerr != nil {
+			return 0, rerr
+		}
+		st.Driver = ""
+		return 0, c.report(ctx, k, m, prev, st)
+	case errors.As(err, &refused):
+		st.Phase, st.Message, st.Driver = PhaseWaiting, refused.Reason, ""
+		c.setPhase(k, PhaseWaiting)
+		if changed(prev, st) {
+			c.event(obj, corev1.EventTypeWarning, "NotDriven", refused.Reason)
+		}
+		if rerr := c.release(ctx, k); rerr != nil {
+			return 0, rerr
+		}
+		return 0, c.report(ctx, k, m, prev, st)
+	case err != nil:
+		return 0, err
+	case res.Done:
+		st.Phase, st.Driver = PhaseComplete, ""
+		c.setPhase(k, PhaseComplete)
+		if err := c.release(ctx, k); err != nil {
+			return 0, err
+		}
+		return 0, c.report(ctx, k, m, prev, st)
+	}
+	st.Phase = PhaseInProgress
+	st.Message = res.Note
+	c.setPhase(k, PhaseInProgress)
+	if err := c.report(ctx, k, m, prev, st); err != nil {
+		return 0, err
+	}
+	if c.o.DryRun {
+		// Nothing changes by itself in a dry run: step again on changes.
+		return 0, nil
+	}
+	after := c.o.Recheck
+	if res.NextAvailable > 0 && res.NextAvailable < after {
+		after = res.NextAvailable + 10*time.Millisecond
+	}
+	return after, nil
+}
+
+// fill copies a step's counts into the state.
+func (s *State) fill(r *executor.StepResult) {
+	s.Desired, s.Updated, s.Available, s.InFlight = r.Desired-r.Held, r.Updated, r.Available, len(r.InFlight)
+	if r.Status != nil {
+		s.Revision = r.Status.Revisions.Update
+		s.Wave, s.Waves = r.Status.Waves.Current, r.Status.Waves.Total
+	}
+}
+
+// changed: the state differs from the one recorded.
+func changed(prev *State, st State) bool { return prev == nil || prev.encode() != st.encode() }
+
+// report records the state: on the workload, or in a dry run in the log.
+func (c *Controller) report(ctx context.Context, k key, m metav1.Object, prev *State, st State) error {
+	if !c.o.DryRun {
+		return c.writeState(ctx, k, m, prev, st)
+	}
+	c.mu.Lock()
+	line := st.Summary()
+	same := c.dryRuns[k] == line
+	c.dryRuns[k] = line
+	c.mu.Unlock()
+	if !same {
+		c.o.Log.Info("dry run", "workload", k.String(), "state", line)
+	}
+	return nil
+}
+
+// writeState applies AnnRolloutState when it changed (server-side apply,
+// FieldManager, forced: the annotation is the controller's alone).
+func (c *Controller) writeState(ctx context.Context, k key, m metav1.Object, prev *State, st State) error {
+	if c.o.DryRun || !changed(prev, st) {
+		return nil
+	}
+	ann := map[string]string{AnnRolloutState: st.encode()}
+	opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
+	var err error
+	switch k.Kind {
+	case capture.Deployment:
+		_, err = c.o.Client.AppsV1().Deployments(k.Namespace).Apply(ctx, appsapply.Deployment(k.Name, k.Namespace).WithAnnotations(ann), opts)
+	case capture.StatefulSet:
+		_, err = c.o.Client.AppsV1().StatefulSets(k.Namespace).Apply(ctx, appsapply.StatefulSet(k.Name, k.Namespace).WithAnnotations(ann), opts)
+	case capture.DaemonSet:
+		_, err = c.o.Client.AppsV1().DaemonSets(k.Namespace).Apply(ctx, appsapply.DaemonSet(k.Name, k.Namespace).WithAnnotations(ann), opts)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil // deleted since the read
+	}
+	if err != nil {
+		return fmt.Errorf("%s: record the rollout state (annotation %s): %w", k, AnnRolloutState, err)
+	}
+	if prev == nil || prev.Phase != st.Phase {
+		c.o.Log.Info("rollout", "workload", k.String(), "state", st.Summary())
+	}
+	return nil
+}
+
+func (c *Controller) event(obj runtime.Object, eventtype, reason, note string) {
+	if c.o.Events == nil || c.o.DryRun {
+		return
+	}
+	c.o.Events.Eventf(obj, nil, eventtype, reason, "Drive", "%s", note)
+}
+
+func (c *Controller) driverName() string {
+	if c.o.DryRun {
+		return ""
+	}
+	return executor.DriverController + " " + c.o.Identity
+}
+
+// acquire takes the workload's driver Lease unless this replica holds it.
+func (c *Controller) acquire(ctx context.Context, k key, uid types.UID) error {
+	if c.holds(k) {
+		return nil
+	}
+	l, err := executor.AcquireDriver(ctx, c.o.Client, k.target(), uid, executor.Driver{Identity: c.driverName(), Liveness: c.o.Liveness}, c.o.Now)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.leases[k] = l
+	c.mu.Unlock()
+	c.o.Log.Info("driving", "workload", k.String(), "lease", k.Namespace+"/"+executor.DriverLeaseName(k.target()))
+	return nil
+}
+
+func (c *Controller) holds(k key) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.leases[k] != nil
+}
+
+// release gives up the workload's driver Lease when this replica holds it.
+func (c *Controller) release(ctx context.Context, k key) error {
+	c.mu.Lock()
+	l := c.leases[k]
+	delete(c.leases, k)
+	c.mu.Unlock()
+	if l == nil {
+		return nil
+	}
+	return l.Release(ctx)
+}
+
+// releaseAll gives up every driver Lease, on the way out.
+func (c *Controller) releaseAll() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c.mu.Lock()
+	keys := make([]key, 0, len(c.leases))
+	for k := range c.leases {
+		keys = append(keys, k)
+	}
+	c.mu.Unlock()
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	for _, k := range keys {
+		if err := c.release(ctx, k); err != nil {
+			c.o.Log.Warn("could not give up the driver Lease; it lapses with this replica's leadership", "workload", k.String(), "error", err)
+		}
+	}
+}
+
+// setPhase records the workload's phase for the rollouts metric.
+func (c *Controller) setPhase(k key, phase string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if phase == "" {
+		delete(c.phases, k)
+		delete(c.dryRuns, k)
+	} else {
+		c.phases[k] = phase
+	}
+	counts := map[string]int{}
+	for _, p := range c.phases {
+		counts[p]++
+	}
+	for _, p := range []string{PhaseInProgress, PhaseComplete, PhaseHalted, PhasePaused, PhaseWaiting} {
+		c.o.Metrics.Rollouts.WithLabelValues(strings.ToLower(p)).Set(float64(counts[p]))
+	}
+}

@@ -1,0 +1,103 @@
+package controller
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/rollplan/rollplan/planner/facts"
+)
+
+// AnnRolloutState is the annotation on a managed workload where the
+// controller keeps the rollout's state for people and scripts:
+//
+//	kubectl get sts web -o jsonpath='{.metadata.annotations.rollplan\.dev/rollout-state}'
+//
+// It is written by server-side apply under FieldManager, which owns that
+// one annotation and nothing else, so a GitOps tool that owns the spec
+// (applying with its own field manager, or with kubectl's three-way merge)
+// never sees a difference to undo and never removes it. Being on the
+// workload, it survives the controller's replicas: a new leader reads the
+// halt a previous one recorded. `rollplan resume` removes it, which ends
+// a halt.
+const AnnRolloutState = facts.AnnRolloutState
+
+// FieldManager is the server-side apply field manager of AnnRolloutState.
+const FieldManager = "rollplan-controller"
+
+// Values of State.Phase.
+const (
+	PhaseInProgress = "InProgress"
+	PhaseComplete   = "Complete"
+	PhaseHalted     = "Halted"
+	PhasePaused     = "Paused"
+	// PhaseWaiting: someone else drives the rollout (a person's apply), or
+	// the controller cannot drive it (a policy it does not know, a
+	// strategy it does not drive); Message says which.
+	PhaseWaiting = "Waiting"
+)
+
+// State is the rollout's state as the controller last saw it (the value of
+// AnnRolloutState, JSON). Fields are added, never renamed.
+type State struct {
+	Phase string `json:"phase"`
+	// Revision: the update revision the rollout rolls to.
+	Revision string `json:"revision,omitempty"`
+	// Generation: the workload's metadata.generation the state is for; a
+	// halt holds while it is unchanged.
+	Generation int64 `json:"generation,omitempty"`
+	// Wave i of Waves: the wave the rollout is in (1-based; 0 before the
+	// first action), of how many in all.
+	Wave  int `json:"wave,omitempty"`
+	Waves int `json:"waves,omitempty"`
+	// Pods: desired (not held), updated, available, in flight.
+	Desired   int `json:"desired"`
+	Updated   int `json:"updated"`
+	Available int `json:"available"`
+	InFlight  int `json:"inFlight"`
+	// Driver: who drives the rollout (the holder of its driver Lease).
+	Driver string `json:"driver,omitempty"`
+	// Message: why it is halted or waiting, or what it waits for.
+	Message string `json:"message,omitempty"`
+	// Reasons: every halt reason.
+	Reasons []string `json:"reasons,omitempty"`
+	// Policy: the named policy that plans it ("" the default).
+	Policy string `json:"policy,omitempty"`
+}
+
+// Summary is the state in one line, for logs and `rollplan status`.
+func (s State) Summary() string {
+	var b strings.Builder
+	b.WriteString(s.Phase)
+	if s.Waves > 0 && s.Phase == PhaseInProgress {
+		fmt.Fprintf(&b, ": wave %d of %d", s.Wave, s.Waves)
+	}
+	fmt.Fprintf(&b, "; %d/%d pods updated, %d available, %d in flight", s.Updated, s.Desired, s.Available, s.InFlight)
+	if s.Revision != "" {
+		fmt.Fprintf(&b, "; revision %s", s.Revision)
+	}
+	if s.Driver != "" {
+		fmt.Fprintf(&b, "; driven by %s", s.Driver)
+	}
+	if s.Message != "" {
+		fmt.Fprintf(&b, "; %s", s.Message)
+	}
+	return b.String()
+}
+
+// ParseState reads the annotation's value; "" is no state.
+func ParseState(v string) (*State, error) {
+	if v == "" {
+		return nil, nil
+	}
+	var s State
+	if err := json.Unmarshal([]byte(v), &s); err != nil {
+		return nil, fmt.Errorf("annotation %s: %w", AnnRolloutState, err)
+	}
+	return &s, nil
+}
+
+func (s State) encode() string {
+	b, _ := json.Marshal(s) // plain fields: cannot fail
+	return string(b)
+}
