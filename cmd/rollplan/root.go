@@ -47,7 +47,7 @@ func newRootCommand() *cobra.Command {
 		}
 		return usageError{err}
 	})
-	root.AddCommand(newPlanCommand(), newExplainCommand(), newTestCommand(), newSnapshotCommand(), newApplyCommand(), newStatusCommand(), newHistoryCommand(), newUndoCommand(), newPauseCommand(true), newPauseCommand(false), newGateCommand(), newVersionCommand())
+	root.AddCommand(newPlanCommand(), newExplainCommand(), newTestCommand(), newSnapshotCommand(), newApplyCommand(), newStatusCommand(), newHistoryCommand(), newUndoCommand(), newPauseCommand(true), newPauseCommand(false), newGateCommand(), newControllerCommand(), newVersionCommand())
 	withExitCodes(root)
 	return root
 }

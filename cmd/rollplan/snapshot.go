@@ -39,6 +39,9 @@ var (
 type kubeFlags struct {
 	rules     *clientcmd.ClientConfigLoadingRules
 	overrides clientcmd.ConfigOverrides
+	// qps and burst: the client's rate limits (0: rollplan's defaults).
+	qps   float32
+	burst int
 }
 
 func (k *kubeFlags) register(fl *pflag.FlagSet) {
@@ -80,6 +83,9 @@ func connectKubeconfig(k *kubeFlags) (*cluster, error) {
 	}
 	rc.UserAgent = "rollplan/" + version
 	rc.QPS, rc.Burst = 20, 50
+	if k.qps > 0 {
+		rc.QPS, rc.Burst = k.qps, max(k.burst, int(k.qps))
+	}
 	// The API server's warnings as plain "warning: ..." lines, each once,
 	// not klog lines (see warningPrinter).
 	rc.WarningHandler, rc.WarningHandlerWithContext = kubeWarnings, nil
