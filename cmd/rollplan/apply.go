@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -37,6 +38,7 @@ func newApplyCommand() *cobra.Command {
 		once         bool
 		timeout      time.Duration
 		metrics      string
+		waitLease    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "apply KIND/NAME [-n NAMESPACE] [--policy P] [--dry-run=server] [--once]",
@@ -117,7 +119,7 @@ rollout (the table below).`,
 				return err
 			}
 			defer w.stop()
-			return drive(cmd, w, driveOptions{dryRun: dryRun == "server", deleteMethod: deleteMethod, once: once, timeout: timeout, metrics: metrics})
+			return drive(cmd, w, driveOptions{dryRun: dryRun == "server", deleteMethod: deleteMethod, once: once, timeout: timeout, metrics: metrics, waitForLease: waitLease})
 		},
 	}
 	config.register(cmd.Flags())
@@ -132,6 +134,7 @@ rollout (the table below).`,
 	fl.BoolVar(&once, "once", false, "carry out one step and exit, done or not")
 	durationVarOff(fl, &timeout, "timeout", 0, zeroOrPositive, "no limit", "give up after this long (exit 1); 0: no limit")
 	fl.StringVar(&metrics, "metrics-bind-address", "", `serve Prometheus metrics on this address at /metrics (e.g. ":8080"); "": off`)
+	fl.BoolVar(&waitLease, "wait-for-lease", false, "when the rollplan controller or another apply drives the workload, wait until it lets go (bounded by --timeout) instead of exiting")
 	return cmd
 }
 
@@ -142,6 +145,12 @@ type driveOptions struct {
 	once         bool
 	timeout      time.Duration
 	metrics      string
+	// waitForLease: wait while another driver holds the workload instead
+	// of exiting.
+	waitForLease bool
+	// undo: after rollplan undo rolled the template back; a workload the
+	// controller drives is then rolled back by the controller.
+	undo bool
 }
 
 // drive runs the executor on the workload until the rollout is done,
@@ -199,6 +208,24 @@ func drive(cmd *cobra.Command, w *liveWorkload, o driveOptions) error {
 			return fmt.Errorf("%s: start informers: %w", target, err)
 		}
 	}
+	if !opts.DryRun {
+		// One driver per workload: hold its driver Lease while driving.
+		lease, err := takeDriverLease(ctx, w, o, stderr, opts.Log)
+		if err != nil || lease == nil {
+			return err
+		}
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		go lease.KeepRenewed(ctx, func(err error) { cancel(fmt.Errorf("stopped driving: %w", err)) })
+		defer func() {
+			rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer rcancel()
+			if err := lease.Release(rctx); err != nil {
+				opts.Log.Warn("could not give up the driver Lease; it lapses by itself", "workload", target.String(), "error", err)
+			}
+		}()
+	}
 	x, err := executor.New(w.client, opts)
 	if err != nil {
 		return err
@@ -209,6 +236,53 @@ func drive(cmd *cobra.Command, w *liveWorkload, o driveOptions) error {
 	}
 	report(stderr, target, o.dryRun, sum, err)
 	return err
+}
+
+// takeDriverLease takes the workload's driver Lease for this apply, or
+// explains who holds it (and, with --wait-for-lease, waits). A nil lease
+// with a nil error: undo on a workload the controller drives, which rolls
+// the rollback itself.
+func takeDriverLease(ctx context.Context, w *liveWorkload, o driveOptions, stderr io.Writer, log *slog.Logger) (*executor.DriverLease, error) {
+	uid, err := workloadUID(ctx, w)
+	if err != nil {
+		return nil, err
+	}
+	d := executor.Driver{Identity: applyIdentity()}
+	waiting := ""
+	for {
+		lease, err := executor.AcquireDriver(ctx, w.client, w.target, uid, d, applyClock)
+		var held *executor.HeldError
+		if !errors.As(err, &held) {
+			return lease, err
+		}
+		if o.undo && held.Holder.Controller {
+			fmt.Fprintf(stderr, "%s: the rollplan controller (%s) drives this workload and rolls the rollback itself; watch it with `rollplan status %s --watch`\n",
+				w.target, held.Holder.Identity, strings.ToLower(w.target.Kind)+"/"+w.target.Name+" -n "+w.target.Namespace)
+			return nil, nil
+		}
+		if !o.waitForLease {
+			return nil, held
+		}
+		if held.Holder.Identity != waiting {
+			waiting = held.Holder.Identity
+			log.Info("waiting for the driver Lease", "workload", w.target.String(), "holder", waiting, "lease", held.Holder.Lease)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%s: gave up waiting for the driver Lease held by %s: %w", w.target, waiting, context.Cause(ctx))
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// applyIdentity names this apply in the driver Lease: user@host (pid).
+func applyIdentity() string {
+	host, _ := os.Hostname()
+	user := os.Getenv("USER")
+	if user == "" {
+		user = "unknown"
+	}
+	return fmt.Sprintf("%s %s@%s (pid %d)", executor.DriverApply, user, host, os.Getpid())
 }
 
 // serveMetrics serves the registry's metrics at addr/metrics until the

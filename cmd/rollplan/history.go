@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
 	"github.com/rollplan/rollplan/executor"
@@ -206,6 +208,7 @@ rolled back. It exits as rollplan apply does (the table below).`,
 				fmt.Fprintf(stderr, "%s is not managed by rollplan (annotation %s): its controller rolls it back; follow it with `%s`\n", w.target, facts.AnnManaged, commandFor(&config, "kubectl rollout status", w.target))
 				return nil
 			}
+			o.undo = true
 			return drive(cmd, w, o)
 		},
 	}
@@ -237,29 +240,39 @@ func workloadError(t live.Target, err error) error {
 
 // isManaged: rollplan apply drives the workload (annotation rollplan.dev/managed).
 func isManaged(w *liveWorkload) (bool, error) {
-	var ann map[string]string
+	m, err := workloadMeta(w.ctx, w)
+	if err != nil {
+		return false, err
+	}
+	return m.GetAnnotations()[facts.AnnManaged] == "true", nil
+}
+
+// workloadMeta reads the workload's metadata from the API server.
+func workloadMeta(ctx context.Context, w *liveWorkload) (metav1.Object, error) {
 	t := w.target
+	var m metav1.Object
+	var err error
 	switch t.Kind {
 	case capture.Deployment:
-		d, err := w.client.AppsV1().Deployments(t.Namespace).Get(w.ctx, t.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, workloadError(t, err)
-		}
-		ann = d.Annotations
+		m, err = w.client.AppsV1().Deployments(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
 	case capture.StatefulSet:
-		s, err := w.client.AppsV1().StatefulSets(t.Namespace).Get(w.ctx, t.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, workloadError(t, err)
-		}
-		ann = s.Annotations
+		m, err = w.client.AppsV1().StatefulSets(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
 	default:
-		ds, err := w.client.AppsV1().DaemonSets(t.Namespace).Get(w.ctx, t.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, workloadError(t, err)
-		}
-		ann = ds.Annotations
+		m, err = w.client.AppsV1().DaemonSets(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
 	}
-	return ann[facts.AnnManaged] == "true", nil
+	if err != nil {
+		return nil, workloadError(t, err)
+	}
+	return m, nil
+}
+
+// workloadUID is the workload's UID (its driver Lease is owned by it).
+func workloadUID(ctx context.Context, w *liveWorkload) (types.UID, error) {
+	m, err := workloadMeta(ctx, w)
+	if err != nil {
+		return "", err
+	}
+	return m.GetUID(), nil
 }
 
 // previewRollback plans the rollout the rollback would start: the live
