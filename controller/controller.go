@@ -113,8 +113,10 @@ type Controller struct {
 // key names a workload in the queue.
 type key struct{ Kind, Namespace, Name string }
 
-func (k key) target() live.Target { return live.Target{Namespace: k.Namespace, Kind: k.Kind, Name: k.Name} }
-func (k key) String() string      { return k.target().String() }
+func (k key) target() live.Target {
+	return live.Target{Namespace: k.Namespace, Kind: k.Kind, Name: k.Name}
+}
+func (k key) String() string { return k.target().String() }
 
 // New creates the controller and registers its informers; Start them.
 func New(o Options) (*Controller, error) {

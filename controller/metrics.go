@@ -85,7 +85,9 @@ func (q queueMetrics) register(reg prometheus.Registerer) {
 	reg.MustRegister(q.depth, q.unfinished, q.longest, q.adds, q.retries, q.latency, q.work)
 }
 
-func (q queueMetrics) NewDepthMetric(n string) workqueue.GaugeMetric { return q.depth.WithLabelValues(n) }
+func (q queueMetrics) NewDepthMetric(n string) workqueue.GaugeMetric {
+	return q.depth.WithLabelValues(n)
+}
 func (q queueMetrics) NewAddsMetric(n string) workqueue.CounterMetric {
 	return q.adds.WithLabelValues(n)
 }

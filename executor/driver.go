@@ -344,4 +344,3 @@ func (d *DriverLease) Release(ctx context.Context) error {
 
 // Holds: the identity this lease was taken for.
 func (d *DriverLease) Identity() string { return d.driver.Identity }
-
