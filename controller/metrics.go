@@ -1,7 +1,10 @@
 package controller
 
 import (
+	"net/http"
+
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/rollplan/rollplan/executor"
@@ -17,6 +20,9 @@ type Metrics struct {
 	Errors prometheus.Counter
 	// Leader: 1 while this replica leads (drives rollouts), else 0.
 	Leader prometheus.Gauge
+	// APIRequests: requests to the API server by method and status code
+	// (CountRequests), watches and lease renewals included.
+	APIRequests *prometheus.CounterVec
 
 	exec  *executor.Metrics
 	queue queueMetrics
@@ -37,10 +43,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "rollplan_controller_leader",
 			Help: "1 while this replica is the leader that drives rollouts, else 0.",
 		}),
+		APIRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rollplan_controller_api_requests_total",
+			Help: "Requests to the Kubernetes API server by HTTP method and status code.",
+		}, []string{"method", "code"}),
 		exec:  executor.NewMetrics(reg),
 		queue: newQueueMetrics(),
 	}
-	reg.MustRegister(m.Rollouts, m.Errors, m.Leader)
+	reg.MustRegister(m.Rollouts, m.Errors, m.Leader, m.APIRequests)
 	m.queue.register(reg)
 	return m
 }
@@ -105,4 +115,10 @@ func (q queueMetrics) NewLongestRunningProcessorSecondsMetric(n string) workqueu
 }
 func (q queueMetrics) NewRetriesMetric(n string) workqueue.CounterMetric {
 	return q.retries.WithLabelValues(n)
+}
+
+// CountRequests wraps a client transport to count its requests in
+// APIRequests (for rest.Config.Wrap).
+func (m *Metrics) CountRequests(rt http.RoundTripper) http.RoundTripper {
+	return promhttp.InstrumentRoundTripperCounter(m.APIRequests, rt)
 }

@@ -178,7 +178,10 @@ func runController(cmd *cobra.Command, config *kubeFlags, pf *planFlags, cf *con
 	if err := policies.load(ctx); err != nil {
 		return err
 	}
-	config.qps, config.burst = cf.qps, cf.burst
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := controller.NewMetrics(reg)
+	config.qps, config.burst, config.wrap = cf.qps, cf.burst, metrics.CountRequests
 	cl, err := connectCluster(config)
 	if err != nil {
 		return err
@@ -195,9 +198,6 @@ func runController(cmd *cobra.Command, config *kubeFlags, pf *planFlags, cf *con
 		sum := sha256.Sum256([]byte(identity))
 		leaseName += "-" + hex.EncodeToString(sum[:])[:10]
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := controller.NewMetrics(reg)
 	o := controller.Options{
 		Client: cl.client, Namespace: config.overrides.Context.Namespace, Selector: sel, Policies: policies,
 		Workers: cf.workers, DryRun: cf.dryRun, DeleteMethod: cf.deleteMethod,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,6 +43,8 @@ type kubeFlags struct {
 	// qps and burst: the client's rate limits (0: rollplan's defaults).
 	qps   float32
 	burst int
+	// wrap, when set, wraps the client's transport (request metrics).
+	wrap func(http.RoundTripper) http.RoundTripper
 }
 
 func (k *kubeFlags) register(fl *pflag.FlagSet) {
@@ -85,6 +88,9 @@ func connectKubeconfig(k *kubeFlags) (*cluster, error) {
 	rc.QPS, rc.Burst = 20, 50
 	if k.qps > 0 {
 		rc.QPS, rc.Burst = k.qps, max(k.burst, int(k.qps))
+	}
+	if k.wrap != nil {
+		rc.Wrap(k.wrap)
 	}
 	// The API server's warnings as plain "warning: ..." lines, each once,
 	// not klog lines (see warningPrinter).
