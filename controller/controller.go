@@ -516,6 +516,15 @@ func (c *Controller) report(ctx context.Context, k key, m metav1.Object, prev *S
 
 // writeState applies AnnRolloutState when it changed (server-side apply,
 // FieldManager, forced: the annotation is the controller's alone).
+//
+// A Deployment's annotation goes through its status subresource: the
+// apiserver bumps a Deployment's metadata.generation on any change of its
+// annotations through the main resource (they are copied to its
+// ReplicaSets), so each state written there would make the Deployment
+// controller's observedGeneration stale, the next step would see the
+// rollout not complete and the state the generation is part of changed:
+// a write per step, for ever. The status subresource keeps annotations
+// changes and leaves the generation alone.
 func (c *Controller) writeState(ctx context.Context, k key, m metav1.Object, prev *State, st State) error {
 	if c.o.DryRun || !changed(prev, st) {
 		return nil
@@ -525,7 +534,7 @@ func (c *Controller) writeState(ctx context.Context, k key, m metav1.Object, pre
 	var err error
 	switch k.Kind {
 	case capture.Deployment:
-		_, err = c.o.Client.AppsV1().Deployments(k.Namespace).Apply(ctx, appsapply.Deployment(k.Name, k.Namespace).WithAnnotations(ann), opts)
+		_, err = c.o.Client.AppsV1().Deployments(k.Namespace).ApplyStatus(ctx, appsapply.Deployment(k.Name, k.Namespace).WithAnnotations(ann), opts)
 	case capture.StatefulSet:
 		_, err = c.o.Client.AppsV1().StatefulSets(k.Namespace).Apply(ctx, appsapply.StatefulSet(k.Name, k.Namespace).WithAnnotations(ann), opts)
 	case capture.DaemonSet:
