@@ -425,6 +425,15 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 			return executor.DriverLeaseDuration, nil
 		}
 	}
+	if d, ok := obj.(*appsv1.Deployment); ok && d.Status.ObservedGeneration < d.Generation && gen != d.Generation {
+		// Only the state's own writes moved the generation since the
+		// Deployment controller last reported (see generation). Until it
+		// has seen the new one the executor takes the rollout for
+		// unfinished: a step now would record a Complete rollout as
+		// InProgress, whose write moves the generation again, and so on.
+		// The controller's status update queues the workload again.
+		return c.o.Recheck, nil
+	}
 	log := c.o.Log
 	if c.o.DryRun {
 		log = slog.New(slog.DiscardHandler) // reported once per change below
@@ -551,9 +560,9 @@ func (c *Controller) writeState(ctx context.Context, k key, m metav1.Object, pre
 	case capture.Deployment:
 		var d *appsv1.Deployment
 		d, err = c.o.Client.AppsV1().Deployments(k.Namespace).Apply(ctx, appsapply.Deployment(k.Name, k.Namespace).WithAnnotations(ann), opts)
-		if err == nil && d.Generation == st.Generation+1 {
-			// Only this write moved it (a template change in between
-			// would have moved it further): see generation.
+		if err == nil && d.Generation == m.GetGeneration()+1 {
+			// Only this write moved it since the read (a template change
+			// in between would have moved it further): see generation.
 			c.mu.Lock()
 			c.ownGen[k] = [2]int64{st.Generation, d.Generation}
 			c.mu.Unlock()
