@@ -98,7 +98,8 @@ type Activity struct {
 // this long is not being driven (WaitingForDriver), or, when it cannot
 // act, stalled. rollplan apply steps at least every 5s (Options.MaxPoll)
 // and acts at once on a wave that starts now, so 30s of quiet means no
-// apply runs (there is no in-cluster controller yet).
+// apply or controller drives it (status also reads the driver Lease:
+// a rollout a live driver holds is never waiting for one).
 const driverGrace = 30 * time.Second
 
 // The document's type, and the values of RolloutStatus.State.
