@@ -6,7 +6,7 @@
 // own (executor.Step), so the controller carries out exactly what `rollplan
 // apply` would. It keeps no state of its own: the rollout's progress is on
 // the pods (as for apply), its halts and summary in an annotation of the
-// workload (AnnRolloutState), who drives it in a Lease
+// workload (facts.AnnRolloutState, a live.RolloutState), who drives it in a Lease
 // (executor.AcquireDriver). Leader election is the caller's: Run is called
 // by the leader only.
 package controller
@@ -372,21 +372,21 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 		c.setPhase(k, "")
 		return 0, c.release(ctx, k)
 	}
-	prev, err := ParseState(m.GetAnnotations()[AnnRolloutState])
+	prev, err := live.ParseRolloutState(m.GetAnnotations()[facts.AnnRolloutState])
 	if err != nil {
 		c.o.Log.Warn("ignoring an unreadable rollout state", "workload", k.String(), "error", err)
 		prev = nil
 	}
 	gen := c.generation(k, m)
-	if prev != nil && prev.Phase == PhaseHalted && prev.Generation == gen {
+	if prev != nil && prev.Phase == live.RolloutHalted && prev.Generation == gen {
 		// A halt holds until the template changes (a new generation) or
 		// someone resumes it (rollplan resume clears the state).
-		c.setPhase(k, PhaseHalted)
+		c.setPhase(k, live.RolloutHalted)
 		return 0, c.release(ctx, k)
 	}
 	if m.GetAnnotations()[facts.AnnPaused] == "true" {
-		c.setPhase(k, PhasePaused)
-		st := State{Phase: PhasePaused, Generation: gen, Message: "paused: no new action until `rollplan resume`"}
+		c.setPhase(k, live.RolloutPaused)
+		st := live.RolloutState{Phase: live.RolloutPaused, Generation: gen, Message: "paused: no new action until `rollplan resume`"}
 		if prev != nil {
 			st.Revision, st.Wave, st.Waves, st.Desired, st.Updated, st.Available, st.InFlight = prev.Revision, prev.Wave, prev.Waves, prev.Desired, prev.Updated, prev.Available, prev.InFlight
 		}
@@ -398,8 +398,8 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 	policy := m.GetAnnotations()[facts.AnnPolicy]
 	eng, err := c.o.Policies.For(policy)
 	if err != nil {
-		c.setPhase(k, PhaseWaiting)
-		st := State{Phase: PhaseWaiting, Generation: gen, Policy: policy, Message: err.Error()}
+		c.setPhase(k, live.RolloutWaiting)
+		st := live.RolloutState{Phase: live.RolloutWaiting, Generation: gen, Policy: policy, Message: err.Error()}
 		if changed(prev, st) {
 			c.event(obj, corev1.EventTypeWarning, "PolicyUnknown", err.Error())
 		}
@@ -413,8 +413,8 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 			}
 			// A person drives it: leave it to them, look again once
 			// their hold could have lapsed.
-			c.setPhase(k, PhaseWaiting)
-			st := State{Phase: PhaseWaiting, Generation: gen, Policy: policy, Driver: held.Holder.Identity,
+			c.setPhase(k, live.RolloutWaiting)
+			st := live.RolloutState{Phase: live.RolloutWaiting, Generation: gen, Policy: policy, Driver: held.Holder.Identity,
 				Message: "driven by " + held.Holder.Identity + " (Lease " + held.Holder.Lease + "); the controller waits until it lets go"}
 			if prev != nil {
 				st.Revision, st.Wave, st.Waves, st.Desired, st.Updated, st.Available, st.InFlight = prev.Revision, prev.Wave, prev.Waves, prev.Desired, prev.Updated, prev.Available, prev.InFlight
@@ -447,25 +447,25 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 		return 0, fmt.Errorf("%s: %w", k, err)
 	}
 	res, err := x.Step(ctx)
-	st := State{Generation: gen, Policy: policy, Driver: c.driverName()}
+	st := live.RolloutState{Generation: gen, Policy: policy, Driver: c.driverName()}
 	if res != nil {
-		st.fill(res)
+		fill(&st, res)
 	}
 	var halted *executor.HaltedError
 	var refused *executor.RefusedError
 	switch {
 	case errors.As(err, &halted):
-		st.Phase, st.Reasons = PhaseHalted, halted.Reasons
+		st.Phase, st.Reasons = live.RolloutHalted, halted.Reasons
 		st.Message = "halted by policy: " + halted.Reasons[0] + "; it stays halted until the template changes or `rollplan resume`"
-		c.setPhase(k, PhaseHalted)
+		c.setPhase(k, live.RolloutHalted)
 		if rerr := c.release(ctx, k); rerr != nil {
 			return 0, rerr
 		}
 		st.Driver = ""
 		return 0, c.report(ctx, k, m, prev, st)
 	case errors.As(err, &refused):
-		st.Phase, st.Message, st.Driver = PhaseWaiting, refused.Reason, ""
-		c.setPhase(k, PhaseWaiting)
+		st.Phase, st.Message, st.Driver = live.RolloutWaiting, refused.Reason, ""
+		c.setPhase(k, live.RolloutWaiting)
 		if changed(prev, st) {
 			c.event(obj, corev1.EventTypeWarning, "NotDriven", refused.Reason)
 		}
@@ -476,16 +476,16 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 	case err != nil:
 		return 0, err
 	case res.Done:
-		st.Phase, st.Driver = PhaseComplete, ""
-		c.setPhase(k, PhaseComplete)
+		st.Phase, st.Driver = live.RolloutComplete, ""
+		c.setPhase(k, live.RolloutComplete)
 		if err := c.release(ctx, k); err != nil {
 			return 0, err
 		}
 		return 0, c.report(ctx, k, m, prev, st)
 	}
-	st.Phase = PhaseInProgress
+	st.Phase = live.RolloutInProgress
 	st.Message = res.Note
-	c.setPhase(k, PhaseInProgress)
+	c.setPhase(k, live.RolloutInProgress)
 	if err := c.report(ctx, k, m, prev, st); err != nil {
 		return 0, err
 	}
@@ -501,7 +501,7 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 }
 
 // fill copies a step's counts into the state.
-func (s *State) fill(r *executor.StepResult) {
+func fill(s *live.RolloutState, r *executor.StepResult) {
 	s.Desired, s.Updated, s.Available, s.InFlight = r.Desired-r.Held, r.Updated, r.Available, len(r.InFlight)
 	if r.Status != nil {
 		s.Revision = r.Status.Revisions.Update
@@ -529,10 +529,12 @@ func (c *Controller) generation(k key, m metav1.Object) int64 {
 }
 
 // changed: the state differs from the one recorded.
-func changed(prev *State, st State) bool { return prev == nil || prev.encode() != st.encode() }
+func changed(prev *live.RolloutState, st live.RolloutState) bool {
+	return prev == nil || prev.Encode() != st.Encode()
+}
 
 // report records the state: on the workload, or in a dry run in the log.
-func (c *Controller) report(ctx context.Context, k key, m metav1.Object, prev *State, st State) error {
+func (c *Controller) report(ctx context.Context, k key, m metav1.Object, prev *live.RolloutState, st live.RolloutState) error {
 	if !c.o.DryRun {
 		return c.writeState(ctx, k, m, prev, st)
 	}
@@ -547,14 +549,14 @@ func (c *Controller) report(ctx context.Context, k key, m metav1.Object, prev *S
 	return nil
 }
 
-// writeState applies AnnRolloutState when it changed (server-side apply,
+// writeState applies the rollout state annotation when it changed (server-side apply,
 // FieldManager, forced: the annotation is the controller's alone).
-func (c *Controller) writeState(ctx context.Context, k key, m metav1.Object, prev *State, st State) error {
+func (c *Controller) writeState(ctx context.Context, k key, m metav1.Object, prev *live.RolloutState, st live.RolloutState) error {
 	if c.o.DryRun || !changed(prev, st) {
 		return nil
 	}
-	ann := map[string]string{AnnRolloutState: st.encode()}
-	opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
+	ann := map[string]string{facts.AnnRolloutState: st.Encode()}
+	opts := metav1.ApplyOptions{FieldManager: live.RolloutStateFieldManager, Force: true}
 	var err error
 	switch k.Kind {
 	case capture.Deployment:
@@ -576,7 +578,7 @@ func (c *Controller) writeState(ctx context.Context, k key, m metav1.Object, pre
 		return nil // deleted since the read
 	}
 	if err != nil {
-		return fmt.Errorf("%s: record the rollout state (annotation %s): %w", k, AnnRolloutState, err)
+		return fmt.Errorf("%s: record the rollout state (annotation %s): %w", k, facts.AnnRolloutState, err)
 	}
 	if prev == nil || prev.Phase != st.Phase {
 		c.o.Log.Info("rollout", "workload", k.String(), "state", st.Summary())
@@ -665,7 +667,7 @@ func (c *Controller) setPhase(k key, phase string) {
 	for _, p := range c.phases {
 		counts[p]++
 	}
-	for _, p := range []string{PhaseInProgress, PhaseComplete, PhaseHalted, PhasePaused, PhaseWaiting} {
+	for _, p := range []string{live.RolloutInProgress, live.RolloutComplete, live.RolloutHalted, live.RolloutPaused, live.RolloutWaiting} {
 		c.o.Metrics.Rollouts.WithLabelValues(strings.ToLower(p)).Set(float64(counts[p]))
 	}
 }

@@ -504,12 +504,8 @@ func (r *readiness) reasonLocked() string {
 	return r.failed[names[0]]
 }
 
-// serveHealth serves /healthz (alive) and /readyz (readiness) on addr.
-func serveHealth(addr string, r *readiness, log *slog.Logger) (func(), error) {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--health-probe-bind-address: %w", err)
-	}
+// handler serves /healthz (alive) and /readyz.
+func (r *readiness) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -519,7 +515,16 @@ func serveHealth(addr string, r *readiness, log *slog.Logger) (func(), error) {
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return mux
+}
+
+// serveHealth serves /healthz (alive) and /readyz (readiness) on addr.
+func serveHealth(addr string, r *readiness, log *slog.Logger) (func(), error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--health-probe-bind-address: %w", err)
+	}
+	srv := &http.Server{Handler: r.handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("health server", "error", err)

@@ -29,7 +29,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
-	rpctrl "github.com/rollplan/rollplan/controller"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/internal/testobj"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/kubeversion"
@@ -237,13 +237,13 @@ func (e *env) object(kind, name string) (metav1.Object, *corev1.PodTemplateSpec,
 }
 
 // state reads the controller's rollout state of the workload (nil: none).
-func (e *env) state(kind, name string) (*rpctrl.State, metav1.Object) {
+func (e *env) state(kind, name string) (*live.RolloutState, metav1.Object) {
 	e.t.Helper()
 	m, _, err := e.object(kind, name)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	st, err := rpctrl.ParseState(m.GetAnnotations()[facts.AnnRolloutState])
+	st, err := live.ParseRolloutState(m.GetAnnotations()[facts.AnnRolloutState])
 	if err != nil {
 		e.t.Fatalf("%s %s: %v", kind, name, err)
 	}
@@ -251,9 +251,9 @@ func (e *env) state(kind, name string) (*rpctrl.State, metav1.Object) {
 }
 
 // waitState polls the rollout state until ok holds.
-func (e *env) waitState(kind, name, what string, timeout time.Duration, ok func(*rpctrl.State, metav1.Object) bool) *rpctrl.State {
+func (e *env) waitState(kind, name, what string, timeout time.Duration, ok func(*live.RolloutState, metav1.Object) bool) *live.RolloutState {
 	e.t.Helper()
-	var st *rpctrl.State
+	var st *live.RolloutState
 	err := wait.PollUntilContextTimeout(e.ctx, 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		var m metav1.Object
 		st, m = e.state(kind, name)
@@ -265,7 +265,7 @@ func (e *env) waitState(kind, name, what string, timeout time.Duration, ok func(
 	return st
 }
 
-func summary(st *rpctrl.State) string {
+func summary(st *live.RolloutState) string {
 	if st == nil {
 		return "none"
 	}
@@ -361,7 +361,7 @@ func (e *env) rolledOut(w workload) (bool, string) {
 			why = fmt.Sprintf("status %d updated, %d available, %d replicas of %d", st.UpdatedReplicas, st.AvailableReplicas, st.Replicas, *d.Spec.Replicas)
 		}
 	}
-	st, err := rpctrl.ParseState(m.GetAnnotations()[facts.AnnRolloutState])
+	st, err := live.ParseRolloutState(m.GetAnnotations()[facts.AnnRolloutState])
 	if err != nil {
 		return false, err.Error()
 	}
@@ -371,7 +371,7 @@ func (e *env) rolledOut(w workload) (bool, string) {
 	e.mu.Lock()
 	changed := e.changed[w.Kind+"/"+w.Name]
 	e.mu.Unlock()
-	if st == nil || st.Phase != rpctrl.PhaseComplete || st.Generation < changed || (w.Kind != "Deployment" && st.Generation != m.GetGeneration()) {
+	if st == nil || st.Phase != live.RolloutComplete || st.Generation < changed || (w.Kind != "Deployment" && st.Generation != m.GetGeneration()) {
 		why += fmt.Sprintf("; rollout state (generation %d, changed at %d): %s", m.GetGeneration(), changed, summary(st))
 	}
 	return why == "", why
