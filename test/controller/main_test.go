@@ -29,10 +29,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/internal/testobj"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/kubeversion"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/test/controlplane"
 	"github.com/rollplan/rollplan/test/kubelet"
 )
@@ -189,6 +189,9 @@ type workload struct {
 	// InPlace: the template change goes in place (every pod keeps its
 	// UID); otherwise every pod is recreated once.
 	InPlace bool
+	// CrashLoops: the new image crash-loops, so restarts are not
+	// updates.
+	CrashLoops bool
 }
 
 func (w workload) ref() string { return strings.ToLower(w.Kind) + "/" + w.Name }
@@ -534,4 +537,8 @@ func logLines(s string) []map[string]any {
 		}
 	}
 	return out
+}
+
+func wl(kind, name string, want, budget int, inPlace bool) workload {
+	return workload{Kind: kind, Name: name, Want: want, Budget: budget, InPlace: inPlace}
 }

@@ -52,20 +52,20 @@ func (e *env) tenWorkloads(image string) *fleet {
 			f.change[w.Name], f.image[w.Name], f.mode[w.Name] = setImage(image), image, "a"
 		}
 	}
-	add(statefulSet(e.ns, "web", 6, "2"), workload{"StatefulSet", "web", 6, 2, true}, false)
-	add(statefulSet(e.ns, "db", 5, "1"), workload{"StatefulSet", "db", 5, 1, false}, true)
-	add(statefulSet(e.ns, "cache", 4, "50%"), workload{"StatefulSet", "cache", 4, 2, true}, false)
+	add(statefulSet(e.ns, "web", 6, "2"), wl("StatefulSet", "web", 6, 2, true), false)
+	add(statefulSet(e.ns, "db", 5, "1"), wl("StatefulSet", "db", 5, 1, false), true)
+	add(statefulSet(e.ns, "cache", 4, "50%"), wl("StatefulSet", "cache", 4, 2, true), false)
 	queue := statefulSet(e.ns, "queue", 3, "1")
 	queue.Annotations[facts.AnnPodUpdatePolicy] = "Recreate"
-	add(queue, workload{"StatefulSet", "queue", 3, 1, false}, false)
-	add(daemonSet(e.ns, "agent", ""), workload{"DaemonSet", "agent", n, 1, true}, false)
-	add(daemonSet(e.ns, "logs", "2"), workload{"DaemonSet", "logs", n, 2, false}, true)
+	add(queue, wl("StatefulSet", "queue", 3, 1, false), false)
+	add(daemonSet(e.ns, "agent", ""), wl("DaemonSet", "agent", n, 1, true), false)
+	add(daemonSet(e.ns, "logs", "2"), wl("DaemonSet", "logs", n, 2, false), true)
 	zonal := daemonSet(e.ns, "zonal", "2")
 	zonal.Annotations[facts.AnnPolicy] = "zones"
-	add(zonal, workload{"DaemonSet", "zonal", n, 2, true}, false)
-	add(deployment(e.ns, "api", 6, "2"), workload{"Deployment", "api", 6, 2, true}, false)
-	add(deployment(e.ns, "front", 4, "1"), workload{"Deployment", "front", 4, 1, false}, true)
-	add(deployment(e.ns, "worker", 5, "1"), workload{"Deployment", "worker", 5, 1, true}, false)
+	add(zonal, wl("DaemonSet", "zonal", n, 2, true), false)
+	add(deployment(e.ns, "api", 6, "2"), wl("Deployment", "api", 6, 2, true), false)
+	add(deployment(e.ns, "front", 4, "1"), wl("Deployment", "front", 4, 1, false), true)
+	add(deployment(e.ns, "worker", 5, "1"), wl("Deployment", "worker", 5, 1, true), false)
 	// The controller holds the managed Deployments (spec.paused) and
 	// records every rollout Complete before anything changes.
 	e.waitRolledOut(f.ws, 90*time.Second)
@@ -216,11 +216,11 @@ func TestLeaderKilled(t *testing.T) {
 	const image = "example.com/app:v3"
 	e.kubelet.SetImage(image, kubelet.Behavior{StartDelay: 300 * time.Millisecond, ReadyDelay: 1500 * time.Millisecond})
 	ws := []workload{
-		{"StatefulSet", "slow", 8, 1, true},
-		{"StatefulSet", "wide", 6, 2, true},
-		{"StatefulSet", "fresh", 4, 1, false},
-		{"DaemonSet", "agent", 6, 1, true},
-		{"Deployment", "api", 6, 1, true},
+		wl("StatefulSet", "slow", 8, 1, true),
+		wl("StatefulSet", "wide", 6, 2, true),
+		wl("StatefulSet", "fresh", 4, 1, false),
+		wl("DaemonSet", "agent", 6, 1, true),
+		wl("Deployment", "api", 6, 1, true),
 	}
 	e.create(statefulSet(e.ns, "slow", 8, "1"))
 	e.create(statefulSet(e.ns, "wide", 6, "2"))
