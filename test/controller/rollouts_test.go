@@ -52,6 +52,11 @@ func (e *env) tenWorkloads(image string) *fleet {
 			f.change[w.Name], f.image[w.Name], f.mode[w.Name] = setImage(image), image, "a"
 		}
 	}
+	// The zonal DaemonSet's pods take long to become Ready, so that two
+	// are in flight at once: in one zone under the policy "zones", in two
+	// under the default order (by node, the zones taking turns).
+	zonalImage := image + "-zonal"
+	e.kubelet.SetImage(zonalImage, kubelet.Behavior{StartDelay: 200 * time.Millisecond, ReadyDelay: 2 * time.Second})
 	add(statefulSet(e.ns, "web", 6, "2"), wl("StatefulSet", "web", 6, 2, true), false)
 	add(statefulSet(e.ns, "db", 5, "1"), wl("StatefulSet", "db", 5, 1, false), true)
 	add(statefulSet(e.ns, "cache", 4, "50%"), wl("StatefulSet", "cache", 4, 2, true), false)
@@ -63,6 +68,7 @@ func (e *env) tenWorkloads(image string) *fleet {
 	zonal := daemonSet(e.ns, "zonal", "2")
 	zonal.Annotations[facts.AnnPolicy] = "zones"
 	add(zonal, wl("DaemonSet", "zonal", n, 2, true), false)
+	f.change["zonal"], f.image["zonal"] = setImage(zonalImage), zonalImage
 	add(deployment(e.ns, "api", 6, "2"), wl("Deployment", "api", 6, 2, true), false)
 	add(deployment(e.ns, "front", 4, "1"), wl("Deployment", "front", 4, 1, false), true)
 	add(deployment(e.ns, "worker", 5, "1"), wl("Deployment", "worker", 5, 1, true), false)
@@ -114,6 +120,9 @@ func (f *fleet) check(e *env, w *watcher, since time.Time) {
 	defer w.mu.Unlock()
 	if g := w.track["zonal"].worstGroups; g != 1 {
 		e.t.Errorf("daemonset/zonal (policy zones, one zone at a time): %d zones had pods unavailable at once, want 1: %s", g, w.track["zonal"].groupsAt)
+	}
+	if n := w.track["zonal"].worst; n < 2 {
+		e.t.Errorf("daemonset/zonal: at most %d pod unavailable at once: the zone, not one pod at a time, should bound the rollout", n)
 	}
 }
 
