@@ -97,9 +97,10 @@ can decide: its informer caches synced and its reservation store usable
 (the namespace exists and the gate may list and create ConfigMaps there,
 checked every 5s); otherwise 503 with the reason, logged once per change
 (e.g. "reservation store: namespace rollplan-system not found: create it
-..."), and it recovers by itself. On SIGTERM, /readyz fails at once while /validate keeps answering for
---shutdown-delay, so that the API servers stop calling this replica
-before it closes; then the requests in flight finish.
+..."), and it recovers by itself. On SIGTERM, /readyz fails at once while
+/validate keeps answering for --shutdown-delay, so that the API servers
+stop calling this replica before it closes; then the requests in flight
+finish.
 
 Install it with 'rollplan gate manifests | kubectl apply -f -', or the
 kustomize base in deploy/.`,
