@@ -340,7 +340,7 @@ func gatePolicy(spec *corev1.PodSpec, o Options) error {
 		}
 	}
 	if gate == nil {
-		return fmt.Errorf("deployment.yaml: no container %q to give the policy to", gateContainer)
+		return fmt.Errorf("gate-deployment.yaml: no container %q to give the policy to", gateContainer)
 	}
 	if o.Engine != "" {
 		gate.Args = append(gate.Args, "--engine="+o.Engine)

@@ -43,7 +43,7 @@ func gatePolicyFiles(kind string, paths []string) (map[string][]byte, error) {
 			return fmt.Errorf("policy %s: %w", file, err)
 		}
 		if total += len(b); total > maxPolicyBytes {
-			return fmt.Errorf("policy %s: the policy files exceed the 1 MiB a ConfigMap holds: mount them into the gate yourself (see deploy/deployment.yaml)", strings.Join(paths, ", "))
+			return fmt.Errorf("policy %s: the policy files exceed the 1 MiB a ConfigMap holds: mount them into the gate yourself (see deploy/gate-deployment.yaml)", strings.Join(paths, ", "))
 		}
 		out[key], from[key] = b, file
 		return nil
