@@ -372,7 +372,7 @@ func customize(obj any, o Options) error {
 			}
 			return podPolicy(obj, controllerContainer, o)
 		default:
-			return fmt.Errorf("Deployment %s: neither the gate's (%s) nor the controller's (%s)", obj.Name, ServiceName, ControllerName)
+			return fmt.Errorf("deployment %s: neither the gate's (%s) nor the controller's (%s)", obj.Name, ServiceName, ControllerName)
 		}
 	case *policyv1.PodDisruptionBudget:
 		obj.Namespace = o.Namespace
@@ -444,7 +444,7 @@ func container(d *appsv1.Deployment, name string) (*corev1.Container, error) {
 			return &cs[i], nil
 		}
 	}
-	return nil, fmt.Errorf("Deployment %s: no container %q", d.Name, name)
+	return nil, fmt.Errorf("deployment %s: no container %q", d.Name, name)
 }
 
 // podPolicy gives d's container name --engine, and --policy with the
