@@ -361,7 +361,8 @@ func customize(obj any, o Options) error {
 			return podPolicy(obj, gateContainer, o)
 		case ControllerName:
 			if o.ControllerReplicas > 0 {
-				obj.Spec.Replicas = &o.ControllerReplicas
+				replicas := o.ControllerReplicas
+				obj.Spec.Replicas = &replicas
 			}
 			if o.ControllerDryRun {
 				c, err := container(obj, controllerContainer)

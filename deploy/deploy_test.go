@@ -727,9 +727,17 @@ func TestControllerDeployment(t *testing.T) {
 		if !zone {
 			t.Errorf("Deployment %s: no topologySpreadConstraint over topology.kubernetes.io/zone selecting its pods: %+v", d.Name, d.Spec.Template.Spec.TopologySpreadConstraints)
 		}
+		// The gate keeps one replica (the pods webhook fails closed); the
+		// controller loses one at a time, and a drain is never stuck on a
+		// single replica.
 		pdb := findNamed[*policyv1.PodDisruptionBudget](t, objs, d.Name)
-		if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 || !slices.Equal(slices.Sorted(maps.Keys(pdb.Spec.Selector.MatchLabels)), slices.Sorted(maps.Keys(d.Spec.Selector.MatchLabels))) {
-			t.Errorf("PodDisruptionBudget %s: %+v, want minAvailable 1 over the Deployment's pods", pdb.Name, pdb.Spec)
+		budget, want := pdb.Spec.MinAvailable, "minAvailable"
+		if d.Name == ControllerName {
+			budget, want = pdb.Spec.MaxUnavailable, "maxUnavailable"
+		}
+		if budget == nil || budget.IntValue() != 1 || !slices.Equal(slices.Sorted(maps.Keys(pdb.Spec.Selector.MatchLabels)), slices.Sorted(maps.Keys(d.Spec.Selector.MatchLabels))) ||
+			(pdb.Spec.MinAvailable != nil) == (pdb.Spec.MaxUnavailable != nil) {
+			t.Errorf("PodDisruptionBudget %s: %+v, want %s 1 (only) over the Deployment's pods", pdb.Name, pdb.Spec, want)
 		}
 		svc := findNamed[*corev1.Service](t, objs, d.Name)
 		if !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(d.Spec.Template.Labels)) {
