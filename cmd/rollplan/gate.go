@@ -102,8 +102,8 @@ checked every 5s); otherwise 503 with the reason, logged once per change
 stop calling this replica before it closes; then the requests in flight
 finish.
 
-Install it with 'rollplan gate manifests | kubectl apply -f -', or the
-kustomize base in deploy/.`,
+Install it with the controller: 'rollplan manifests | kubectl apply -f -',
+or the kustomize base in deploy/; alone: 'rollplan gate manifests'.`,
 		Example: `  rollplan gate --tls-cert-file /etc/rollplan/tls/tls.crt --tls-private-key-file /etc/rollplan/tls/tls.key
   rollplan gate --tls-cert-file tls.crt --tls-private-key-file tls.key --policy policies/examples/one-zone-at-a-time --enforcement warn`,
 		Args: noArgs,

@@ -414,39 +414,6 @@ func TestGateWithExecutor(t *testing.T) {
 	w.result(t, 2)
 }
 
-// TestGateManifestsApply: what `rollplan gate manifests` prints is accepted
-// by the API server as it stands (server-side dry run: the fail-closed
-// webhook must not stand in front of the other tests' pods).
-func TestGateManifestsApply(t *testing.T) {
-	cluster(t)
-	ca, cert, key, err := certs.Generate("rollplan-gate", deploy.DefaultNamespace, time.Hour, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := deploy.Render(deploy.Options{CABundle: ca, ServingCert: cert, ServingKey: key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubectl := filepath.Join(plane.BinDir, "kubectl")
-	// The namespace first: a dry run creates nothing for the rest to land in.
-	out, err := exec.Command(kubectl, "--kubeconfig", plane.Kubeconfig, "create", "namespace", deploy.DefaultNamespace).CombinedOutput()
-	if err != nil && !strings.Contains(string(out), "AlreadyExists") {
-		t.Fatalf("kubectl create namespace: %v\n%s", err, out)
-	}
-	cmd := exec.Command(kubectl, "--kubeconfig", plane.Kubeconfig, "apply", "--dry-run=server", "-f", "-")
-	cmd.Stdin = bytes.NewReader(raw)
-	out, err = cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl apply --dry-run=server: %v\n%s", err, out)
-	}
-	for _, want := range []string{"deployment.apps/rollplan-gate", "service/rollplan-gate", "poddisruptionbudget.policy/rollplan-gate",
-		"validatingwebhookconfiguration.admissionregistration.k8s.io/rollplan-gate", "secret/rollplan-gate-tls", "clusterrole.rbac.authorization.k8s.io/"} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("kubectl apply did not report %s:\n%s", want, out)
-		}
-	}
-}
-
 // TestGateDaemonSetCordonedNode: apply was stopped right after cordoning a
 // node for its DaemonSet. A drain's eviction of another daemon pod is
 // refused: the gate counts the cordoned node's pod as being updated, as
