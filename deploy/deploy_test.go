@@ -548,7 +548,7 @@ func TestControllerRBAC(t *testing.T) {
 		"apps/controllerrevisions":    read,
 		"policy/poddisruptionbudgets": read,
 		"events.k8s.io/events":        {"create", "patch"},
-		"coordination.k8s.io/leases":  {"create", "delete", "get", "list", "update", "watch"},
+		"coordination.k8s.io/leases":  {"create", "get", "update"},
 	}
 	got := map[string][]string{}
 	role := findNamed[*rbacv1.ClusterRole](t, objs, ControllerName)
