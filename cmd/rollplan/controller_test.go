@@ -3,12 +3,21 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/rollplan/rollplan/gate"
 )
 
 func TestControllerFlags(t *testing.T) {
@@ -65,30 +74,52 @@ func TestPolicySet(t *testing.T) {
 
 func TestControllerReadiness(t *testing.T) {
 	var log bytes.Buffer
-	r := &readiness{log: slog.New(slog.NewTextHandler(&log, nil))}
-	mux := r.handler()
+	ctx := context.Background()
+	client := fake.NewClientset()
+	var synced bool
+	ready := gate.NewReadiness(slog.New(slog.NewTextHandler(&log, nil))).
+		Add("informer caches", func(context.Context) error {
+			if !synced {
+				return errors.New("informer caches are not synced yet")
+			}
+			return nil
+		}).
+		Add("leader-election Lease", func(ctx context.Context) error { return leaseUsable(ctx, client, "rollplan-system", "rollplan-controller") })
+	// The fake takes any namespace: answer as the API server does when
+	// rollplan-system does not exist.
+	exists := false
+	client.PrependReactor("create", "leases", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if !exists {
+			return true, nil, apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "rollplan-system")
+		}
+		return true, nil, nil
+	})
+	h := healthHandler(ready)
 	get := func() (int, string) {
 		rec := httptest.NewRecorder()
-		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 		return rec.Code, rec.Body.String()
 	}
 	if code, _ := get(); code != http.StatusServiceUnavailable {
 		t.Errorf("before any check: %d, want 503", code)
 	}
-	r.set("caches", "")
-	r.set("lease", "namespace rollplan-system not found")
-	r.set("lease", "namespace rollplan-system not found")
-	if code, body := get(); code != http.StatusServiceUnavailable || !strings.Contains(body, "rollplan-system not found") {
-		t.Errorf("lease unusable: %d %q, want 503 with the reason", code, body)
+	ready.Evaluate(ctx)
+	if code, body := get(); code != http.StatusServiceUnavailable || !strings.Contains(body, "not synced") {
+		t.Errorf("caches not synced: %d %q", code, body)
 	}
-	r.set("lease", "")
+	synced = true
+	ready.Evaluate(ctx)
+	ready.Evaluate(ctx)
+	code, body := get()
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "namespace rollplan-system not found: create it") {
+		t.Errorf("Lease namespace missing: %d %q, want 503 saying what to do", code, body)
+	}
+	exists = true
+	ready.Evaluate(ctx)
 	if code, _ := get(); code != http.StatusOK {
 		t.Errorf("all checks pass: %d, want 200", code)
 	}
-	if n := strings.Count(log.String(), "not ready"); n != 1 {
+	if n := strings.Count(log.String(), "rollplan-system not found"); n != 1 {
 		t.Errorf("the reason was logged %d times, want once:\n%s", n, log.String())
-	}
-	if !strings.Contains(log.String(), "msg=ready") {
-		t.Errorf("becoming ready is not logged:\n%s", log.String())
 	}
 }
