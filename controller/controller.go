@@ -108,6 +108,10 @@ type Controller struct {
 	// dryRuns: the last dry-run report of each workload, logged when it
 	// changes (a dry run changes nothing, so every step would repeat it).
 	dryRuns map[key]string
+	// ownGen: for a Deployment, the generation recorded in the state this
+	// replica last wrote and the generation that write gave it (see
+	// generation).
+	ownGen map[key][2]int64
 }
 
 // key names a workload in the queue.
@@ -147,7 +151,7 @@ func New(o Options) (*Controller, error) {
 		nodes:   informers.NewSharedInformerFactoryWithOptions(o.Client, 0, informers.WithTransform(capture.StripManagedFields)),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[key](),
 			workqueue.TypedRateLimitingQueueConfig[key]{Name: "rollouts", MetricsProvider: o.Metrics.queue}),
-		leases: map[key]*executor.DriverLease{}, phases: map[key]string{}, dryRuns: map[key]string{},
+		leases: map[key]*executor.DriverLease{}, phases: map[key]string{}, dryRuns: map[key]string{}, ownGen: map[key][2]int64{},
 	}
 	c.src = capture.NewListerSource(c.factory, c.nodes)
 	c.reader = live.ListerReader{Source: c.src, Now: o.Now}
@@ -373,7 +377,8 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 		c.o.Log.Warn("ignoring an unreadable rollout state", "workload", k.String(), "error", err)
 		prev = nil
 	}
-	if prev != nil && prev.Phase == live.RolloutHalted && prev.Generation == m.GetGeneration() {
+	gen := c.generation(k, m)
+	if prev != nil && prev.Phase == live.RolloutHalted && prev.Generation == gen {
 		// A halt holds until the template changes (a new generation) or
 		// someone resumes it (rollplan resume clears the state).
 		c.setPhase(k, live.RolloutHalted)
@@ -381,7 +386,7 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 	}
 	if m.GetAnnotations()[facts.AnnPaused] == "true" {
 		c.setPhase(k, live.RolloutPaused)
-		st := live.RolloutState{Phase: live.RolloutPaused, Generation: m.GetGeneration(), Message: "paused: no new action until `rollplan resume`"}
+		st := live.RolloutState{Phase: live.RolloutPaused, Generation: gen, Message: "paused: no new action until `rollplan resume`"}
 		if prev != nil {
 			st.Revision, st.Wave, st.Waves, st.Desired, st.Updated, st.Available, st.InFlight = prev.Revision, prev.Wave, prev.Waves, prev.Desired, prev.Updated, prev.Available, prev.InFlight
 		}
@@ -394,7 +399,7 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 	eng, err := c.o.Policies.For(policy)
 	if err != nil {
 		c.setPhase(k, live.RolloutWaiting)
-		st := live.RolloutState{Phase: live.RolloutWaiting, Generation: m.GetGeneration(), Policy: policy, Message: err.Error()}
+		st := live.RolloutState{Phase: live.RolloutWaiting, Generation: gen, Policy: policy, Message: err.Error()}
 		if changed(prev, st) {
 			c.event(obj, corev1.EventTypeWarning, "PolicyUnknown", err.Error())
 		}
@@ -409,7 +414,7 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 			// A person drives it: leave it to them, look again once
 			// their hold could have lapsed.
 			c.setPhase(k, live.RolloutWaiting)
-			st := live.RolloutState{Phase: live.RolloutWaiting, Generation: m.GetGeneration(), Policy: policy, Driver: held.Holder.Identity,
+			st := live.RolloutState{Phase: live.RolloutWaiting, Generation: gen, Policy: policy, Driver: held.Holder.Identity,
 				Message: "driven by " + held.Holder.Identity + " (Lease " + held.Holder.Lease + "); the controller waits until it lets go"}
 			if prev != nil {
 				st.Revision, st.Wave, st.Waves, st.Desired, st.Updated, st.Available, st.InFlight = prev.Revision, prev.Wave, prev.Waves, prev.Desired, prev.Updated, prev.Available, prev.InFlight
@@ -419,6 +424,15 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 			}
 			return executor.DriverLeaseDuration, nil
 		}
+	}
+	if d, ok := obj.(*appsv1.Deployment); ok && d.Status.ObservedGeneration < d.Generation && gen != d.Generation {
+		// Only the state's own writes moved the generation since the
+		// Deployment controller last reported (see generation). Until it
+		// has seen the new one the executor takes the rollout for
+		// unfinished: a step now would record a Complete rollout as
+		// InProgress, whose write moves the generation again, and so on.
+		// The controller's status update queues the workload again.
+		return c.o.Recheck, nil
 	}
 	log := c.o.Log
 	if c.o.DryRun {
@@ -433,7 +447,7 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 		return 0, fmt.Errorf("%s: %w", k, err)
 	}
 	res, err := x.Step(ctx)
-	st := live.RolloutState{Generation: m.GetGeneration(), Policy: policy, Driver: c.driverName()}
+	st := live.RolloutState{Generation: gen, Policy: policy, Driver: c.driverName()}
 	if res != nil {
 		fill(&st, res)
 	}
@@ -495,6 +509,25 @@ func fill(s *live.RolloutState, r *executor.StepResult) {
 	}
 }
 
+// generation is the workload's metadata.generation as the rollout state
+// records it. The API server also moves a Deployment's generation when its
+// annotations change (so that its controller copies them to the
+// ReplicaSet): the state's own write would otherwise look like a new
+// generation to the next step, which would write the state again, and so
+// on for ever, and no halt would hold. The generation this replica's last
+// write gave the Deployment therefore counts as the one that write
+// recorded. A new leader, which has no such memory, writes the state once
+// more (and steps a halted Deployment once more) before it holds.
+func (c *Controller) generation(k key, m metav1.Object) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := m.GetGeneration()
+	if own, ok := c.ownGen[k]; ok && own[1] == g {
+		return own[0]
+	}
+	return g
+}
+
 // changed: the state differs from the one recorded.
 func changed(prev *live.RolloutState, st live.RolloutState) bool {
 	return prev == nil || prev.Encode() != st.Encode()
@@ -527,7 +560,15 @@ func (c *Controller) writeState(ctx context.Context, k key, m metav1.Object, pre
 	var err error
 	switch k.Kind {
 	case capture.Deployment:
-		_, err = c.o.Client.AppsV1().Deployments(k.Namespace).Apply(ctx, appsapply.Deployment(k.Name, k.Namespace).WithAnnotations(ann), opts)
+		var d *appsv1.Deployment
+		d, err = c.o.Client.AppsV1().Deployments(k.Namespace).Apply(ctx, appsapply.Deployment(k.Name, k.Namespace).WithAnnotations(ann), opts)
+		if err == nil && d.Generation == m.GetGeneration()+1 {
+			// Only this write moved it since the read (a template change
+			// in between would have moved it further): see generation.
+			c.mu.Lock()
+			c.ownGen[k] = [2]int64{st.Generation, d.Generation}
+			c.mu.Unlock()
+		}
 	case capture.StatefulSet:
 		_, err = c.o.Client.AppsV1().StatefulSets(k.Namespace).Apply(ctx, appsapply.StatefulSet(k.Name, k.Namespace).WithAnnotations(ann), opts)
 	case capture.DaemonSet:
@@ -618,6 +659,7 @@ func (c *Controller) setPhase(k key, phase string) {
 	if phase == "" {
 		delete(c.phases, k)
 		delete(c.dryRuns, k)
+		delete(c.ownGen, k)
 	} else {
 		c.phases[k] = phase
 	}
