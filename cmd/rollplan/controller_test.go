@@ -84,7 +84,9 @@ func TestControllerReadiness(t *testing.T) {
 			}
 			return nil
 		}).
-		Add("leader-election Lease", func(ctx context.Context) error { return leaseUsable(ctx, client, "rollplan-system", "rollplan-controller") })
+		Add("leader-election Lease", func(ctx context.Context) error {
+			return leaseUsable(ctx, client, "rollplan-system", "rollplan-controller")
+		})
 	// The fake takes any namespace: answer as the API server does when
 	// rollplan-system does not exist.
 	exists := false
