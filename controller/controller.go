@@ -395,6 +395,14 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 		}
 		return 0, c.writeState(ctx, k, m, prev, st)
 	}
+	if prev != nil && prev.Generation == gen && (prev.Phase == live.RolloutComplete || prev.NotDriven) {
+		// Rolled out, or not the executor's to drive, at this generation:
+		// nothing to do until the spec changes (or rollplan resume clears
+		// the state). Stepping it on every event would take and give up
+		// its driver Lease each time, and refuse a person's apply meanwhile.
+		c.setPhase(k, prev.Phase)
+		return 0, c.release(ctx, k)
+	}
 	policy := m.GetAnnotations()[facts.AnnPolicy]
 	eng, err := c.o.Policies.For(policy)
 	if err != nil {
@@ -464,7 +472,7 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 		st.Driver = ""
 		return 0, c.report(ctx, k, m, prev, st)
 	case errors.As(err, &refused):
-		st.Phase, st.Message, st.Driver = live.RolloutWaiting, refused.Reason, ""
+		st.Phase, st.Message, st.Driver, st.NotDriven = live.RolloutWaiting, refused.Reason, "", true
 		c.setPhase(k, live.RolloutWaiting)
 		if changed(prev, st) {
 			c.event(obj, corev1.EventTypeWarning, "NotDriven", refused.Reason)

@@ -216,6 +216,11 @@ func TestSyncLeavesAlone(t *testing.T) {
 		{name: "halted at this generation", ann: map[string]string{facts.AnnRolloutState: halted}, wantPhase: live.RolloutHalted},
 		{name: "a policy the controller does not have", ann: map[string]string{facts.AnnPolicy: "nope"}, wantPhase: live.RolloutWaiting, wantInMsg: `"nope" unknown`, wantEvent: "Warning PolicyUnknown"},
 		{name: "not managed", ann: map[string]string{facts.AnnManaged: "false"}},
+		// The template says v2 and the pods run v1, but the record says
+		// complete at this generation: nothing is stepped (a rollout
+		// does not restart without a spec change or rollplan resume).
+		{name: "complete at this generation", ann: map[string]string{facts.AnnRolloutState: live.RolloutState{Phase: live.RolloutComplete, Generation: 2}.Encode()}, wantPhase: live.RolloutComplete},
+		{name: "not the executor's to drive at this generation", ann: map[string]string{facts.AnnRolloutState: live.RolloutState{Phase: live.RolloutWaiting, Generation: 2, NotDriven: true, Message: "updateStrategy RollingUpdate"}.Encode()}, wantPhase: live.RolloutWaiting, wantInMsg: "RollingUpdate"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

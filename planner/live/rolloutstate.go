@@ -62,6 +62,11 @@ type RolloutState struct {
 	Driver string `json:"driver,omitempty"`
 	// Message: why it is halted or waiting, or what it waits for.
 	Message string `json:"message,omitempty"`
+	// NotDriven: the executor does not drive the workload as it is (a
+	// RollingUpdate StatefulSet or DaemonSet annotated managed: its own
+	// controller rolls it); Message says why. It holds until the
+	// generation changes.
+	NotDriven bool `json:"notDriven,omitempty"`
 	// Reasons: every halt reason.
 	Reasons []string `json:"reasons,omitempty"`
 	// Policy: the named policy that plans it ("" the default).
