@@ -6,7 +6,7 @@
 // own (executor.Step), so the controller carries out exactly what `rollplan
 // apply` would. It keeps no state of its own: the rollout's progress is on
 // the pods (as for apply), its halts and summary in an annotation of the
-// workload (AnnRolloutState), who drives it in a Lease
+// workload (facts.AnnRolloutState, a live.RolloutState), who drives it in a Lease
 // (executor.AcquireDriver). Leader election is the caller's: Run is called
 // by the leader only.
 package controller
@@ -109,6 +109,10 @@ type Controller struct {
 	// dryRuns: the last dry-run report of each workload, logged when it
 	// changes (a dry run changes nothing, so every step would repeat it).
 	dryRuns map[key]string
+	// ownGen: for a Deployment, the generation recorded in the state this
+	// replica last wrote and the generation that write gave it (see
+	// generation).
+	ownGen map[key][2]int64
 }
 
 // key names a workload in the queue.
@@ -148,7 +152,7 @@ func New(o Options) (*Controller, error) {
 		nodes:   informers.NewSharedInformerFactoryWithOptions(o.Client, 0, informers.WithTransform(capture.StripManagedFields)),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[key](),
 			workqueue.TypedRateLimitingQueueConfig[key]{Name: "rollouts", MetricsProvider: o.Metrics.queue}),
-		leases: map[key]*executor.DriverLease{}, phases: map[key]string{}, dryRuns: map[key]string{},
+		leases: map[key]*executor.DriverLease{}, phases: map[key]string{}, dryRuns: map[key]string{}, ownGen: map[key][2]int64{},
 	}
 	c.src = capture.NewListerSource(c.factory, c.nodes)
 	c.reader = live.ListerReader{Source: c.src, Now: o.Now}
@@ -370,20 +374,21 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 		c.setPhase(k, "")
 		return 0, c.release(ctx, k)
 	}
-	prev, err := ParseState(m.GetAnnotations()[AnnRolloutState])
+	prev, err := live.ParseRolloutState(m.GetAnnotations()[facts.AnnRolloutState])
 	if err != nil {
 		c.o.Log.Warn("ignoring an unreadable rollout state", "workload", k.String(), "error", err)
 		prev = nil
 	}
-	if prev != nil && prev.Phase == PhaseHalted && prev.Generation == m.GetGeneration() {
+	gen := c.generation(k, m)
+	if prev != nil && prev.Phase == live.RolloutHalted && prev.Generation == gen {
 		// A halt holds until the template changes (a new generation) or
 		// someone resumes it (rollplan resume clears the state).
-		c.setPhase(k, PhaseHalted)
+		c.setPhase(k, live.RolloutHalted)
 		return 0, c.release(ctx, k)
 	}
 	if m.GetAnnotations()[facts.AnnPaused] == "true" {
-		c.setPhase(k, PhasePaused)
-		st := State{Phase: PhasePaused, Generation: m.GetGeneration(), Message: "paused: no new action until `rollplan resume`"}
+		c.setPhase(k, live.RolloutPaused)
+		st := live.RolloutState{Phase: live.RolloutPaused, Generation: gen, Message: "paused: no new action until `rollplan resume`"}
 		if prev != nil {
 			st.Revision, st.Wave, st.Waves, st.Desired, st.Updated, st.Available, st.InFlight = prev.Revision, prev.Wave, prev.Waves, prev.Desired, prev.Updated, prev.Available, prev.InFlight
 		}
@@ -392,11 +397,19 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 		}
 		return 0, c.writeState(ctx, k, m, prev, st)
 	}
+	if prev != nil && prev.Generation == gen && (prev.Phase == live.RolloutComplete || prev.NotDriven) {
+		// Rolled out, or not the executor's to drive, at this generation:
+		// nothing to do until the spec changes (or rollplan resume clears
+		// the state). Stepping it on every event would take and give up
+		// its driver Lease each time, and refuse a person's apply meanwhile.
+		c.setPhase(k, prev.Phase)
+		return 0, c.release(ctx, k)
+	}
 	policy := m.GetAnnotations()[facts.AnnPolicy]
 	eng, err := c.o.Policies.For(policy)
 	if err != nil {
-		c.setPhase(k, PhaseWaiting)
-		st := State{Phase: PhaseWaiting, Generation: m.GetGeneration(), Policy: policy, Message: err.Error()}
+		c.setPhase(k, live.RolloutWaiting)
+		st := live.RolloutState{Phase: live.RolloutWaiting, Generation: gen, Policy: policy, Message: err.Error()}
 		if changed(prev, st) {
 			c.event(obj, corev1.EventTypeWarning, "PolicyUnknown", err.Error())
 		}
@@ -410,8 +423,8 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 			}
 			// A person drives it: leave it to them, look again once
 			// their hold could have lapsed.
-			c.setPhase(k, PhaseWaiting)
-			st := State{Phase: PhaseWaiting, Generation: m.GetGeneration(), Policy: policy, Driver: held.Holder.Identity,
+			c.setPhase(k, live.RolloutWaiting)
+			st := live.RolloutState{Phase: live.RolloutWaiting, Generation: gen, Policy: policy, Driver: held.Holder.Identity,
 				Message: "driven by " + held.Holder.Identity + " (Lease " + held.Holder.Lease + "); the controller waits until it lets go"}
 			if prev != nil {
 				st.Revision, st.Wave, st.Waves, st.Desired, st.Updated, st.Available, st.InFlight = prev.Revision, prev.Wave, prev.Waves, prev.Desired, prev.Updated, prev.Available, prev.InFlight
@@ -421,6 +434,15 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 			}
 			return executor.DriverLeaseDuration, nil
 		}
+	}
+	if d, ok := obj.(*appsv1.Deployment); ok && d.Status.ObservedGeneration < d.Generation && gen != d.Generation {
+		// Only the state's own writes moved the generation since the
+		// Deployment controller last reported (see generation). Until it
+		// has seen the new one the executor takes the rollout for
+		// unfinished: a step now would record a Complete rollout as
+		// InProgress, whose write moves the generation again, and so on.
+		// The controller's status update queues the workload again.
+		return c.o.Recheck, nil
 	}
 	log := c.o.Log
 	if c.o.DryRun {
@@ -435,25 +457,25 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 		return 0, fmt.Errorf("%s: %w", k, err)
 	}
 	res, err := x.Step(ctx)
-	st := State{Generation: m.GetGeneration(), Policy: policy, Driver: c.driverName()}
+	st := live.RolloutState{Generation: gen, Policy: policy, Driver: c.driverName()}
 	if res != nil {
-		st.fill(res)
+		fill(&st, res)
 	}
 	var halted *executor.HaltedError
 	var refused *executor.RefusedError
 	switch {
 	case errors.As(err, &halted):
-		st.Phase, st.Reasons = PhaseHalted, halted.Reasons
+		st.Phase, st.Reasons = live.RolloutHalted, halted.Reasons
 		st.Message = "halted by policy: " + halted.Reasons[0] + "; it stays halted until the template changes or `rollplan resume`"
-		c.setPhase(k, PhaseHalted)
+		c.setPhase(k, live.RolloutHalted)
 		if rerr := c.release(ctx, k); rerr != nil {
 			return 0, rerr
 		}
 		st.Driver = ""
 		return 0, c.report(ctx, k, m, prev, st)
 	case errors.As(err, &refused):
-		st.Phase, st.Message, st.Driver = PhaseWaiting, refused.Reason, ""
-		c.setPhase(k, PhaseWaiting)
+		st.Phase, st.Message, st.Driver, st.NotDriven = live.RolloutWaiting, refused.Reason, "", true
+		c.setPhase(k, live.RolloutWaiting)
 		if changed(prev, st) {
 			c.event(obj, corev1.EventTypeWarning, "NotDriven", refused.Reason)
 		}
@@ -464,16 +486,16 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 	case err != nil:
 		return 0, err
 	case res.Done:
-		st.Phase, st.Driver = PhaseComplete, ""
-		c.setPhase(k, PhaseComplete)
+		st.Phase, st.Driver = live.RolloutComplete, ""
+		c.setPhase(k, live.RolloutComplete)
 		if err := c.release(ctx, k); err != nil {
 			return 0, err
 		}
 		return 0, c.report(ctx, k, m, prev, st)
 	}
-	st.Phase = PhaseInProgress
+	st.Phase = live.RolloutInProgress
 	st.Message = res.Note
-	c.setPhase(k, PhaseInProgress)
+	c.setPhase(k, live.RolloutInProgress)
 	if err := c.report(ctx, k, m, prev, st); err != nil {
 		return 0, err
 	}
@@ -489,7 +511,7 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 }
 
 // fill copies a step's counts into the state.
-func (s *State) fill(r *executor.StepResult) {
+func fill(s *live.RolloutState, r *executor.StepResult) {
 	s.Desired, s.Updated, s.Available, s.InFlight = r.Desired-r.Held, r.Updated, r.Available, len(r.InFlight)
 	if r.Status != nil {
 		s.Revision = r.Status.Revisions.Update
@@ -497,11 +519,32 @@ func (s *State) fill(r *executor.StepResult) {
 	}
 }
 
+// generation is the workload's metadata.generation as the rollout state
+// records it. The API server also moves a Deployment's generation when its
+// annotations change (so that its controller copies them to the
+// ReplicaSet): the state's own write would otherwise look like a new
+// generation to the next step, which would write the state again, and so
+// on for ever, and no halt would hold. The generation this replica's last
+// write gave the Deployment therefore counts as the one that write
+// recorded. A new leader, which has no such memory, writes the state once
+// more (and steps a halted Deployment once more) before it holds.
+func (c *Controller) generation(k key, m metav1.Object) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := m.GetGeneration()
+	if own, ok := c.ownGen[k]; ok && own[1] == g {
+		return own[0]
+	}
+	return g
+}
+
 // changed: the state differs from the one recorded.
-func changed(prev *State, st State) bool { return prev == nil || prev.encode() != st.encode() }
+func changed(prev *live.RolloutState, st live.RolloutState) bool {
+	return prev == nil || prev.Encode() != st.Encode()
+}
 
 // report records the state: on the workload, or in a dry run in the log.
-func (c *Controller) report(ctx context.Context, k key, m metav1.Object, prev *State, st State) error {
+func (c *Controller) report(ctx context.Context, k key, m metav1.Object, prev *live.RolloutState, st live.RolloutState) error {
 	if !c.o.DryRun {
 		return c.writeState(ctx, k, m, prev, st)
 	}
@@ -516,27 +559,26 @@ func (c *Controller) report(ctx context.Context, k key, m metav1.Object, prev *S
 	return nil
 }
 
-// writeState applies AnnRolloutState when it changed (server-side apply,
+// writeState applies the rollout state annotation when it changed (server-side apply,
 // FieldManager, forced: the annotation is the controller's alone).
-//
-// A Deployment's annotation goes through its status subresource: the
-// apiserver bumps a Deployment's metadata.generation on any change of its
-// annotations through the main resource (they are copied to its
-// ReplicaSets), so each state written there would make the Deployment
-// controller's observedGeneration stale, the next step would see the
-// rollout not complete and the state the generation is part of changed:
-// a write per step, for ever. The status subresource keeps annotations
-// changes and leaves the generation alone.
-func (c *Controller) writeState(ctx context.Context, k key, m metav1.Object, prev *State, st State) error {
+func (c *Controller) writeState(ctx context.Context, k key, m metav1.Object, prev *live.RolloutState, st live.RolloutState) error {
 	if c.o.DryRun || !changed(prev, st) {
 		return nil
 	}
-	ann := map[string]string{AnnRolloutState: st.encode()}
-	opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
+	ann := map[string]string{facts.AnnRolloutState: st.Encode()}
+	opts := metav1.ApplyOptions{FieldManager: live.RolloutStateFieldManager, Force: true}
 	var err error
 	switch k.Kind {
 	case capture.Deployment:
-		_, err = c.o.Client.AppsV1().Deployments(k.Namespace).ApplyStatus(ctx, appsapply.Deployment(k.Name, k.Namespace).WithAnnotations(ann), opts)
+		var d *appsv1.Deployment
+		d, err = c.o.Client.AppsV1().Deployments(k.Namespace).Apply(ctx, appsapply.Deployment(k.Name, k.Namespace).WithAnnotations(ann), opts)
+		if err == nil && d.Generation == m.GetGeneration()+1 {
+			// Only this write moved it since the read (a template change
+			// in between would have moved it further): see generation.
+			c.mu.Lock()
+			c.ownGen[k] = [2]int64{st.Generation, d.Generation}
+			c.mu.Unlock()
+		}
 	case capture.StatefulSet:
 		_, err = c.o.Client.AppsV1().StatefulSets(k.Namespace).Apply(ctx, appsapply.StatefulSet(k.Name, k.Namespace).WithAnnotations(ann), opts)
 	case capture.DaemonSet:
@@ -546,7 +588,7 @@ func (c *Controller) writeState(ctx context.Context, k key, m metav1.Object, pre
 		return nil // deleted since the read
 	}
 	if err != nil {
-		return fmt.Errorf("%s: record the rollout state (annotation %s): %w", k, AnnRolloutState, err)
+		return fmt.Errorf("%s: record the rollout state (annotation %s): %w", k, facts.AnnRolloutState, err)
 	}
 	if prev == nil || prev.Phase != st.Phase {
 		c.o.Log.Info("rollout", "workload", k.String(), "state", st.Summary())
@@ -627,6 +669,7 @@ func (c *Controller) setPhase(k key, phase string) {
 	if phase == "" {
 		delete(c.phases, k)
 		delete(c.dryRuns, k)
+		delete(c.ownGen, k)
 	} else {
 		c.phases[k] = phase
 	}
@@ -634,7 +677,7 @@ func (c *Controller) setPhase(k key, phase string) {
 	for _, p := range c.phases {
 		counts[p]++
 	}
-	for _, p := range []string{PhaseInProgress, PhaseComplete, PhaseHalted, PhasePaused, PhaseWaiting} {
+	for _, p := range []string{live.RolloutInProgress, live.RolloutComplete, live.RolloutHalted, live.RolloutPaused, live.RolloutWaiting} {
 		c.o.Metrics.Rollouts.WithLabelValues(strings.ToLower(p)).Set(float64(counts[p]))
 	}
 }

@@ -1,6 +1,7 @@
-// Package deploy holds the gate's deployment manifests (this directory is
-// also a kustomize base) and renders them for one install: namespace, image,
-// the webhook's CA bundle and, optionally, the TLS Secret.
+// Package deploy holds rollplan's in-cluster manifests, the gate's and the
+// controller's (this directory is also a kustomize base), and renders them
+// for one install: namespace, image, the webhook's CA bundle and,
+// optionally, the TLS Secret and the policy ConfigMap.
 package deploy
 
 import (
@@ -13,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -33,8 +35,8 @@ var manifests embed.FS
 const (
 	// DefaultNamespace is the namespace the manifests are written for.
 	DefaultNamespace = "rollplan-system"
-	// DefaultImage is the gate image in the manifests (the kustomize image
-	// name is "rollplan").
+	// DefaultImage is the image of the gate and the controller in the
+	// manifests (the kustomize image name is "rollplan").
 	DefaultImage = "rollplan:latest"
 	// ServiceName names the gate's Service; the serving certificate must
 	// be valid for it (see certs.Generate).
@@ -44,26 +46,62 @@ const (
 	// CertChecksumAnnotation, on the gate's pod template, changes with the
 	// serving certificate so that a new one rolls the gate out.
 	CertChecksumAnnotation = "rollplan.dev/serving-cert-sha256"
-	// PolicyConfigMapName names the ConfigMap holding the gate's policy
-	// files (Options.Policy), mounted at PolicyMountPath.
-	PolicyConfigMapName = "rollplan-gate-policy"
-	// PolicyMountPath is where the gate container sees the policy files.
+	// PolicyConfigMapName names the ConfigMap holding the policy files
+	// (Options.Policy), mounted at PolicyMountPath by the gate and the
+	// controller alike: one policy, so that the controller plans with the
+	// budgets the gate enforces.
+	PolicyConfigMapName = "rollplan-policy"
+	// PolicyMountPath is where the gate and controller containers see the
+	// policy files.
 	PolicyMountPath = "/etc/rollplan/policy"
+	// ControllerName names the controller's Deployment, ServiceAccount,
+	// ClusterRole and Service.
+	ControllerName = "rollplan-controller"
 
 	imageName = "rollplan"
-	// gateContainer names the container that runs rollplan gate.
-	gateContainer = "gate"
+	// gateContainer and controllerContainer name the containers that run
+	// rollplan gate and rollplan controller.
+	gateContainer       = "gate"
+	controllerContainer = "controller"
+	// nameLabel says, on every object, which component it belongs to
+	// (Component), or "rollplan" for the objects both share.
+	nameLabel = "app.kubernetes.io/name"
 	// namespaceLabel is the label the webhooks' namespaceSelectors exclude
 	// namespaces by (set by the API server on every namespace).
 	namespaceLabel = "kubernetes.io/metadata.name"
 )
 
+// builtinNamespaces are the namespaces every cluster has, with pods that
+// are not rollplan's.
+var builtinNamespaces = map[string]bool{"default": true, "kube-system": true, "kube-public": true, "kube-node-lease": true}
+
+// podSecurityLabelPrefix starts the Pod Security admission labels the
+// namespace carries.
+const podSecurityLabelPrefix = "pod-security.kubernetes.io/"
+
+// Component is a part of rollplan that runs in the cluster. Its objects
+// carry the label app.kubernetes.io/name with its value.
+type Component string
+
+const (
+	// Gate is `rollplan gate` and its webhook configuration.
+	Gate Component = "rollplan-gate"
+	// Controller is `rollplan controller`.
+	Controller Component = ControllerName
+)
+
 // Options configure Render. The zero value renders the manifests as they
-// are in this directory, without CA bundle or Secret.
+// are in this directory (the kustomize base), without CA bundle or Secret.
 type Options struct {
-	// Namespace the gate runs in; DefaultNamespace if empty.
+	// Components to render, with the objects they share (the namespace,
+	// the policy ConfigMap); all if empty.
+	Components []Component
+	// Namespace the gate and the controller run in; DefaultNamespace if
+	// empty. The Namespace object enforces the restricted Pod Security
+	// profile, unless it is one of the cluster's own (kube-system,
+	// default, ...): its other pods may not meet it.
 	Namespace string
-	// Image of the gate container; DefaultImage if empty.
+	// Image of the gate and controller containers; DefaultImage if empty.
 	Image string
 	// CABundle is the PEM CA the API server verifies the gate's serving
 	// certificate with; left out of the webhooks if empty.
@@ -71,17 +109,28 @@ type Options struct {
 	// ServingCert and ServingKey (PEM), if set, are rendered as the
 	// Secret SecretName; set both or neither.
 	ServingCert, ServingKey []byte
-	// Policy, if set, is the gate's policy: file name (a ConfigMap key)
-	// → content. It is rendered as the ConfigMap PolicyConfigMapName,
-	// mounted at PolicyMountPath, and the gate gets one --policy per file.
-	// The gate names the files, not the directory: the kubelet's mount
-	// holds every file twice (the key, a symlink, and the real file under
-	// a hidden ..TIMESTAMP directory), and a policy loader walking the
-	// directory would read each policy twice. Through the symlinks the
-	// gate still sees an edited ConfigMap and reloads it.
+	// Policy, if set, is the policy of the gate and the controller: file
+	// name (a ConfigMap key) → content. It is rendered as the ConfigMap
+	// PolicyConfigMapName, mounted at PolicyMountPath, and each gets one
+	// --policy per file. They name the files, not the directory: the
+	// kubelet's mount holds every file twice (the key, a symlink, and the
+	// real file under a hidden ..TIMESTAMP directory), and a policy loader
+	// walking the directory would read each policy twice. Through the
+	// symlinks both still see an edited ConfigMap and reload it.
 	Policy map[string][]byte
-	// Engine, if set, is the gate's --engine.
+	// Engine, if set, is the --engine of the gate and the controller.
 	Engine string
+	// ControllerReplicas, if > 0, replaces the controller Deployment's 2
+	// replicas (leader election elects one to drive).
+	ControllerReplicas int32
+	// ControllerDryRun gives the controller --dry-run: it plans and
+	// reports every action and writes nothing.
+	ControllerDryRun bool
+}
+
+// renders says whether o renders component c.
+func (o Options) renders(c Component) bool {
+	return len(o.Components) == 0 || slices.Contains(o.Components, c)
 }
 
 // Render returns the manifests as one multi-document YAML stream, in the
@@ -100,6 +149,17 @@ func Render(o Options) ([]byte, error) {
 	if (len(o.ServingCert) == 0) != (len(o.ServingKey) == 0) {
 		return nil, errors.New("serving certificate and key: set both or neither")
 	}
+	for _, c := range o.Components {
+		if c != Gate && c != Controller {
+			return nil, fmt.Errorf("component %q: want %s or %s", c, Gate, Controller)
+		}
+	}
+	if !o.renders(Gate) && (len(o.ServingCert) > 0 || len(o.CABundle) > 0) {
+		return nil, errors.New("a CA bundle or serving certificate is for the gate, which is not rendered")
+	}
+	if o.ControllerReplicas < 0 {
+		return nil, fmt.Errorf("controller replicas %d: want at least 1 (or 0 for the manifests' 2)", o.ControllerReplicas)
+	}
 	for k := range o.Policy {
 		if errs := validation.IsConfigMapKey(k); len(errs) > 0 {
 			return nil, fmt.Errorf("policy file name %q: %s", k, strings.Join(errs, "; "))
@@ -112,13 +172,20 @@ func Render(o Options) ([]byte, error) {
 	}
 	var out bytes.Buffer
 	for _, obj := range objs {
+		c, err := componentOf(obj)
+		if err != nil {
+			return nil, err
+		}
+		if c != "" && !o.renders(c) {
+			continue
+		}
 		if err := customize(obj, o); err != nil {
 			return nil, err
 		}
 		if err := writeDoc(&out, obj); err != nil {
 			return nil, err
 		}
-		if _, ok := obj.(*corev1.Namespace); ok && len(o.ServingCert) > 0 {
+		if _, ok := obj.(*corev1.Namespace); ok && len(o.ServingCert) > 0 && o.renders(Gate) {
 			if err := writeDoc(&out, tlsSecret(o)); err != nil {
 				return nil, err
 			}
@@ -171,6 +238,23 @@ func load() ([]any, error) {
 		}
 	}
 	return objs, nil
+}
+
+// componentOf is the component obj belongs to by its label
+// app.kubernetes.io/name, "" for the objects all share (label "rollplan").
+func componentOf(obj any) (Component, error) {
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return "", fmt.Errorf("%T is not an API object", obj)
+	}
+	switch v := m.GetLabels()[nameLabel]; Component(v) {
+	case Gate, Controller:
+		return Component(v), nil
+	case "rollplan":
+		return "", nil
+	default:
+		return "", fmt.Errorf("%T %s: label %s=%q names no component (want %s, %s or rollplan)", obj, m.GetName(), nameLabel, v, Gate, Controller)
+	}
 }
 
 // decode returns the typed object of one YAML document, nil for a document
@@ -237,6 +321,15 @@ func customize(obj any, o Options) error {
 	switch obj := obj.(type) {
 	case *corev1.Namespace:
 		obj.Name = o.Namespace
+		// Enforcing the restricted profile on a namespace rollplan does
+		// not own would refuse its other pods that do not meet it.
+		if builtinNamespaces[o.Namespace] {
+			for k := range obj.Labels {
+				if strings.HasPrefix(k, podSecurityLabelPrefix) {
+					delete(obj.Labels, k)
+				}
+			}
+		}
 	case *corev1.ServiceAccount:
 		obj.Namespace = o.Namespace
 	case *corev1.Service:
@@ -254,17 +347,33 @@ func customize(obj any, o Options) error {
 		spec := &obj.Spec.Template.Spec
 		for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
 			for i := range cs {
-				if isGateImage(cs[i].Image) {
+				if isRollplanImage(cs[i].Image) {
 					cs[i].Image = o.Image
 				}
 			}
 		}
-		if len(o.ServingCert) > 0 {
-			sum := sha256.Sum256(o.ServingCert)
-			metav1.SetMetaDataAnnotation(&obj.Spec.Template.ObjectMeta, CertChecksumAnnotation, hex.EncodeToString(sum[:]))
-		}
-		if err := gatePolicy(spec, o); err != nil {
-			return err
+		switch obj.Name {
+		case ServiceName:
+			if len(o.ServingCert) > 0 {
+				sum := sha256.Sum256(o.ServingCert)
+				metav1.SetMetaDataAnnotation(&obj.Spec.Template.ObjectMeta, CertChecksumAnnotation, hex.EncodeToString(sum[:]))
+			}
+			return podPolicy(obj, gateContainer, o)
+		case ControllerName:
+			if o.ControllerReplicas > 0 {
+				replicas := o.ControllerReplicas
+				obj.Spec.Replicas = &replicas
+			}
+			if o.ControllerDryRun {
+				c, err := container(obj, controllerContainer)
+				if err != nil {
+					return err
+				}
+				c.Args = append(c.Args, "--dry-run")
+			}
+			return podPolicy(obj, controllerContainer, o)
+		default:
+			return fmt.Errorf("deployment %s: neither the gate's (%s) nor the controller's (%s)", obj.Name, ServiceName, ControllerName)
 		}
 	case *policyv1.PodDisruptionBudget:
 		obj.Namespace = o.Namespace
@@ -288,8 +397,9 @@ func customize(obj any, o Options) error {
 	return nil
 }
 
-// isGateImage: image is the kustomize image "rollplan", any tag or digest.
-func isGateImage(image string) bool {
+// isRollplanImage: image is the kustomize image "rollplan", any tag or
+// digest.
+func isRollplanImage(image string) bool {
 	return image == imageName || strings.HasPrefix(image, imageName+":") || strings.HasPrefix(image, imageName+"@")
 }
 
@@ -327,23 +437,29 @@ func contains(ss []string, s string) bool {
 	return false
 }
 
-// gatePolicy gives the gate container --engine, and --policy with the
+// container is the container of d named name.
+func container(d *appsv1.Deployment, name string) (*corev1.Container, error) {
+	cs := d.Spec.Template.Spec.Containers
+	for i := range cs {
+		if cs[i].Name == name {
+			return &cs[i], nil
+		}
+	}
+	return nil, fmt.Errorf("deployment %s: no container %q", d.Name, name)
+}
+
+// podPolicy gives d's container name --engine, and --policy with the
 // volume of the policy ConfigMap.
-func gatePolicy(spec *corev1.PodSpec, o Options) error {
+func podPolicy(d *appsv1.Deployment, name string, o Options) error {
 	if o.Engine == "" && len(o.Policy) == 0 {
 		return nil
 	}
-	var gate *corev1.Container
-	for i := range spec.Containers {
-		if spec.Containers[i].Name == gateContainer {
-			gate = &spec.Containers[i]
-		}
-	}
-	if gate == nil {
-		return fmt.Errorf("deployment.yaml: no container %q to give the policy to", gateContainer)
+	c, err := container(d, name)
+	if err != nil {
+		return fmt.Errorf("give the policy to %s: %w", name, err)
 	}
 	if o.Engine != "" {
-		gate.Args = append(gate.Args, "--engine="+o.Engine)
+		c.Args = append(c.Args, "--engine="+o.Engine)
 	}
 	if len(o.Policy) == 0 {
 		return nil
@@ -354,9 +470,10 @@ func gatePolicy(spec *corev1.PodSpec, o Options) error {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		gate.Args = append(gate.Args, "--policy="+PolicyMountPath+"/"+k)
+		c.Args = append(c.Args, "--policy="+PolicyMountPath+"/"+k)
 	}
-	gate.VolumeMounts = append(gate.VolumeMounts, corev1.VolumeMount{Name: "policy", MountPath: PolicyMountPath, ReadOnly: true})
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "policy", MountPath: PolicyMountPath, ReadOnly: true})
+	spec := &d.Spec.Template.Spec
 	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "policy", VolumeSource: corev1.VolumeSource{
 		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: PolicyConfigMapName}},
 	}})
@@ -369,7 +486,7 @@ func policyConfigMap(o Options) *corev1.ConfigMap {
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      PolicyConfigMapName,
 			Namespace: o.Namespace,
-			Labels:    map[string]string{"app.kubernetes.io/name": "rollplan-gate"},
+			Labels:    map[string]string{nameLabel: "rollplan"},
 		},
 		Data: map[string]string{},
 	}
@@ -385,7 +502,7 @@ func tlsSecret(o Options) *corev1.Secret {
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      SecretName,
 			Namespace: o.Namespace,
-			Labels:    map[string]string{"app.kubernetes.io/name": "rollplan-gate"},
+			Labels:    map[string]string{nameLabel: string(Gate)},
 		},
 		Type: corev1.SecretTypeTLS,
 		Data: map[string][]byte{

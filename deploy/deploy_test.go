@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,6 +21,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -29,6 +31,8 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/cel/environment"
 	"k8s.io/client-go/kubernetes/scheme"
+	psaapi "k8s.io/pod-security-admission/api"
+	psapolicy "k8s.io/pod-security-admission/policy"
 	"sigs.k8s.io/yaml"
 )
 
@@ -78,6 +82,30 @@ func find[T runtime.Object](t *testing.T, objs []runtime.Object) T {
 	return zero
 }
 
+// findNamed is the object of type T named name.
+func findNamed[T runtime.Object](t *testing.T, objs []runtime.Object, name string) T {
+	t.Helper()
+	for _, o := range objs {
+		if v, ok := o.(T); ok && o.(metav1.Object).GetName() == name {
+			return v
+		}
+	}
+	var zero T
+	t.Fatalf("no %T %s in the manifests", zero, name)
+	return zero
+}
+
+// all is every object of type T.
+func all[T runtime.Object](objs []runtime.Object) []T {
+	var out []T
+	for _, o := range objs {
+		if v, ok := o.(T); ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 // A fixed CA, certificate and key: Render only copies them.
 var (
 	testCA   = []byte("-----BEGIN CERTIFICATE-----\nQ0E=\n-----END CERTIFICATE-----\n")
@@ -86,8 +114,18 @@ var (
 )
 
 func TestRender(t *testing.T) {
-	base := []string{"*v1.Namespace", "*v1.ServiceAccount", "*v1.ClusterRole", "*v1.ClusterRoleBinding", "*v1.Role", "*v1.RoleBinding", "*v1.Service", "*v1.Deployment", "*v1.PodDisruptionBudget", "*v1.ValidatingWebhookConfiguration"}
+	// Both components: the kustomize base, in kustomization.yaml's order.
+	base := []string{"*v1.Namespace",
+		"*v1.ServiceAccount", "*v1.ClusterRole", "*v1.ClusterRoleBinding", "*v1.Role", "*v1.RoleBinding", // gate-rbac.yaml
+		"*v1.ServiceAccount", "*v1.ClusterRole", "*v1.ClusterRoleBinding", // controller-rbac.yaml
+		"*v1.Service", "*v1.Service", "*v1.Deployment", "*v1.Deployment", "*v1.PodDisruptionBudget", "*v1.PodDisruptionBudget",
+		"*v1.ValidatingWebhookConfiguration"}
 	withSecret := slices.Insert(slices.Clone(base), 1, "*v1.Secret")
+	// The gate alone: what `rollplan gate manifests` printed before the
+	// controller.
+	gate := []string{"*v1.Namespace", "*v1.ServiceAccount", "*v1.ClusterRole", "*v1.ClusterRoleBinding", "*v1.Role", "*v1.RoleBinding", "*v1.Service", "*v1.Deployment", "*v1.PodDisruptionBudget", "*v1.ValidatingWebhookConfiguration"}
+	gateWithSecret := slices.Insert(slices.Clone(gate), 1, "*v1.Secret")
+	controller := []string{"*v1.Namespace", "*v1.ServiceAccount", "*v1.ClusterRole", "*v1.ClusterRoleBinding", "*v1.Service", "*v1.Deployment", "*v1.PodDisruptionBudget"}
 	cases := []struct {
 		name      string
 		opts      Options
@@ -100,6 +138,10 @@ func TestRender(t *testing.T) {
 		{"quick install", Options{CABundle: testCA, ServingCert: testCert, ServingKey: testKey}, DefaultNamespace, DefaultImage, withSecret},
 		{"other namespace and image", Options{Namespace: "gate", Image: "registry.example/rollplan:v1.2.3", CABundle: testCA, ServingCert: testCert, ServingKey: testKey}, "gate", "registry.example/rollplan:v1.2.3", withSecret},
 		{"kube-system", Options{Namespace: "kube-system"}, "kube-system", DefaultImage, base},
+		{"gate only", Options{Components: []Component{Gate}, CABundle: testCA, ServingCert: testCert, ServingKey: testKey}, DefaultNamespace, DefaultImage, gateWithSecret},
+		{"gate only, no certificate", Options{Components: []Component{Gate}}, DefaultNamespace, DefaultImage, gate},
+		{"controller only", Options{Components: []Component{Controller}, Namespace: "rp", Image: "registry.example/rollplan:v2"}, "rp", "registry.example/rollplan:v2", controller},
+		{"both named", Options{Components: []Component{Controller, Gate}}, DefaultNamespace, DefaultImage, base},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -140,11 +182,43 @@ func TestRender(t *testing.T) {
 					}
 				}
 			}
-			for _, subjects := range [][]rbacv1.Subject{find[*rbacv1.ClusterRoleBinding](t, objs).Subjects, find[*rbacv1.RoleBinding](t, objs).Subjects} {
-				want := []rbacv1.Subject{{Kind: "ServiceAccount", Name: "rollplan-gate", Namespace: c.namespace}}
-				if !slices.Equal(subjects, want) {
-					t.Errorf("subjects %v, want %v", subjects, want)
+			// Each binding binds its component's ServiceAccount to its
+			// component's role, both of the binding's name.
+			type binding struct {
+				name     string
+				roleRef  rbacv1.RoleRef
+				subjects []rbacv1.Subject
+			}
+			var bindings []binding
+			for _, b := range all[*rbacv1.ClusterRoleBinding](objs) {
+				bindings = append(bindings, binding{b.Name, b.RoleRef, b.Subjects})
+			}
+			for _, b := range all[*rbacv1.RoleBinding](objs) {
+				bindings = append(bindings, binding{b.Name, b.RoleRef, b.Subjects})
+			}
+			for _, b := range bindings {
+				want := []rbacv1.Subject{{Kind: "ServiceAccount", Name: b.name, Namespace: c.namespace}}
+				if !slices.Equal(b.subjects, want) || b.roleRef.Name != b.name {
+					t.Errorf("binding %s: role %s, subjects %v, want %v", b.name, b.roleRef.Name, b.subjects, want)
 				}
+			}
+
+			// The controller: image, replicas, leader election.
+			if c.opts.renders(Controller) {
+				d := findNamed[*appsv1.Deployment](t, objs, ControllerName)
+				ctr := d.Spec.Template.Spec.Containers[0]
+				if ctr.Image != c.image {
+					t.Errorf("controller image %s, want %s", ctr.Image, c.image)
+				}
+				if want := []string{"controller", "--leader-elect=true", "--health-probe-bind-address=:8081", "--metrics-bind-address=:8080"}; !slices.Equal(ctr.Args, want) {
+					t.Errorf("controller args %v, want %v", ctr.Args, want)
+				}
+				if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
+					t.Errorf("controller replicas %v, want 2", d.Spec.Replicas)
+				}
+			}
+			if !c.opts.renders(Gate) {
+				return
 			}
 
 			// Webhooks: service, CA bundle, namespaces skipped.
@@ -184,7 +258,7 @@ func TestRender(t *testing.T) {
 			}
 
 			// Deployment: image, flags, TLS volume, certificate checksum.
-			d := find[*appsv1.Deployment](t, objs)
+			d := findNamed[*appsv1.Deployment](t, objs, ServiceName)
 			ctr := d.Spec.Template.Spec.Containers[0]
 			if ctr.Image != c.image {
 				t.Errorf("image %s, want %s", ctr.Image, c.image)
@@ -221,7 +295,11 @@ func TestRenderCertChecksum(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return find[*appsv1.Deployment](t, decodeAll(t, out)).Spec.Template.Annotations[CertChecksumAnnotation]
+		objs := decodeAll(t, out)
+		if _, ok := findNamed[*appsv1.Deployment](t, objs, ControllerName).Spec.Template.Annotations[CertChecksumAnnotation]; ok {
+			t.Errorf("the controller's pod template has %s: a new certificate would restart it for nothing", CertChecksumAnnotation)
+		}
+		return findNamed[*appsv1.Deployment](t, objs, ServiceName).Spec.Template.Annotations[CertChecksumAnnotation]
 	}
 	if a, b := sum(testCert), sum(append(slices.Clone(testCert), '\n')); a == b {
 		t.Errorf("same checksum %s for two certificates", a)
@@ -238,6 +316,9 @@ func TestRenderErrors(t *testing.T) {
 		{"certificate without key", Options{ServingCert: testCert}, "both or neither"},
 		{"key without certificate", Options{ServingKey: testKey}, "both or neither"},
 		{"policy file name not a ConfigMap key", Options{Policy: map[string][]byte{"sub/policy.rego": nil}}, `policy file name "sub/policy.rego"`},
+		{"unknown component", Options{Components: []Component{"rollplan-web"}}, `component "rollplan-web"`},
+		{"certificate without the gate", Options{Components: []Component{Controller}, CABundle: testCA}, "the gate, which is not rendered"},
+		{"negative controller replicas", Options{ControllerReplicas: -1}, "controller replicas -1"},
 	} {
 		if _, err := Render(c.opts); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want one mentioning %q", c.name, err, c.want)
@@ -246,8 +327,8 @@ func TestRenderErrors(t *testing.T) {
 }
 
 // Every manifest in the directory is in kustomization.yaml (else Render and
-// `kubectl apply -k` would silently leave it out), and each has a header
-// comment.
+// `kubectl apply -k` would silently leave it out), each has a header
+// comment, and Render prints the objects of the base.
 func TestKustomizationListsEveryManifest(t *testing.T) {
 	files, err := filepath.Glob("*.yaml")
 	if err != nil {
@@ -279,6 +360,32 @@ func TestKustomizationListsEveryManifest(t *testing.T) {
 	got := slices.Sorted(slices.Values(listed.Resources))
 	if !slices.Equal(got, want) {
 		t.Errorf("kustomization.yaml resources %v, want %v", got, want)
+	}
+
+	// `rollplan manifests` (Render with no options) prints the objects of
+	// the files listed, in their order: no more, no fewer.
+	var base []byte
+	for _, f := range listed.Resources {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		base = append(append(base, "\n---\n"...), data...)
+	}
+	out, err := Render(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := func(objs []runtime.Object) []string {
+		var out []string
+		for _, o := range objs {
+			m := o.(metav1.Object)
+			out = append(out, fmt.Sprintf("%T %s/%s", o, m.GetNamespace(), m.GetName()))
+		}
+		return out
+	}
+	if k, r := ids(decodeAll(t, base)), ids(decodeAll(t, out)); !slices.Equal(k, r) {
+		t.Errorf("the kustomize base has\n%v\nrollplan manifests prints\n%v", k, r)
 	}
 }
 
@@ -394,7 +501,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	objs := decodeAll(t, out)
-	for _, rule := range find[*rbacv1.ClusterRole](t, objs).Rules {
+	for _, rule := range findNamed[*rbacv1.ClusterRole](t, objs, ServiceName).Rules {
 		for _, verb := range rule.Verbs {
 			if !slices.Contains([]string{"get", "list", "watch"}, verb) {
 				t.Errorf("ClusterRole grants %s on %v %v: the gate only reads cluster-wide", verb, rule.APIGroups, rule.Resources)
@@ -404,7 +511,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 			t.Errorf("ClusterRole grants %v on %v: the gate uses neither", rule.Verbs, rule.Resources)
 		}
 	}
-	role := find[*rbacv1.Role](t, objs)
+	role := findNamed[*rbacv1.Role](t, objs, ServiceName)
 	if role.Namespace != DefaultNamespace || len(role.Rules) != 1 || !slices.Equal(role.Rules[0].Resources, []string{"configmaps"}) {
 		t.Errorf("Role %s/%s rules %+v: want ConfigMaps of the gate's namespace only", role.Namespace, role.Name, role.Rules)
 	}
@@ -412,5 +519,295 @@ func TestRBACLeastPrivilege(t *testing.T) {
 	// Nothing else (no watch, no patch).
 	if want := []string{"get", "list", "create", "update", "delete"}; len(role.Rules) > 0 && !slices.Equal(role.Rules[0].Verbs, want) {
 		t.Errorf("Role %s/%s grants %v on ConfigMaps: the gate needs exactly %v", role.Namespace, role.Name, role.Rules[0].Verbs, want)
+	}
+}
+
+// The controller's ClusterRole grants what the executor and the driver
+// Leases call (executor/writer.go, executor/events.go, the informers of
+// planner/snapshot/capture, the Leases of one driver per workload) and
+// nothing more: resource by resource, exactly these verbs.
+func TestControllerRBAC(t *testing.T) {
+	out, err := Render(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := decodeAll(t, out)
+	read := []string{"get", "list", "watch"}
+	want := map[string][]string{
+		"/pods":                       {"delete", "get", "list", "patch", "watch"},
+		"/pods/status":                {"patch"},
+		"/pods/resize":                {"patch"},
+		"/pods/eviction":              {"create"},
+		"/nodes":                      {"get", "list", "patch", "watch"},
+		"/nodes/status":               {"patch"},
+		"apps/deployments":            {"get", "list", "patch", "watch"},
+		"apps/statefulsets":           {"get", "list", "patch", "watch"},
+		"apps/statefulsets/status":    {"patch"},
+		"apps/daemonsets":             {"get", "list", "patch", "watch"},
+		"apps/replicasets":            {"delete", "get", "list", "update", "watch"},
+		"apps/controllerrevisions":    read,
+		"policy/poddisruptionbudgets": read,
+		"events.k8s.io/events":        {"create", "patch"},
+		"coordination.k8s.io/leases":  {"create", "get", "update"},
+	}
+	got := map[string][]string{}
+	role := findNamed[*rbacv1.ClusterRole](t, objs, ControllerName)
+	for _, rule := range role.Rules {
+		if len(rule.ResourceNames) > 0 || len(rule.NonResourceURLs) > 0 {
+			t.Errorf("rule %+v: the controller names no objects and no URLs", rule)
+		}
+		for _, g := range rule.APIGroups {
+			for _, r := range rule.Resources {
+				got[g+"/"+r] = append(got[g+"/"+r], rule.Verbs...)
+			}
+		}
+	}
+	for k, verbs := range got {
+		got[k] = slices.Compact(slices.Sorted(slices.Values(verbs)))
+	}
+	for k, verbs := range want {
+		if !slices.Equal(got[k], verbs) {
+			t.Errorf("ClusterRole %s grants %v on %s, want exactly %v", role.Name, got[k], k, verbs)
+		}
+	}
+	for k, verbs := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("ClusterRole %s grants %v on %s: the controller does not call it", role.Name, verbs, k)
+		}
+	}
+	// The controller has no namespaced Role: the leader-election Lease is
+	// in the ClusterRole's leases.
+	for _, r := range all[*rbacv1.Role](objs) {
+		if r.Name == ControllerName {
+			t.Errorf("Role %s/%s: the controller's permissions are all in its ClusterRole", r.Namespace, r.Name)
+		}
+	}
+}
+
+// Every role of every component: no wildcard, nothing that grants more
+// permissions (escalate, bind, impersonate), no Secrets; and each
+// Deployment runs as its own ServiceAccount, bound to its own roles only.
+func TestRBACPerComponent(t *testing.T) {
+	out, err := Render(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := decodeAll(t, out)
+	check := func(kind, name string, rules []rbacv1.PolicyRule) {
+		for _, rule := range rules {
+			for _, list := range [][]string{rule.APIGroups, rule.Resources, rule.Verbs} {
+				if slices.Contains(list, "*") {
+					t.Errorf("%s %s: rule %+v has a wildcard", kind, name, rule)
+				}
+			}
+			for _, v := range []string{"escalate", "bind", "impersonate", "deletecollection"} {
+				if slices.Contains(rule.Verbs, v) {
+					t.Errorf("%s %s: rule %+v grants %s", kind, name, rule, v)
+				}
+			}
+			if slices.Contains(rule.Resources, "secrets") {
+				t.Errorf("%s %s: rule %+v grants Secrets: the serving certificate reaches the gate as a volume", kind, name, rule)
+			}
+		}
+	}
+	for _, r := range all[*rbacv1.ClusterRole](objs) {
+		check("ClusterRole", r.Name, r.Rules)
+	}
+	for _, r := range all[*rbacv1.Role](objs) {
+		check("Role", r.Name, r.Rules)
+	}
+	accounts := map[string]bool{}
+	for _, sa := range all[*corev1.ServiceAccount](objs) {
+		accounts[sa.Name] = true
+	}
+	for _, d := range all[*appsv1.Deployment](objs) {
+		if sa := d.Spec.Template.Spec.ServiceAccountName; sa != d.Name || !accounts[sa] {
+			t.Errorf("Deployment %s runs as ServiceAccount %q, want its own, %s, in the manifests", d.Name, sa, d.Name)
+		}
+	}
+	if len(accounts) != 2 {
+		t.Errorf("ServiceAccounts %v, want one per component", accounts)
+	}
+}
+
+// Every pod template meets the restricted Pod Security profile, as the
+// API server's own Pod Security admission checks it (at the latest
+// version), and more: a read-only root filesystem, resource requests, a
+// memory limit that GOMEMLIMIT follows. The namespace enforces the
+// profile, except a namespace of the cluster's own.
+func TestPodSecurityRestricted(t *testing.T) {
+	evaluator, err := psapolicy.NewEvaluator(psapolicy.DefaultChecks(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restricted := psaapi.LevelVersion{Level: psaapi.LevelRestricted, Version: psaapi.LatestVersion()}
+	for _, c := range []struct {
+		name string
+		opts Options
+	}{
+		{"defaults", Options{}},
+		{"quick install with policy", Options{CABundle: testCA, ServingCert: testCert, ServingKey: testKey, Policy: map[string][]byte{"p.rego": []byte("package rollplan.strategy\n")}, Engine: "rego", ControllerDryRun: true, ControllerReplicas: 3}},
+		{"kube-system", Options{Namespace: "kube-system"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := Render(c.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs := decodeAll(t, out)
+			ns := find[*corev1.Namespace](t, objs)
+			enforce, hasPSA := ns.Labels["pod-security.kubernetes.io/enforce"], false
+			for k := range ns.Labels {
+				hasPSA = hasPSA || strings.HasPrefix(k, "pod-security.kubernetes.io/")
+			}
+			if c.opts.Namespace == "kube-system" {
+				if hasPSA {
+					t.Errorf("Namespace kube-system labels %v: rollplan must not enforce a profile on the cluster's own namespace", ns.Labels)
+				}
+			} else if enforce != "restricted" || ns.Labels["pod-security.kubernetes.io/enforce-version"] != "latest" {
+				t.Errorf("Namespace %s labels %v, want pod-security.kubernetes.io/enforce=restricted at the latest version", ns.Name, ns.Labels)
+			}
+
+			deployments := all[*appsv1.Deployment](objs)
+			if len(deployments) != 2 {
+				t.Fatalf("%d Deployments, want the gate's and the controller's", len(deployments))
+			}
+			for _, d := range deployments {
+				tmpl := d.Spec.Template
+				for _, r := range evaluator.EvaluatePod(restricted, &tmpl.ObjectMeta, &tmpl.Spec) {
+					if !r.Allowed {
+						t.Errorf("Deployment %s: restricted Pod Security: %s: %s", d.Name, r.ForbiddenReason, r.ForbiddenDetail)
+					}
+				}
+				for _, ctr := range slices.Concat(tmpl.Spec.InitContainers, tmpl.Spec.Containers) {
+					sc := ctr.SecurityContext
+					if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+						t.Errorf("Deployment %s container %s: root filesystem not read-only", d.Name, ctr.Name)
+					}
+					if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0 {
+						t.Errorf("Deployment %s container %s: securityContext %+v, want no privilege escalation and every capability dropped", d.Name, ctr.Name, sc)
+					}
+					req, lim := ctr.Resources.Requests, ctr.Resources.Limits
+					if req.Cpu().IsZero() || req.Memory().IsZero() || lim.Memory().IsZero() {
+						t.Errorf("Deployment %s container %s: resources %+v, want cpu and memory requests and a memory limit", d.Name, ctr.Name, ctr.Resources)
+					}
+					var gomemlimit *corev1.EnvVar
+					for i := range ctr.Env {
+						if ctr.Env[i].Name == "GOMEMLIMIT" {
+							gomemlimit = &ctr.Env[i]
+						}
+					}
+					if gomemlimit == nil || gomemlimit.ValueFrom == nil || gomemlimit.ValueFrom.ResourceFieldRef == nil ||
+						gomemlimit.ValueFrom.ResourceFieldRef.Resource != "limits.memory" || gomemlimit.ValueFrom.ResourceFieldRef.ContainerName != "" {
+						t.Errorf("Deployment %s container %s: GOMEMLIMIT %+v, want it from this container's limits.memory", d.Name, ctr.Name, gomemlimit)
+					}
+				}
+			}
+		})
+	}
+}
+
+// The controller's Deployment: replicas spread over zones, leader
+// election with the pod's identity, probes and metrics where its flags
+// serve them; and the options that change it.
+func TestControllerDeployment(t *testing.T) {
+	out, err := Render(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := decodeAll(t, out)
+	for _, d := range all[*appsv1.Deployment](objs) {
+		zone := false
+		for _, tsc := range d.Spec.Template.Spec.TopologySpreadConstraints {
+			if tsc.TopologyKey == "topology.kubernetes.io/zone" && tsc.MaxSkew == 1 && tsc.LabelSelector != nil &&
+				labels.SelectorFromSet(tsc.LabelSelector.MatchLabels).Matches(labels.Set(d.Spec.Template.Labels)) {
+				zone = true
+			}
+		}
+		if !zone {
+			t.Errorf("Deployment %s: no topologySpreadConstraint over topology.kubernetes.io/zone selecting its pods: %+v", d.Name, d.Spec.Template.Spec.TopologySpreadConstraints)
+		}
+		// The gate keeps one replica (the pods webhook fails closed); the
+		// controller loses one at a time, and a drain is never stuck on a
+		// single replica.
+		pdb := findNamed[*policyv1.PodDisruptionBudget](t, objs, d.Name)
+		budget, want := pdb.Spec.MinAvailable, "minAvailable"
+		if d.Name == ControllerName {
+			budget, want = pdb.Spec.MaxUnavailable, "maxUnavailable"
+		}
+		if budget == nil || budget.IntValue() != 1 || !slices.Equal(slices.Sorted(maps.Keys(pdb.Spec.Selector.MatchLabels)), slices.Sorted(maps.Keys(d.Spec.Selector.MatchLabels))) ||
+			(pdb.Spec.MinAvailable != nil) == (pdb.Spec.MaxUnavailable != nil) {
+			t.Errorf("PodDisruptionBudget %s: %+v, want %s 1 (only) over the Deployment's pods", pdb.Name, pdb.Spec, want)
+		}
+		svc := findNamed[*corev1.Service](t, objs, d.Name)
+		if !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(d.Spec.Template.Labels)) {
+			t.Errorf("Service %s selects %v, not the Deployment's pods", svc.Name, svc.Spec.Selector)
+		}
+	}
+
+	d := findNamed[*appsv1.Deployment](t, objs, ControllerName)
+	ctr := d.Spec.Template.Spec.Containers[0]
+	env := map[string]string{}
+	for _, e := range ctr.Env {
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			env[e.Name] = e.ValueFrom.FieldRef.FieldPath
+		}
+	}
+	if env["POD_NAMESPACE"] != "metadata.namespace" || env["POD_NAME"] != "metadata.name" {
+		t.Errorf("controller env %v: want POD_NAMESPACE and POD_NAME from the downward API (the leader election's namespace and identity)", ctr.Env)
+	}
+	ports := map[string]int32{}
+	for _, p := range ctr.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	if !slices.Contains(ctr.Args, fmt.Sprintf("--health-probe-bind-address=:%d", ports["health"])) || ports["health"] != 8081 ||
+		!slices.Contains(ctr.Args, fmt.Sprintf("--metrics-bind-address=:%d", ports["metrics"])) || ports["metrics"] != 8080 {
+		t.Errorf("controller args %v, ports %v: want health on 8081 and metrics on 8080, served where the flags say", ctr.Args, ports)
+	}
+	for probe, path := range map[*corev1.Probe]string{ctr.LivenessProbe: "/healthz", ctr.ReadinessProbe: "/readyz"} {
+		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != path || probe.HTTPGet.Port.String() != "health" {
+			t.Errorf("controller probe %+v, want GET %s on the health port", probe, path)
+		}
+	}
+	svc := findNamed[*corev1.Service](t, objs, ControllerName)
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort.IntValue() != 8080 {
+		t.Errorf("Service %s ports %+v, want the metrics port only", svc.Name, svc.Spec.Ports)
+	}
+
+	// Replicas, dry run, policy: the controller and the gate mount one
+	// ConfigMap and name its files.
+	out, err = Render(Options{ControllerReplicas: 3, ControllerDryRun: true, Engine: "cel",
+		Policy: map[string][]byte{"b.yaml": []byte("b"), "a.yaml": []byte("a")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs = decodeAll(t, out)
+	cms := all[*corev1.ConfigMap](objs)
+	if len(cms) != 1 || cms[0].Name != PolicyConfigMapName || !slices.Equal(slices.Sorted(maps.Keys(cms[0].Data)), []string{"a.yaml", "b.yaml"}) {
+		t.Fatalf("ConfigMaps %+v, want one %s with both files", cms, PolicyConfigMapName)
+	}
+	d = findNamed[*appsv1.Deployment](t, objs, ControllerName)
+	if *d.Spec.Replicas != 3 {
+		t.Errorf("controller replicas %d, want 3", *d.Spec.Replicas)
+	}
+	if want := []string{"controller", "--leader-elect=true", "--health-probe-bind-address=:8081", "--metrics-bind-address=:8080", "--dry-run",
+		"--engine=cel", "--policy=" + PolicyMountPath + "/a.yaml", "--policy=" + PolicyMountPath + "/b.yaml"}; !slices.Equal(d.Spec.Template.Spec.Containers[0].Args, want) {
+		t.Errorf("controller args %v, want %v", d.Spec.Template.Spec.Containers[0].Args, want)
+	}
+	gate := findNamed[*appsv1.Deployment](t, objs, ServiceName)
+	if slices.Contains(gate.Spec.Template.Spec.Containers[0].Args, "--dry-run") || *gate.Spec.Replicas != 2 {
+		t.Errorf("the controller's options reached the gate: args %v, replicas %d", gate.Spec.Template.Spec.Containers[0].Args, *gate.Spec.Replicas)
+	}
+	for _, d := range []*appsv1.Deployment{d, gate} {
+		spec := d.Spec.Template.Spec
+		ctr := spec.Containers[0]
+		if !slices.Contains(ctr.Args, "--policy="+PolicyMountPath+"/a.yaml") {
+			t.Errorf("Deployment %s args %v: no --policy for a.yaml", d.Name, ctr.Args)
+		}
+		v := spec.Volumes[len(spec.Volumes)-1]
+		m := ctr.VolumeMounts[len(ctr.VolumeMounts)-1]
+		if v.ConfigMap == nil || v.ConfigMap.Name != PolicyConfigMapName || m.Name != v.Name || m.MountPath != PolicyMountPath || !m.ReadOnly {
+			t.Errorf("Deployment %s: volume %+v mounted %+v, want %s read-only at %s", d.Name, v, m, PolicyConfigMapName, PolicyMountPath)
+		}
 	}
 }

@@ -271,29 +271,45 @@ func AcquireDriver(ctx context.Context, c kubernetes.Interface, t live.Target, o
 // while this process held it; it must stop writing to the workload.
 var ErrLeaseLost = errors.New("driver Lease lost")
 
-// Renew refreshes renewTime, keeping a person's hold alive.
+// Renew refreshes renewTime, keeping a person's hold alive. It reads the
+// Lease first and writes with that read's resourceVersion: a Lease someone
+// else took (or deleted) is lost, never overwritten.
 func (d *DriverLease) Renew(ctx context.Context) error {
-	l := d.lease.DeepCopy()
+	l, err := d.current(ctx)
+	if err != nil {
+		return err
+	}
 	stamp := metav1.NewMicroTime(d.now())
 	l.Spec.RenewTime = &stamp
 	got, err := d.client.CoordinationV1().Leases(l.Namespace).Update(ctx, l, metav1.UpdateOptions{FieldManager: fieldManager})
-	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-		cur, gerr := d.client.CoordinationV1().Leases(l.Namespace).Get(ctx, l.Name, metav1.GetOptions{})
-		if gerr == nil && cur.Spec.HolderIdentity != nil && *cur.Spec.HolderIdentity == d.driver.Identity {
-			d.lease = cur // only our own write raced (a retry): renew from it
-			return d.Renew(ctx)
-		}
-		holder := "nobody (deleted)"
-		if gerr == nil && cur.Spec.HolderIdentity != nil {
-			holder = *cur.Spec.HolderIdentity
-		}
-		return fmt.Errorf("%s: %w to %s", d.target, ErrLeaseLost, holder)
+	if apierrors.IsConflict(err) {
+		return d.Renew(ctx) // written since the read: read again, it may be lost now
 	}
 	if err != nil {
 		return fmt.Errorf("%s: renew driver Lease %s: %w", d.target, l.Name, err)
 	}
 	d.lease = got
 	return nil
+}
+
+// current reads the Lease, and ErrLeaseLost when this driver no longer
+// holds it.
+func (d *DriverLease) current(ctx context.Context) (*coordinationv1.Lease, error) {
+	cur, err := d.client.CoordinationV1().Leases(d.lease.Namespace).Get(ctx, d.lease.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("%s: %w: Lease %s/%s was deleted", d.target, ErrLeaseLost, d.lease.Namespace, d.lease.Name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: read driver Lease %s: %w", d.target, d.lease.Name, err)
+	}
+	if cur.Spec.HolderIdentity == nil || *cur.Spec.HolderIdentity != d.driver.Identity {
+		holder := "nobody"
+		if cur.Spec.HolderIdentity != nil && *cur.Spec.HolderIdentity != "" {
+			holder = *cur.Spec.HolderIdentity
+		}
+		return nil, fmt.Errorf("%s: %w: Lease %s/%s is held by %s", d.target, ErrLeaseLost, cur.Namespace, cur.Name, holder)
+	}
+	return cur.DeepCopy(), nil
 }
 
 // KeepRenewed renews every third of DriverLeaseDuration until ctx ends,
@@ -329,12 +345,18 @@ func (d *DriverLease) KeepRenewed(ctx context.Context, lost func(error)) {
 // Release gives the Lease up (holderIdentity cleared), unless someone else
 // holds it by now.
 func (d *DriverLease) Release(ctx context.Context) error {
-	l := d.lease.DeepCopy()
+	l, err := d.current(ctx)
+	if errors.Is(err, ErrLeaseLost) {
+		return nil // taken over or gone: nothing of ours to give up
+	}
+	if err != nil {
+		return err
+	}
 	l.Spec.HolderIdentity = nil
 	delete(l.Annotations, AnnLivenessLease)
-	_, err := d.client.CoordinationV1().Leases(l.Namespace).Update(ctx, l, metav1.UpdateOptions{FieldManager: fieldManager})
-	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-		return nil // taken over or gone: nothing of ours to give up
+	_, err = d.client.CoordinationV1().Leases(l.Namespace).Update(ctx, l, metav1.UpdateOptions{FieldManager: fieldManager})
+	if apierrors.IsConflict(err) {
+		return d.Release(ctx)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: release driver Lease %s: %w", d.target, l.Name, err)
@@ -342,5 +364,5 @@ func (d *DriverLease) Release(ctx context.Context) error {
 	return nil
 }
 
-// Holds: the identity this lease was taken for.
+// Identity is the identity the Lease was taken for.
 func (d *DriverLease) Identity() string { return d.driver.Identity }

@@ -67,6 +67,13 @@ type RolloutStatus struct {
 	// LastActivity: the latest sign in the cluster of the rollout moving
 	// (see Activity); absent when the read shows none.
 	LastActivity *Activity `json:"lastActivity,omitempty"`
+	// Driver: who drives the rollout, from its driver Lease (the rollplan
+	// controller or a person's apply); absent when no Lease exists.
+	Driver *Holder `json:"driver,omitempty"`
+	// Controller: the rollplan controller's record of the rollout (the
+	// workload's annotation rollplan.dev/rollout-state); absent when the
+	// controller has not stepped it.
+	Controller *live.RolloutState `json:"controller,omitempty"`
 }
 
 // StatusStall is what holds a stalled rollout.
@@ -91,7 +98,8 @@ type Activity struct {
 // this long is not being driven (WaitingForDriver), or, when it cannot
 // act, stalled. rollplan apply steps at least every 5s (Options.MaxPoll)
 // and acts at once on a wave that starts now, so 30s of quiet means no
-// apply runs (there is no in-cluster controller yet).
+// apply or controller drives it (status also reads the driver Lease:
+// a rollout a live driver holds is never waiting for one).
 const driverGrace = 30 * time.Second
 
 // The document's type, and the values of RolloutStatus.State.
@@ -221,7 +229,43 @@ func (e *Executor) Status(ctx context.Context) (*RolloutStatus, error) {
 	wp := res.Plan.Workloads[0]
 	st := BuildStatus(state.rollout, wp, state.inFlight, state.now)
 	observed(st, state.rollout, wp, lastActivity(state.snap, state.rollout), state.now)
+	if err := e.driven(ctx, st, state.rollout); err != nil {
+		return nil, err
+	}
 	return st, nil
+}
+
+// driven adds who drives the rollout (its driver Lease) and the
+// controller's record to the status. A rollout a live driver holds is not
+// waiting for one; one the controller halted stays halted (until its
+// template changes or rollplan resume) even when the policy would not halt
+// it at this read.
+func (e *Executor) driven(ctx context.Context, st *RolloutStatus, r *facts.Rollout) error {
+	h, err := ReadDriver(ctx, e.client, e.opts.Target, e.opts.Now)
+	if err != nil {
+		return err
+	}
+	if h != nil && h.Identity != "" {
+		st.Driver = h
+	}
+	rec, err := live.ParseRolloutState(r.Workload.Annotations[facts.AnnRolloutState])
+	if err != nil {
+		st.Notes = append(st.Notes, fmt.Sprintf("%s: unreadable: %v", e.opts.Target, err))
+	}
+	st.Controller = rec
+	if st.State == StatusWaitingForDriver && st.Driver != nil && st.Driver.Live {
+		st.State = StatusInProgress
+		st.Verdict = strings.Replace(st.Verdict, "waiting for a driver (run rollplan apply, or install the controller)", "in progress, driven by "+st.Driver.Identity, 1)
+	}
+	if rec != nil && rec.Phase == live.RolloutHalted && rec.Revision == st.Revisions.Update && st.State != StatusHalted {
+		st.State = StatusHalted
+		st.Halted = append(st.Halted, rec.Reasons...)
+		st.Verdict = "halted (the controller keeps it halted until the template changes or `rollplan resume`)"
+		if len(rec.Reasons) > 0 {
+			st.Verdict += ": " + rec.Reasons[0]
+		}
+	}
+	return nil
 }
 
 // lastActivity is the latest sign in the snapshot that the rollout moved,

@@ -659,6 +659,24 @@ func TestWorkloadUpdates(t *testing.T) {
 	if !strings.Contains(resp.Result.Message, "tier=critical allows at most 25%") || !strings.Contains(resp.Result.Message, "StatefulSet shop/db") {
 		t.Errorf("denial %q", resp.Result.Message)
 	}
+	// The controller recording the rollout state of a workload the guard
+	// rails refuse is admitted; any other change of it is still judged.
+	set.Annotations[facts.AnnMaxUnavailable] = "40%"
+	resp, _ = f.review(update(func(s *appsv1.StatefulSet) {
+		s.Annotations[facts.AnnRolloutState] = `{"phase":"Halted"}`
+		s.ResourceVersion, s.Generation = "99", 7
+	}))
+	if !resp.Allowed {
+		t.Errorf("the rollout state of a denied workload was refused: %v", resp.Result)
+	}
+	resp, _ = f.review(update(func(s *appsv1.StatefulSet) {
+		s.Annotations[facts.AnnRolloutState] = `{"phase":"Halted"}`
+		s.Labels["team"] = "x"
+	}))
+	if resp.Allowed {
+		t.Error("a label change riding along with the rollout state skipped the guard rails")
+	}
+	delete(set.Annotations, facts.AnnMaxUnavailable)
 	// A create of a workload the cache does not hold yet.
 	created := set.DeepCopy()
 	created.Name, created.UID = "cache", ""

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -108,11 +109,11 @@ func TestServer(t *testing.T) {
 	hl, _ := net.Listen("tcp", "127.0.0.1:0")
 	health := hl.Addr().String()
 	hl.Close()
-	ready := false
+	ready := errors.New("informer caches: not synced yet")
 	addr := make(chan string, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	srv := &Server{Gate: f.gate, Addr: "127.0.0.1:0", CertFile: certFile, KeyFile: keyFile, HealthAddr: health,
-		Ready: func() bool { return ready }, Listening: func(a string) { addr <- a }}
+		Ready: func() error { return ready }, Listening: func(a string) { addr <- a }}
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
 	webhook := <-addr
@@ -131,7 +132,7 @@ func TestServer(t *testing.T) {
 	if c := get("/readyz"); c != 503 {
 		t.Errorf("/readyz before the caches sync: %d, want 503", c)
 	}
-	ready = true
+	ready = nil
 	if c := get("/readyz"); c != 200 {
 		t.Errorf("/readyz: %d, want 200", c)
 	}

@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -126,9 +128,7 @@ func (s *ConfigMapStore) Reserve(ctx context.Context, workload string, decide fu
 			return err
 		}
 		if !exists {
-			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace,
-				Labels:      map[string]string{LabelBudget: "true", "app.kubernetes.io/name": "rollplan-gate"},
-				Annotations: map[string]string{annWorkload: workload}}}
+			cm = newReservationConfigMap(s.Namespace, name, workload)
 		}
 		cm.Data = map[string]string{dataKey: string(raw)}
 		if exists {
@@ -144,10 +144,106 @@ func (s *ConfigMapStore) Reserve(ctx context.Context, workload string, decide fu
 		case exists && apierrors.IsNotFound(err):
 			continue // pruned since read (its reservations had lapsed): create it again
 		default:
-			return fmt.Errorf("write reservations of %s (configmap %s/%s): %w", workload, s.Namespace, name, err)
+			return fmt.Errorf("write reservations of %s (configmap %s/%s): %w", workload, s.Namespace, name, storeHint(s.Namespace, err))
 		}
 	}
 	return fmt.Errorf("reservations of %s: %d conflicting writes in a row", workload, maxConflicts)
+}
+
+// newReservationConfigMap is a reservation ConfigMap without data.
+func newReservationConfigMap(namespace, name, workload string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace,
+		Labels:      map[string]string{LabelBudget: "true", "app.kubernetes.io/name": "rollplan-gate"},
+		Annotations: map[string]string{annWorkload: workload}}}
+}
+
+// Check says whether the store is usable: the gate's namespace exists and
+// is not being deleted, and the gate may list the reservation ConfigMaps
+// there and create one. It costs two requests: a list of at most one
+// reservation ConfigMap (Prune's request; in a namespace that does not
+// exist a list answers an empty list, so it proves read access only), and
+// a dry-run create of one (Reserve's first write: the API server runs
+// authorization and admission, the namespace lifecycle and quotas
+// included, and stores nothing), which fails when Reserve would.
+// Admission webhooks that match ConfigMaps see that dry run too.
+func (s *ConfigMapStore) Check(ctx context.Context) error {
+	cms := s.Client.CoreV1().ConfigMaps(s.Namespace)
+	if _, err := cms.List(ctx, metav1.ListOptions{LabelSelector: LabelBudget + "=true", Limit: 1}); err != nil {
+		return fmt.Errorf("list reservation configmaps in namespace %s: %w", s.Namespace, storeHint(s.Namespace, err))
+	}
+	cm := newReservationConfigMap(s.Namespace, "", "readiness check")
+	cm.GenerateName = configMapPrefix + "check-"
+	if _, err := cms.Create(ctx, cm, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+			return storeHint(s.Namespace, err)
+		}
+		return fmt.Errorf("create a reservation configmap in namespace %s (dry run): %w", s.Namespace, storeHint(s.Namespace, err))
+	}
+	return nil
+}
+
+// storeHint says what to do about an error of the API server on the
+// store's namespace; other errors are returned as they are.
+func storeHint(namespace string, err error) error {
+	switch {
+	case apierrors.IsNotFound(err):
+		// Only the namespace can be missing for a create or a list.
+		return hinted{fmt.Sprintf("namespace %s not found: create it (kubectl create namespace %s) or run the gate with -n NAMESPACE", namespace, namespace), err}
+	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		return hinted{fmt.Sprintf("namespace %s is being deleted: create it again once it is gone, or run the gate with -n NAMESPACE", namespace), err}
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("%w: the gate needs get, list, create, update and delete on configmaps in namespace %s (the Role rollplan-gate of 'rollplan gate manifests')", err, namespace)
+	}
+	return err
+}
+
+// hinted is an error of the API server said in other words; errors.As
+// still finds the API status (transient reads it).
+type hinted struct {
+	msg string
+	err error
+}
+
+func (h hinted) Error() string { return h.msg }
+func (h hinted) Unwrap() error { return h.err }
+
+// ReadinessCheck is Check as a readiness check (Readiness.Add). An error
+// the API server may not repeat (no answer, a timeout, throttling, a
+// server error) fails it only when no check succeeded for grace: the
+// replicas share the API server, so they would all leave the Service on
+// the same hiccup, and the webhook, which fails closed, would then refuse
+// every pod deletion of the cluster. An answer that will not change by
+// itself (namespace missing, forbidden) fails it at once.
+func (s *ConfigMapStore) ReadinessCheck(grace time.Duration) func(context.Context) error {
+	var (
+		mu     sync.Mutex
+		lastOK time.Time
+	)
+	return func(ctx context.Context) error {
+		err := s.Check(ctx)
+		mu.Lock()
+		defer mu.Unlock()
+		now := time.Now()
+		switch {
+		case err == nil:
+			lastOK = now
+			return nil
+		case transient(err) && !lastOK.IsZero() && now.Sub(lastOK) < grace:
+			return nil
+		}
+		return err
+	}
+}
+
+// transient: the API server did not answer, or answered an error it may
+// not repeat.
+func transient(err error) bool {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) {
+		return true
+	}
+	code := st.Status().Code
+	return code == http.StatusTooManyRequests || code >= http.StatusInternalServerError
 }
 
 // workloadKey names a workload in a Store.

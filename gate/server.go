@@ -25,11 +25,12 @@ type Server struct {
 	// Addr of the webhook (TLS); CertFile and KeyFile are re-read when they
 	// change on disk (a renewed Secret), checked at most every 10s.
 	Addr, CertFile, KeyFile string
-	// HealthAddr serves /healthz (alive) and /readyz (caches synced, policy
-	// loaded, not shutting down); "" for none.
+	// HealthAddr serves /healthz (the process is alive) and /readyz (Ready
+	// and not shutting down: 503 with the reason otherwise); "" for none.
 	HealthAddr string
-	// Ready reports whether the gate can answer (informer caches synced).
-	Ready func() bool
+	// Ready says why the gate cannot do its job (see Readiness.Err), nil
+	// when it can; nil Ready: always ready.
+	Ready func() error
 	Log   *slog.Logger
 	// Listening, when set, receives the webhook's address once it listens.
 	Listening func(addr string)
@@ -81,14 +82,17 @@ func (s *Server) Run(ctx context.Context) error {
 		hmux := http.NewServeMux()
 		hmux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 		hmux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-			switch {
-			case s.stopping.Load():
-				http.Error(w, "shutting down", http.StatusServiceUnavailable)
-			case s.Ready != nil && !s.Ready():
-				http.Error(w, "informer caches not synced yet", http.StatusServiceUnavailable)
-			default:
-				_, _ = w.Write([]byte("ok"))
+			if s.stopping.Load() {
+				http.Error(w, "not ready: shutting down", http.StatusServiceUnavailable)
+				return
 			}
+			if s.Ready != nil {
+				if err := s.Ready(); err != nil {
+					http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+					return
+				}
+			}
+			_, _ = w.Write([]byte("ok"))
 		})
 		hs := &http.Server{Handler: hmux, ReadHeaderTimeout: 10 * time.Second}
 		servers = append(servers, hs)

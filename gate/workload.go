@@ -2,7 +2,9 @@ package gate
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -12,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/snapshot"
@@ -64,6 +67,12 @@ func (g *Gate) replaceWorkload(ctx context.Context, kind string, obj metav1.Obje
 // rules, and a warning with the plan the change produces.
 func (g *Gate) workloadChange(ctx context.Context, req *admissionv1.AdmissionRequest) verdict {
 	t := live.Target{Namespace: req.Namespace, Name: req.Name}
+	if req.Operation == admissionv1.Update && onlyRolloutState(req) {
+		// The controller recording a rollout's state (a halt included)
+		// must never be refused by the guard rails of the very spec it
+		// reports on.
+		return verdict{workload: live.Target{Namespace: req.Namespace, Kind: req.Kind.Kind, Name: req.Name}.String(), mode: g.opts.Enforcement, allow: true, reason: "only the rollout state annotation changed"}
+	}
 	snap, err := g.snapshotWith(ctx, req, &t)
 	v := verdict{workload: t.String(), mode: g.opts.Enforcement, allow: true}
 	if err != nil {
@@ -206,4 +215,33 @@ func summarise(wp plan.WorkloadPlan, podWhy map[string]string) string {
 		out += ": " + strings.Join(parts, ", ")
 	}
 	return out
+}
+
+// onlyRolloutState: an update that changes nothing of the workload but
+// the annotation facts.AnnRolloutState (and the metadata the API server
+// keeps: resourceVersion, managedFields, generation; and status).
+func onlyRolloutState(req *admissionv1.AdmissionRequest) bool {
+	var obj, old map[string]any
+	if json.Unmarshal(req.Object.Raw, &obj) != nil || json.Unmarshal(req.OldObject.Raw, &old) != nil || obj == nil || old == nil {
+		return false
+	}
+	strip := func(o map[string]any) {
+		delete(o, "status")
+		m, _ := o["metadata"].(map[string]any)
+		if m == nil {
+			return
+		}
+		for _, f := range []string{"resourceVersion", "managedFields", "generation"} {
+			delete(m, f)
+		}
+		if a, _ := m["annotations"].(map[string]any); a != nil {
+			delete(a, facts.AnnRolloutState)
+			if len(a) == 0 {
+				delete(m, "annotations")
+			}
+		}
+	}
+	strip(obj)
+	strip(old)
+	return reflect.DeepEqual(obj, old)
 }

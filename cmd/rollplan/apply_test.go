@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
 
 	"github.com/rollplan/rollplan/executor"
 	"github.com/rollplan/rollplan/planner/live"
@@ -212,4 +216,54 @@ func TestApplyErrorLines(t *testing.T) {
 			}
 		})
 	}
+}
+
+// One driver per workload: apply refuses a workload the controller drives,
+// naming the holder and the Lease, and holds the Lease itself while it
+// drives, giving it up when done.
+func TestApplyDriverLease(t *testing.T) {
+	march := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	ctx := context.Background()
+	target := live.Target{Namespace: "default", Kind: "StatefulSet", Name: "web"}
+	t.Run("the controller drives it", func(t *testing.T) {
+		client := fakeApply(t, march, "sts-inplace-image-only")
+		id, renew := "rollplan-controller-0_ab12", metav1.NewMicroTime(march)
+		leader := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "rollplan-system", Name: "rollplan-controller"},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &id, RenewTime: &renew, LeaseDurationSeconds: ptr.To[int32](15)}}
+		if _, err := client.CoordinationV1().Leases("rollplan-system").Create(ctx, leader, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		clock := func() time.Time { return march }
+		if _, err := executor.AcquireDriver(ctx, client, target, "", executor.Driver{Identity: "controller " + id, Liveness: "rollplan-system/rollplan-controller"}, clock); err != nil {
+			t.Fatal(err)
+		}
+		_, stderr, err := run(t, "apply", "sts/web", "--once")
+		if got := exitCode(err); got != exitError {
+			t.Fatalf("exit code %d, want %d (err %v)", got, exitError, err)
+		}
+		for _, want := range []string{"driven by the rollplan controller", "controller " + id, "default/rollplan-statefulset-web", "--wait-for-lease"} {
+			if !strings.Contains(stderr+err.Error(), want) {
+				t.Errorf("refusal lacks %q: %v", want, err)
+			}
+		}
+		pods, _ := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		for _, p := range pods.Items {
+			if p.Annotations[live.AnnInPlaceUpdate] != "" {
+				t.Errorf("apply updated %s while the controller drives the workload", p.Name)
+			}
+		}
+	})
+	t.Run("apply holds it while driving", func(t *testing.T) {
+		client := fakeApply(t, march, "sts-inplace-image-only")
+		if _, stderr, err := run(t, "apply", "sts/web", "--once"); err != nil {
+			t.Fatalf("apply: %v\n%s", err, stderr)
+		}
+		l, err := client.CoordinationV1().Leases("default").Get(ctx, "rollplan-statefulset-web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("apply took no driver Lease: %v", err)
+		}
+		if l.Spec.AcquireTime == nil || l.Spec.HolderIdentity != nil {
+			t.Errorf("after apply the Lease should have been taken and given up: %+v", l.Spec)
+		}
+	})
 }

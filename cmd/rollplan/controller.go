@@ -33,6 +33,7 @@ import (
 	"github.com/rollplan/rollplan/controller"
 	"github.com/rollplan/rollplan/deploy"
 	"github.com/rollplan/rollplan/executor"
+	"github.com/rollplan/rollplan/gate"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/engine/engines"
 	"github.com/rollplan/rollplan/planner/facts"
@@ -216,7 +217,16 @@ func runController(cmd *cobra.Command, config *kubeFlags, pf *planFlags, cf *con
 	if err != nil {
 		return err
 	}
-	ready := &readiness{log: log}
+	// Ready once the caches are synced and the leader-election Lease can
+	// be written: a standby is ready too (it takes over with warm caches).
+	ready := gate.NewReadiness(log).
+		Add("informer caches", func(context.Context) error {
+			if !ctrl.HasSynced() {
+				return errors.New("informer caches are not synced yet")
+			}
+			return nil
+		}).
+		Add("leader-election Lease", func(ctx context.Context) error { return leaseUsable(ctx, cl.client, leaseNS, leaseName) })
 	if cf.metrics != "" {
 		stopMetrics, err := serveMetrics(cf.metrics, reg, log)
 		if err != nil {
@@ -254,15 +264,7 @@ func runController(cmd *cobra.Command, config *kubeFlags, pf *planFlags, cf *con
 		return err
 	}
 	log.Info("informer caches synced")
-	go ready.watch(ctx, "caches", func(context.Context) error {
-		if !ctrl.HasSynced() {
-			return errors.New("informer caches are not synced")
-		}
-		return nil
-	})
-	go ready.watch(ctx, "lease", func(ctx context.Context) error {
-		return leaseUsable(ctx, cl.client, leaseNS, leaseName)
-	})
+	go ready.Run(ctx, 5*time.Second)
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: leaseNS, Name: leaseName},
 		Client:     cl.client.CoordinationV1(),
@@ -336,11 +338,11 @@ func leaseUsable(ctx context.Context, c kubernetes.Interface, ns, name string) e
 	case err == nil, apierrors.IsAlreadyExists(err):
 		return nil
 	case apierrors.IsNotFound(err):
-		return fmt.Errorf("leader-election Lease %s/%s: namespace %s not found: create it (kubectl create namespace %s) or set --leader-elect-resource-namespace", ns, name, ns, ns)
+		return fmt.Errorf("%s/%s: namespace %s not found: create it (kubectl create namespace %s) or set --leader-elect-resource-namespace", ns, name, ns, ns)
 	case apierrors.IsForbidden(err):
-		return fmt.Errorf("leader-election Lease %s/%s: may not create Leases in namespace %s: grant it (rollplan manifests has the Role): %w", ns, name, ns, err)
+		return fmt.Errorf("%s/%s: may not create Leases in namespace %s: grant it (rollplan manifests has the RBAC): %w", ns, name, ns, err)
 	}
-	return fmt.Errorf("leader-election Lease %s/%s: %w", ns, name, err)
+	return fmt.Errorf("%s/%s: %w", ns, name, err)
 }
 
 // parseNamedPolicies reads --named-policy NAME=PATH values.
@@ -428,98 +430,28 @@ func (p *policySet) For(name string) (engine.Engine, error) {
 		facts.AnnPolicy, name, strings.Join(have, ", "), name)
 }
 
-// readiness is /readyz: named checks, each re-run periodically; the first
-// failing one's reason is the answer, logged once each time it changes.
-type readiness struct {
-	log    *slog.Logger
-	mu     sync.Mutex
-	failed map[string]string
-	last   string
-}
-
-// watch runs check until ctx ends: every second while it fails, every
-// 15s once it passes.
-func (r *readiness) watch(ctx context.Context, name string, check func(context.Context) error) {
-	r.set(name, "not checked yet")
-	for {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := check(cctx)
-		cancel()
-		every := 15 * time.Second
-		if err != nil {
-			r.set(name, err.Error())
-			every = time.Second
-		} else {
-			r.set(name, "")
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(every):
-		}
-	}
-}
-
-func (r *readiness) set(name, reason string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.failed == nil {
-		r.failed = map[string]string{}
-	}
-	if reason == "" {
-		delete(r.failed, name)
-	} else {
-		r.failed[name] = reason
-	}
-	now := r.reasonLocked()
-	if now != r.last && now != "not checked yet" {
-		if now == "" {
-			r.log.Info("ready")
-		} else {
-			r.log.Warn("not ready", "reason", now)
-		}
-	}
-	r.last = now
-}
-
-// reason is why the process is not ready; "" when it is.
-func (r *readiness) reason() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.failed == nil {
-		return "starting"
-	}
-	return r.reasonLocked()
-}
-
-func (r *readiness) reasonLocked() string {
-	names := make([]string, 0, len(r.failed))
-	for n := range r.failed {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	if len(names) == 0 {
-		return ""
-	}
-	return r.failed[names[0]]
-}
-
-// serveHealth serves /healthz (alive) and /readyz (readiness) on addr.
-func serveHealth(addr string, r *readiness, log *slog.Logger) (func(), error) {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--health-probe-bind-address: %w", err)
-	}
+// healthHandler serves /healthz (alive) and /readyz (the readiness's
+// last verdict; 503 with the reason when not ready).
+func healthHandler(ready *gate.Readiness) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if why := r.reason(); why != "" {
-			http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
+		if err := ready.Err(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return mux
+}
+
+// serveHealth serves /healthz (alive) and /readyz (readiness) on addr.
+func serveHealth(addr string, r *gate.Readiness, log *slog.Logger) (func(), error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--health-probe-bind-address: %w", err)
+	}
+	srv := &http.Server{Handler: healthHandler(r), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("health server", "error", err)

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -91,12 +92,18 @@ runs with GOGC=400 (fewer GC pauses in the p99; bound the heap with
 GOMEMLIMIT).
 /healthz and /readyz are served on --health-probe-bind-address, Prometheus
 metrics on --metrics-bind-address; one structured log line per request.
-On SIGTERM, /readyz fails at once while /validate keeps answering for
---shutdown-delay, so that the API servers stop calling this replica
-before it closes; then the requests in flight finish.
+/healthz says the process is alive. /readyz answers 200 only when the gate
+can decide: its informer caches synced and its reservation store usable
+(the namespace exists and the gate may list and create ConfigMaps there,
+checked every 5s); otherwise 503 with the reason, logged once per change
+(e.g. "reservation store: namespace rollplan-system not found: create it
+..."), and it recovers by itself. On SIGTERM, /readyz fails at once while
+/validate keeps answering for --shutdown-delay, so that the API servers
+stop calling this replica before it closes; then the requests in flight
+finish.
 
-Install it with 'rollplan gate manifests | kubectl apply -f -', or the
-kustomize base in deploy/.`,
+Install it with the controller: 'rollplan manifests | kubectl apply -f -',
+or the kustomize base in deploy/; alone: 'rollplan gate manifests'.`,
 		Example: `  rollplan gate --tls-cert-file /etc/rollplan/tls/tls.crt --tls-private-key-file /etc/rollplan/tls/tls.key
   rollplan gate --tls-cert-file tls.crt --tls-private-key-file tls.key --policy policies/examples/one-zone-at-a-time --enforcement warn`,
 		Args: noArgs,
@@ -187,13 +194,29 @@ kustomize base in deploy/.`,
 					return nil
 				})
 			}
+			// Ready when the gate can decide: caches synced, and reservations
+			// writable (a gate without them denies every disruption of a
+			// managed workload). The store costs two API requests a check:
+			// every few seconds, not on every probe.
+			ready := gate.NewReadiness(log).
+				Add("informer caches", func(context.Context) error {
+					if !src.HasSynced() {
+						return errors.New("not synced yet (pods, nodes, workloads, PodDisruptionBudgets): if this lasts, check the gate's access to the API server and its cluster-wide list and watch permissions")
+					}
+					return nil
+				}).
+				Add("reservation store", store.ReadinessCheck(readinessGrace))
+			go ready.Run(ctx, readinessEvery)
 			go func() {
 				if src.WaitForSync(ctx) == nil {
-					log.Info("informer caches synced: ready")
+					log.Info("informer caches synced")
+					ectx, cancel := context.WithTimeout(ctx, readinessEvery)
+					ready.Evaluate(ectx) // ready now, not at the next check
+					cancel()
 				}
 			}()
 			log.Info("starting", "namespace", ns, "namespaceFrom", nsFrom, "enforcement", enforcement, "engine", eng.Name(), "policy", eng.Digest(), "cluster", cl.source)
-			srv := &gate.Server{Gate: g, Addr: bind, CertFile: certFile, KeyFile: keyFile, HealthAddr: health, Ready: src.HasSynced, Log: log,
+			srv := &gate.Server{Gate: g, Addr: bind, CertFile: certFile, KeyFile: keyFile, HealthAddr: health, Ready: ready.Err, Log: log,
 				ShutdownDelay: shutdownDelay}
 			return srv.Run(ctx)
 		},
@@ -222,6 +245,14 @@ kustomize base in deploy/.`,
 	cmd.AddCommand(newGateManifestsCommand())
 	return cmd
 }
+
+// The gate checks its readiness every readinessEvery; an API server that
+// does not answer makes it unready after readinessGrace (see
+// gate.ConfigMapStore.ReadinessCheck).
+const (
+	readinessEvery = 5 * time.Second
+	readinessGrace = 30 * time.Second
+)
 
 // checkServingCert: the serving certificate and its key exist and load as
 // a pair (the server re-reads them when they change).

@@ -177,6 +177,7 @@ func TestMissingPolicyPath(t *testing.T) {
 		{"undo", "deploy/api", "--dry-run=client"},
 		{"gate", "--tls-cert-file", "tls.crt", "--tls-private-key-file", "tls.key"}, // checked before the certificate is read
 		{"gate", "manifests", "--image", "registry.example/rollplan:v1"},
+		{"manifests", "--image", "registry.example/rollplan:v1"},
 	} {
 		// An existing policy first: the missing one is found among several.
 		args := append(args, "--policy", "policies/examples/leader-last", "--policy", missing)

@@ -48,6 +48,7 @@ func newRootCommand() *cobra.Command {
 		return usageError{err}
 	})
 	root.AddCommand(newPlanCommand(), newExplainCommand(), newTestCommand(), newSnapshotCommand(), newApplyCommand(), newStatusCommand(), newHistoryCommand(), newUndoCommand(), newPauseCommand(true), newPauseCommand(false), newGateCommand(), newControllerCommand(), newVersionCommand())
+	root.AddCommand(newManifestsCommand())
 	withExitCodes(root)
 	return root
 }

@@ -84,6 +84,13 @@ rolled out (exit 0), halted (exit 3) or stalled (exit 4): on a terminal the tabl
 otherwise a line (or, with -o json|yaml, a document) is printed only when
 something changed.
 
+It also says who drives the rollout (the holder of its driver Lease: the
+rollplan controller or a person's rollplan apply; a rollout a live driver
+holds is never "waiting for a driver") and the controller's record of it
+(the workload's annotation rollplan.dev/rollout-state: phase, wave, pods,
+why it is halted). A rollout the controller halted shows halted until its
+template changes or rollplan resume, as the controller keeps it.
+
 -o json and -o yaml print a RolloutStatus (apiVersion rollplan.dev/v1alpha1).`,
 		Example: `  rollplan status sts/web -n prod
   rollplan status deploy/api -o json | jq .verdict
@@ -275,6 +282,16 @@ func statusTable(w io.Writer, st *executor.RolloutStatus) error {
 		fmt.Fprintf(tw, "Waves:\twave %d of %d: %d done (estimated), %d after it\n", wv.Current, wv.Total, wv.Done, wv.Remaining-1)
 	case wv.Remaining > 0:
 		fmt.Fprintf(tw, "Waves:\t%d left, as planned now (the Deployment controller's; waves done are not counted)\n", wv.Remaining)
+	}
+	if d := st.Driver; d != nil {
+		live := ""
+		if !d.Live {
+			live = ", lapsed: free to take"
+		}
+		fmt.Fprintf(tw, "Driver:\t%s (Lease %s%s)\n", d.Identity, d.Lease, live)
+	}
+	if c := st.Controller; c != nil {
+		fmt.Fprintf(tw, "Controller:\t%s\n", c.Summary())
 	}
 	tw.Flush()
 	inFlight := "In flight"

@@ -222,6 +222,8 @@ type workload struct {
 	pods       map[types.UID]*corev1.Pod
 	worst      int
 	worstAt    string
+	// patched: the generation the test's last patch gave the workload.
+	patched int64
 }
 
 // tracker watches every pod of the namespace and records, per workload,

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -413,39 +414,6 @@ func TestGateWithExecutor(t *testing.T) {
 	w.result(t, 2)
 }
 
-// TestGateManifestsApply: what `rollplan gate manifests` prints is accepted
-// by the API server as it stands (server-side dry run: the fail-closed
-// webhook must not stand in front of the other tests' pods).
-func TestGateManifestsApply(t *testing.T) {
-	cluster(t)
-	ca, cert, key, err := certs.Generate("rollplan-gate", deploy.DefaultNamespace, time.Hour, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := deploy.Render(deploy.Options{CABundle: ca, ServingCert: cert, ServingKey: key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubectl := filepath.Join(plane.BinDir, "kubectl")
-	// The namespace first: a dry run creates nothing for the rest to land in.
-	out, err := exec.Command(kubectl, "--kubeconfig", plane.Kubeconfig, "create", "namespace", deploy.DefaultNamespace).CombinedOutput()
-	if err != nil && !strings.Contains(string(out), "AlreadyExists") {
-		t.Fatalf("kubectl create namespace: %v\n%s", err, out)
-	}
-	cmd := exec.Command(kubectl, "--kubeconfig", plane.Kubeconfig, "apply", "--dry-run=server", "-f", "-")
-	cmd.Stdin = bytes.NewReader(raw)
-	out, err = cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl apply --dry-run=server: %v\n%s", err, out)
-	}
-	for _, want := range []string{"deployment.apps/rollplan-gate", "service/rollplan-gate", "poddisruptionbudget.policy/rollplan-gate",
-		"validatingwebhookconfiguration.admissionregistration.k8s.io/rollplan-gate", "secret/rollplan-gate-tls", "clusterrole.rbac.authorization.k8s.io/"} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("kubectl apply did not report %s:\n%s", want, out)
-		}
-	}
-}
-
 // TestGateDaemonSetCordonedNode: apply was stopped right after cordoning a
 // node for its DaemonSet. A drain's eviction of another daemon pod is
 // refused: the gate counts the cordoned node's pod as being updated, as
@@ -519,5 +487,102 @@ func TestGateDaemonSetCordonedNode(t *testing.T) {
 	e.waitDaemonSet(name, nodes, true)
 	if n, err := e.client.CoreV1().Nodes().Get(e.ctx, cordoned, metav1.GetOptions{}); err != nil || n.Spec.Unschedulable || n.Annotations[facts.AnnCordonedBy] != "" {
 		t.Errorf("node %s after the rollout: %v, want uncordoned without the annotation (%v)", cordoned, n, err)
+	}
+}
+
+// TestGateReadyWhenStoreUsable runs `rollplan gate -n` a namespace that
+// does not exist: /readyz answers 503 with the reason, logged once, while
+// /healthz answers 200; once the namespace is created, /readyz turns 200
+// by itself.
+func TestGateReadyWhenStoreUsable(t *testing.T) {
+	cp := cluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ns := fmt.Sprintf("e2e-gate-store-%d", time.Now().UnixNano()%1_000_000_000)
+	_, cert, key, err := certs.ForHosts(nil, []net.IP{net.IPv4(127, 0, 0, 1)}, time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(certFile, cert, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	health := hl.Addr().String()
+	hl.Close()
+	log := &syncBuffer{}
+	cmd := exec.Command(rollplanBinary(t), "gate", "--kubeconfig", cp.Kubeconfig, "-n", ns,
+		"--tls-cert-file", certFile, "--tls-private-key-file", keyFile, "--bind-address", "127.0.0.1:0",
+		"--health-probe-bind-address", health, "--metrics-bind-address", "", "--shutdown-delay", "0")
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("rollplan gate after SIGTERM: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Error("rollplan gate did not exit within 30s of SIGTERM")
+		}
+		_ = cp.Client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+		if t.Failed() {
+			t.Logf("gate log:\n%s", log.String())
+		}
+	}()
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + health + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(b.String())
+	}
+	waitReadyz := func(code int, body string) {
+		t.Helper()
+		var c int
+		var got string
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			c, got = get("/readyz")
+			return c == code && got == body, nil
+		})
+		if err != nil {
+			t.Fatalf("/readyz: %d %q, want %d %q", c, got, code, body)
+		}
+	}
+	reason := fmt.Sprintf("reservation store: namespace %s not found: create it (kubectl create namespace %s) or run the gate with -n NAMESPACE", ns, ns)
+	waitReadyz(http.StatusServiceUnavailable, "not ready: "+reason)
+	if c, _ := get("/healthz"); c != http.StatusOK {
+		t.Errorf("/healthz while not ready: %d, want 200 (the process is alive)", c)
+	}
+	time.Sleep(6 * time.Second) // at least one more check: still logged once
+	if c, body := get("/readyz"); c != http.StatusServiceUnavailable || body != "not ready: "+reason {
+		t.Errorf("/readyz: %d %q, want 503 with the reason", c, body)
+	}
+
+	if _, err := cp.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitReadyz(http.StatusOK, "ok")
+	if n := strings.Count(log.String(), reason); n != 1 {
+		t.Errorf("the reason is logged %d times, want once", n)
+	}
+	if !strings.Contains(log.String(), `"msg":"ready"`) {
+		t.Error("becoming ready is not logged")
 	}
 }

@@ -1,4 +1,4 @@
-package controller
+package live
 
 import (
 	"encoding/json"
@@ -8,8 +8,11 @@ import (
 	"github.com/rollplan/rollplan/planner/facts"
 )
 
-// AnnRolloutState is the annotation on a managed workload where the
-// controller keeps the rollout's state for people and scripts:
+// RolloutState is the controller's record of a managed rollout, kept in
+// the annotation facts.AnnRolloutState of the workload: the controller
+// writes it, `rollplan status` reads it.
+//
+// The annotation on a managed workload is where the controller keeps the rollout's state for people and scripts:
 //
 //	kubectl get sts web -o jsonpath='{.metadata.annotations.rollplan\.dev/rollout-state}'
 //
@@ -20,26 +23,26 @@ import (
 // workload, it survives the controller's replicas: a new leader reads the
 // halt a previous one recorded. `rollplan resume` removes it, which ends
 // a halt.
-const AnnRolloutState = facts.AnnRolloutState
+//
+// RolloutStateFieldManager is the server-side apply field manager it is
+// written under.
+const RolloutStateFieldManager = "rollplan-controller"
 
-// FieldManager is the server-side apply field manager of AnnRolloutState.
-const FieldManager = "rollplan-controller"
-
-// Values of State.Phase.
+// Values of RolloutState.Phase.
 const (
-	PhaseInProgress = "InProgress"
-	PhaseComplete   = "Complete"
-	PhaseHalted     = "Halted"
-	PhasePaused     = "Paused"
-	// PhaseWaiting: someone else drives the rollout (a person's apply), or
+	RolloutInProgress = "InProgress"
+	RolloutComplete   = "Complete"
+	RolloutHalted     = "Halted"
+	RolloutPaused     = "Paused"
+	// RolloutWaiting: someone else drives the rollout (a person's apply), or
 	// the controller cannot drive it (a policy it does not know, a
 	// strategy it does not drive); Message says which.
-	PhaseWaiting = "Waiting"
+	RolloutWaiting = "Waiting"
 )
 
-// State is the rollout's state as the controller last saw it (the value of
-// AnnRolloutState, JSON). Fields are added, never renamed.
-type State struct {
+// RolloutState is the rollout's state as the controller last saw it (the value of
+// facts.AnnRolloutState, JSON). Fields are added, never renamed.
+type RolloutState struct {
 	Phase string `json:"phase"`
 	// Revision: the update revision the rollout rolls to.
 	Revision string `json:"revision,omitempty"`
@@ -59,6 +62,11 @@ type State struct {
 	Driver string `json:"driver,omitempty"`
 	// Message: why it is halted or waiting, or what it waits for.
 	Message string `json:"message,omitempty"`
+	// NotDriven: the executor does not drive the workload as it is (a
+	// RollingUpdate StatefulSet or DaemonSet annotated managed: its own
+	// controller rolls it); Message says why. It holds until the
+	// generation changes.
+	NotDriven bool `json:"notDriven,omitempty"`
 	// Reasons: every halt reason.
 	Reasons []string `json:"reasons,omitempty"`
 	// Policy: the named policy that plans it ("" the default).
@@ -66,10 +74,10 @@ type State struct {
 }
 
 // Summary is the state in one line, for logs and `rollplan status`.
-func (s State) Summary() string {
+func (s RolloutState) Summary() string {
 	var b strings.Builder
 	b.WriteString(s.Phase)
-	if s.Waves > 0 && s.Phase == PhaseInProgress {
+	if s.Waves > 0 && s.Phase == RolloutInProgress {
 		fmt.Fprintf(&b, ": wave %d of %d", s.Wave, s.Waves)
 	}
 	fmt.Fprintf(&b, "; %d/%d pods updated, %d available, %d in flight", s.Updated, s.Desired, s.Available, s.InFlight)
@@ -85,19 +93,20 @@ func (s State) Summary() string {
 	return b.String()
 }
 
-// ParseState reads the annotation's value; "" is no state.
-func ParseState(v string) (*State, error) {
+// ParseRolloutState reads the annotation's value; "" is no state.
+func ParseRolloutState(v string) (*RolloutState, error) {
 	if v == "" {
 		return nil, nil
 	}
-	var s State
+	var s RolloutState
 	if err := json.Unmarshal([]byte(v), &s); err != nil {
-		return nil, fmt.Errorf("annotation %s: %w", AnnRolloutState, err)
+		return nil, fmt.Errorf("annotation %s: %w", facts.AnnRolloutState, err)
 	}
 	return &s, nil
 }
 
-func (s State) encode() string {
+// Encode is the annotation's value.
+func (s RolloutState) Encode() string {
 	b, _ := json.Marshal(s) // plain fields: cannot fail
 	return string(b)
 }
