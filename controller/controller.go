@@ -93,6 +93,7 @@ type Controller struct {
 	nodes   informers.SharedInformerFactory
 	src     *capture.ListerSource
 	reader  live.Reader
+	checker live.Reader
 	queue   workqueue.TypedRateLimitingInterface[key]
 
 	deployments  appslisters.DeploymentLister
@@ -155,6 +156,7 @@ func New(o Options) (*Controller, error) {
 	}
 	c.src = capture.NewListerSource(c.factory, c.nodes)
 	c.reader = live.ListerReader{Source: c.src, Now: o.Now}
+	c.checker = recheckReader{src: recheckSource{APISource: capture.APISource{Client: o.Client}, cache: c.src}, now: o.Now}
 	apps := c.factory.Apps().V1()
 	c.deployments, c.statefulSets, c.daemonSets, c.replicaSets = apps.Deployments().Lister(), apps.StatefulSets().Lister(), apps.DaemonSets().Lister(), apps.ReplicaSets().Lister()
 	workloads := cache.ResourceEventHandlerFuncs{
@@ -449,7 +451,7 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 	x, err := executor.New(c.o.Client, executor.Options{
 		Target: k.target(), Engine: eng, DryRun: c.o.DryRun, DeleteMethod: c.o.DeleteMethod,
 		KubernetesVersion: c.o.KubernetesVersion, FeatureGates: c.o.FeatureGates, PlanOptions: c.o.PlanOptions,
-		Now: c.o.Now, Log: log, Reader: c.reader, Events: c.o.Events, Metrics: c.o.Metrics.executor(),
+		Now: c.o.Now, Log: log, Reader: c.reader, Checker: c.checker, Events: c.o.Events, Metrics: c.o.Metrics.executor(),
 	})
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", k, err)
