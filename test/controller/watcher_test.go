@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/rollplan/rollplan/planner/live"
+	"github.com/rollplan/rollplan/test/harness"
 )
 
 // watcher follows every pod of the test's namespace through an informer
@@ -146,26 +147,6 @@ func (w *watcher) put(p *corev1.Pod) {
 	}
 }
 
-func available(p *corev1.Pod) bool {
-	if p.DeletionTimestamp != nil {
-		return false
-	}
-	ready := false
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-			ready = true
-		}
-	}
-	for _, c := range p.Spec.Containers {
-		for _, cs := range p.Status.ContainerStatuses {
-			if cs.Name == c.Name && cs.Image != c.Image {
-				ready = false
-			}
-		}
-	}
-	return ready
-}
-
 func (w *watcher) record(app string) {
 	tr := w.track[app]
 	if !w.synced || tr == nil {
@@ -178,7 +159,7 @@ func (w *watcher) record(app string) {
 		if p.Labels["app"] != app {
 			continue
 		}
-		ok := available(p)
+		ok := harness.Available(p)
 		if ok {
 			avail++
 			if tr.groups != nil {
