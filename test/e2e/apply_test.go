@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,49 +34,13 @@ import (
 	"github.com/rollplan/rollplan/planner/engine/engines"
 	"github.com/rollplan/rollplan/planner/engine/rego"
 	"github.com/rollplan/rollplan/planner/facts"
-	"github.com/rollplan/rollplan/planner/kubeversion"
 	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/plan"
-	"github.com/rollplan/rollplan/test/controlplane"
+	"github.com/rollplan/rollplan/test/harness"
 	"github.com/rollplan/rollplan/test/kubelet"
 )
 
-var (
-	planeOnce sync.Once
-	plane     *controlplane.ControlPlane
-	planeErr  error
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if plane != nil {
-		if err := plane.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stop control plane:", err)
-		}
-	}
-	os.Exit(code)
-}
-
-// planeVersion is the Kubernetes version the e2e control plane runs:
-// rollplan's newest, the one the executor and the gate plan for when
-// nothing says otherwise (their KubernetesVersion left zero), with that
-// version's default feature gates.
-var planeVersion = kubeversion.Newest.String()
-
-// cluster returns the shared control plane, started on first use.
-func cluster(t *testing.T) *controlplane.ControlPlane {
-	t.Helper()
-	if _, err := controlplane.VersionDir(planeVersion); err != nil {
-		t.Skip(err)
-	}
-	planeOnce.Do(func() {
-		plane, planeErr = controlplane.Start(context.Background(), controlplane.Options{Version: planeVersion})
-	})
-	if planeErr != nil {
-		t.Fatalf("start control plane: %v", planeErr)
-	}
-	return plane
-}
+func TestMain(m *testing.M) { harness.Main(m) }
 
 // envLabel on a node names the test namespace whose kubelet keeps it.
 const envLabel = "e2e.rollplan.dev/env"
@@ -92,7 +55,7 @@ type env struct {
 }
 
 func newEnv(t *testing.T, nodes int) *env {
-	cp := cluster(t)
+	cp := harness.Cluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
 	ns := fmt.Sprintf("e2e-%d", time.Now().UnixNano()%1_000_000_000)
