@@ -51,19 +51,7 @@ func (e *env) startGate() *harness.SyncBuffer {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	ca, certFile, keyFile := harness.ServingCert(e.t)
-	addr := make(chan string, 1)
-	srv := &gate.Server{Gate: g, Handler: g, Addr: "127.0.0.1:0", CertFile: certFile, KeyFile: keyFile, Log: log,
-		Listening: func(s string) { addr <- s }}
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	var url string
-	select {
-	case s := <-addr:
-		url = "https://" + s + "/validate"
-	case err := <-done:
-		e.t.Fatalf("gate server: %v", err)
-	}
+	url, ca, done := harness.ServeGate(ctx, e.t, g, g, log)
 	vwc := harness.WebhookConfiguration(e.t, ca, url, e.ns)
 	if _, err := e.client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(e.ctx, vwc, metav1.CreateOptions{}); err != nil {
 		e.t.Fatalf("register the webhook: %v", err)

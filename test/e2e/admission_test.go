@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -82,19 +81,7 @@ func (e *env) startGate(policies []string) *admission {
 		a.gates[next.Add(1)%uint64(len(a.gates))].ServeHTTP(w, r)
 	})
 
-	ca, certFile, keyFile := harness.ServingCert(e.t)
-	addr := make(chan string, 1)
-	srv := &gate.Server{Gate: a.gates[0], Handler: roundRobin, Addr: "127.0.0.1:0", CertFile: certFile, KeyFile: keyFile, Log: log,
-		Listening: func(s string) { addr <- s }}
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	var url string
-	select {
-	case s := <-addr:
-		url = "https://" + s + "/validate"
-	case err := <-done:
-		e.t.Fatalf("gate server: %v", err)
-	}
+	url, ca, done := harness.ServeGate(ctx, e.t, a.gates[0], roundRobin, log)
 
 	vwc := harness.WebhookConfiguration(e.t, ca, url, e.ns)
 	if _, err := e.client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(e.ctx, vwc, metav1.CreateOptions{}); err != nil {
@@ -440,12 +427,7 @@ func TestGateReadyWhenStoreUsable(t *testing.T) {
 	defer cancel()
 	ns := fmt.Sprintf("e2e-gate-store-%d", time.Now().UnixNano()%1_000_000_000)
 	_, certFile, keyFile := harness.ServingCert(t)
-	hl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	health := hl.Addr().String()
-	hl.Close()
+	health := harness.FreeAddr(t)
 	log := &harness.SyncBuffer{}
 	cmd := exec.Command(harness.RollplanBinary(t), "gate", "--kubeconfig", cp.Kubeconfig, "-n", ns,
 		"--tls-cert-file", certFile, "--tls-private-key-file", keyFile, "--bind-address", "127.0.0.1:0",

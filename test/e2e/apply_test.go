@@ -226,19 +226,7 @@ func (w *watcher) record() {
 		if p.DeletionTimestamp != nil {
 			continue
 		}
-		ready := false
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-				ready = true
-			}
-		}
-		for _, c := range p.Spec.Containers {
-			for _, cs := range p.Status.ContainerStatuses {
-				if cs.Name == c.Name && cs.Image != c.Image {
-					ready = false
-				}
-			}
-		}
+		ready := harness.Available(p)
 		if ready {
 			available++
 			if w.groupOf != nil {

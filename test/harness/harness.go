@@ -9,7 +9,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/rollplan/rollplan/deploy"
+	"github.com/rollplan/rollplan/gate"
 	"github.com/rollplan/rollplan/gate/certs"
 	"github.com/rollplan/rollplan/planner/kubeversion"
 	"github.com/rollplan/rollplan/test/controlplane"
@@ -126,6 +129,26 @@ func ServingCert(t *testing.T) (ca []byte, certFile, keyFile string) {
 	return ca, certFile, keyFile
 }
 
+// ServeGate serves g, through handler, with gate.Server over TLS on a
+// free local port until ctx ends. It returns the webhook's URL, the CA of
+// its certificate, and the channel the server's result arrives on.
+func ServeGate(ctx context.Context, t *testing.T, g *gate.Gate, handler http.Handler, log *slog.Logger) (url string, ca []byte, done <-chan error) {
+	t.Helper()
+	ca, certFile, keyFile := ServingCert(t)
+	addr := make(chan string, 1)
+	srv := &gate.Server{Gate: g, Handler: handler, Addr: "127.0.0.1:0", CertFile: certFile, KeyFile: keyFile, Log: log,
+		Listening: func(s string) { addr <- s }}
+	result := make(chan error, 1)
+	go func() { result <- srv.Run(ctx) }()
+	select {
+	case s := <-addr:
+		return "https://" + s + "/validate", ca, result
+	case err := <-result:
+		t.Fatalf("gate server: %v", err)
+		return "", nil, nil
+	}
+}
+
 // WebhookConfiguration is deploy/'s ValidatingWebhookConfiguration, as
 // `rollplan gate manifests` renders it, pointed at url and at namespace
 // ns only (the other tests keep their own), named after ns.
@@ -176,6 +199,18 @@ func Available(p *corev1.Pod) bool {
 		}
 	}
 	return ready
+}
+
+// FreeAddr returns a local TCP address no one listened on a moment ago,
+// for a process the test starts to bind.
+func FreeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
 
 // SyncBuffer is a bytes.Buffer safe for concurrent writers.
