@@ -9,8 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/test/harness"
@@ -59,41 +57,28 @@ type podHistory struct {
 func (e *env) watchPods() *watcher {
 	e.t.Helper()
 	w := &watcher{track: map[string]*tracked{}, pods: map[string]*corev1.Pod{}, perPod: map[string]*podHistory{}}
-	f := informers.NewSharedInformerFactoryWithOptions(e.client, 0, informers.WithNamespace(e.ns))
-	inf := f.Core().V1().Pods().Informer()
-	set := func(obj any) {
-		if p, ok := obj.(*corev1.Pod); ok {
+	harness.WatchPods(e.t, e.client, e.ns, "", harness.PodHandlers{
+		Put: func(p *corev1.Pod) {
 			w.mu.Lock()
 			w.put(p)
 			w.record(p.Labels["app"])
 			w.mu.Unlock()
-		}
-	}
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    set,
-		UpdateFunc: func(_, obj any) { set(obj) },
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
+		},
+		Delete: func(p *corev1.Pod) {
+			w.mu.Lock()
+			delete(w.pods, string(p.UID))
+			w.record(p.Labels["app"])
+			w.mu.Unlock()
+		},
+		Synced: func(pods []*corev1.Pod) {
+			w.mu.Lock()
+			for _, p := range pods {
+				w.put(p)
 			}
-			if p, ok := obj.(*corev1.Pod); ok {
-				w.mu.Lock()
-				delete(w.pods, string(p.UID))
-				w.record(p.Labels["app"])
-				w.mu.Unlock()
-			}
+			w.synced = true
+			w.mu.Unlock()
 		},
 	})
-	stop := make(chan struct{})
-	f.Start(stop)
-	f.WaitForCacheSync(stop)
-	w.mu.Lock()
-	for _, obj := range inf.GetStore().List() {
-		w.put(obj.(*corev1.Pod))
-	}
-	w.synced = true
-	w.mu.Unlock()
-	e.t.Cleanup(func() { close(stop); f.Shutdown() })
 	return w
 }
 

@@ -24,9 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/rollplan/rollplan/executor"
@@ -156,49 +154,31 @@ func (w *watcher) groups(of func(*corev1.Pod) string, want map[string]int) {
 
 func (e *env) watch(selector string, replicas int) *watcher {
 	w := &watcher{replicas: replicas, pods: map[string]*corev1.Pod{}}
-	f := informers.NewSharedInformerFactoryWithOptions(e.client, 0, informers.WithNamespace(e.ns),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
-	inf := f.Core().V1().Pods().Informer()
-	set := func(obj any) {
-		if p, ok := obj.(*corev1.Pod); ok {
+	harness.WatchPods(e.t, e.client, e.ns, selector, harness.PodHandlers{
+		Put: func(p *corev1.Pod) {
 			w.mu.Lock()
 			w.put(p)
 			w.record()
 			w.mu.Unlock()
-		}
-	}
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    set,
-		UpdateFunc: func(_, obj any) { set(obj) },
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
+		},
+		Delete: func(p *corev1.Pod) {
+			w.mu.Lock()
+			if cur, ok := w.pods[p.Name]; ok && cur.UID == p.UID {
+				delete(w.pods, p.Name)
 			}
-			if p, ok := obj.(*corev1.Pod); ok {
-				w.mu.Lock()
-				if cur, ok := w.pods[p.Name]; ok && cur.UID == p.UID {
-					delete(w.pods, p.Name)
-				}
-				w.record()
-				w.mu.Unlock()
+			w.record()
+			w.mu.Unlock()
+		},
+		Synced: func(pods []*corev1.Pod) {
+			w.mu.Lock()
+			for _, p := range pods {
+				w.put(p)
 			}
+			w.synced = true
+			w.record()
+			w.mu.Unlock()
 		},
 	})
-	// Stopped before the test's context ends: Shutdown waits for the
-	// informer to stop.
-	stop := make(chan struct{})
-	f.Start(stop)
-	f.WaitForCacheSync(stop)
-	// Handlers are told of the initial list after the cache syncs: start
-	// from the cache itself.
-	w.mu.Lock()
-	for _, obj := range inf.GetStore().List() {
-		w.put(obj.(*corev1.Pod))
-	}
-	w.synced = true
-	w.record()
-	w.mu.Unlock()
-	e.t.Cleanup(func() { close(stop); f.Shutdown() })
 	return w
 }
 

@@ -23,6 +23,9 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/yaml"
 
 	"github.com/rollplan/rollplan/deploy"
@@ -176,6 +179,56 @@ func WebhookConfiguration(t *testing.T, ca []byte, url, ns string) *admissionreg
 	}
 	t.Fatal("deploy.Render has no ValidatingWebhookConfiguration")
 	return nil
+}
+
+// PodHandlers are what WatchPods calls; each does its own locking.
+type PodHandlers struct {
+	// Put is called with every pod added or updated.
+	Put func(*corev1.Pod)
+	// Delete is called with every pod deleted.
+	Delete func(*corev1.Pod)
+	// Synced is called once, with the pods of the synced cache: handlers
+	// are told of the initial list after the cache syncs, so a watcher
+	// starts from the cache itself.
+	Synced func([]*corev1.Pod)
+}
+
+// WatchPods runs a pod informer on namespace ns (the pods matching
+// selector; "" for all) until the test ends, and returns once its cache
+// has synced and h.Synced has returned.
+func WatchPods(t *testing.T, client kubernetes.Interface, ns, selector string, h PodHandlers) {
+	t.Helper()
+	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
+	inf := f.Core().V1().Pods().Informer()
+	set := func(obj any) {
+		if p, ok := obj.(*corev1.Pod); ok {
+			h.Put(p)
+		}
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    set,
+		UpdateFunc: func(_, obj any) { set(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if p, ok := obj.(*corev1.Pod); ok {
+				h.Delete(p)
+			}
+		},
+	})
+	// Stopped before the test's context ends: Shutdown waits for the
+	// informer to stop.
+	stop := make(chan struct{})
+	f.Start(stop)
+	f.WaitForCacheSync(stop)
+	var pods []*corev1.Pod
+	for _, obj := range inf.GetStore().List() {
+		pods = append(pods, obj.(*corev1.Pod))
+	}
+	h.Synced(pods)
+	t.Cleanup(func() { close(stop); f.Shutdown() })
 }
 
 // Available tells whether a pod counts as available: not terminating,
