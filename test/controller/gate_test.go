@@ -4,30 +4,24 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
-	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
-	"sigs.k8s.io/yaml"
 
-	"github.com/rollplan/rollplan/deploy"
 	"github.com/rollplan/rollplan/gate"
-	"github.com/rollplan/rollplan/gate/certs"
 	"github.com/rollplan/rollplan/planner/engine/engines"
 	"github.com/rollplan/rollplan/planner/engine/rego"
 	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
+	"github.com/rollplan/rollplan/test/harness"
 	"github.com/rollplan/rollplan/test/kubelet"
 )
 
@@ -35,13 +29,13 @@ import (
 // does: the gate with the built-in strategy behind a TLS address, its
 // reservations in ns-system, and deploy/'s webhook configuration pointed
 // at it and at the test's namespace only. It returns the gate's log.
-func (e *env) startGate() *syncBuffer {
+func (e *env) startGate() *harness.SyncBuffer {
 	e.t.Helper()
 	eng, err := rego.Load(e.ctx, nil, time.Minute)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	logBuf := &syncBuffer{}
+	logBuf := &harness.SyncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logBuf, nil))
 	ctx, cancel := context.WithCancel(e.ctx)
 	f := informers.NewSharedInformerFactory(e.client, 0)
@@ -57,31 +51,8 @@ func (e *env) startGate() *syncBuffer {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	ca, cert, key, err := certs.ForHosts(nil, []net.IP{net.IPv4(127, 0, 0, 1)}, time.Hour, time.Now())
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	dir := e.t.TempDir()
-	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	if err := os.WriteFile(certFile, cert, 0o600); err != nil {
-		e.t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
-		e.t.Fatal(err)
-	}
-	addr := make(chan string, 1)
-	srv := &gate.Server{Gate: g, Handler: g, Addr: "127.0.0.1:0", CertFile: certFile, KeyFile: keyFile, Log: log,
-		Listening: func(s string) { addr <- s }}
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	var url string
-	select {
-	case s := <-addr:
-		url = "https://" + s + "/validate"
-	case err := <-done:
-		e.t.Fatalf("gate server: %v", err)
-	}
-	vwc := e.webhookConfiguration(ca, url)
+	url, ca, done := harness.ServeGate(ctx, e.t, g, g, log)
+	vwc := harness.WebhookConfiguration(e.t, ca, url, e.ns)
 	if _, err := e.client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(e.ctx, vwc, metav1.CreateOptions{}); err != nil {
 		e.t.Fatalf("register the webhook: %v", err)
 	}
@@ -105,34 +76,6 @@ func (e *env) startGate() *syncBuffer {
 		e.t.Fatalf("the API server never called the gate: %v", err)
 	}
 	return logBuf
-}
-
-// webhookConfiguration is deploy/'s ValidatingWebhookConfiguration pointed
-// at url and at the test's namespace only.
-func (e *env) webhookConfiguration(ca []byte, url string) *admissionregistrationv1.ValidatingWebhookConfiguration {
-	e.t.Helper()
-	raw, err := deploy.Render(deploy.Options{CABundle: ca})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	for _, doc := range strings.Split(string(raw), "\n---\n") {
-		if !strings.Contains(doc, "kind: ValidatingWebhookConfiguration") {
-			continue
-		}
-		var vwc admissionregistrationv1.ValidatingWebhookConfiguration
-		if err := yaml.UnmarshalStrict([]byte(doc), &vwc); err != nil {
-			e.t.Fatal(err)
-		}
-		vwc.Name = "rollplan-gate-" + e.ns
-		for i := range vwc.Webhooks {
-			w := &vwc.Webhooks[i]
-			w.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: ca}
-			w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": e.ns}}
-		}
-		return &vwc
-	}
-	e.t.Fatal("deploy.Render has no ValidatingWebhookConfiguration")
-	return nil
 }
 
 // TestGateBesideController: the gate judges every disruption of the

@@ -13,7 +13,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -31,76 +30,12 @@ import (
 
 	"github.com/rollplan/rollplan/internal/testobj"
 	"github.com/rollplan/rollplan/planner/facts"
-	"github.com/rollplan/rollplan/planner/kubeversion"
 	"github.com/rollplan/rollplan/planner/live"
-	"github.com/rollplan/rollplan/test/controlplane"
+	"github.com/rollplan/rollplan/test/harness"
 	"github.com/rollplan/rollplan/test/kubelet"
 )
 
-var (
-	planeOnce sync.Once
-	plane     *controlplane.ControlPlane
-	planeErr  error
-
-	buildOnce sync.Once
-	buildDir  string
-	binPath   string
-	buildErr  error
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if plane != nil {
-		if err := plane.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stop control plane:", err)
-		}
-	}
-	if buildDir != "" {
-		_ = os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
-}
-
-// planeVersion: rollplan's newest Kubernetes version, the one the
-// controller plans for when the API server reports it.
-var planeVersion = kubeversion.Newest.String()
-
-// cluster returns the shared control plane, started on first use; it skips
-// the test when the binaries are not built.
-func cluster(t *testing.T) *controlplane.ControlPlane {
-	t.Helper()
-	if _, err := controlplane.VersionDir(planeVersion); err != nil {
-		t.Skip(err)
-	}
-	planeOnce.Do(func() {
-		plane, planeErr = controlplane.Start(context.Background(), controlplane.Options{Version: planeVersion})
-	})
-	if planeErr != nil {
-		t.Fatalf("start control plane: %v", planeErr)
-	}
-	return plane
-}
-
-// rollplanBinary builds cmd/rollplan once per test binary, into a
-// temporary folder TestMain removes.
-func rollplanBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "rollplan-controller-test-")
-		if buildErr != nil {
-			return
-		}
-		binPath = filepath.Join(buildDir, "rollplan")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/rollplan/rollplan/cmd/rollplan").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("build rollplan: %v", buildErr)
-	}
-	return binPath
-}
+func TestMain(m *testing.M) { harness.Main(m) }
 
 // envLabel on a node names the test namespace whose kubelet keeps it, so
 // DaemonSets stay on their own test's nodes.
@@ -126,8 +61,8 @@ type env struct {
 // newEnv creates the namespaces and nodes (in three zones) of one test;
 // everything it starts lives until the test ends, at most timeout.
 func newEnv(t *testing.T, prefix string, nodes int, timeout time.Duration) *env {
-	cp := cluster(t)
-	rollplanBinary(t) // before the clock of the test starts
+	cp := harness.Cluster(t)
+	harness.RollplanBinary(t) // before the clock of the test starts
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	t.Cleanup(cancel)
 	ns := fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1_000_000)
@@ -473,8 +408,8 @@ func (e *env) events(kind, name, reason string) []eventsv1.Event {
 // stdout and stderr and the exit code.
 func (e *env) cli(args ...string) (string, string, int) {
 	e.t.Helper()
-	args = append(args, "--kubeconfig", cluster(e.t).Kubeconfig, "-n", e.ns)
-	cmd := exec.CommandContext(e.ctx, rollplanBinary(e.t), args...)
+	args = append(args, "--kubeconfig", harness.Cluster(e.t).Kubeconfig, "-n", e.ns)
+	cmd := exec.CommandContext(e.ctx, harness.RollplanBinary(e.t), args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -500,31 +435,13 @@ func (e *env) mustCLI(args ...string) string {
 // kubectl runs kubectl against the test's namespace.
 func (e *env) kubectl(args ...string) string {
 	e.t.Helper()
-	cp := cluster(e.t)
+	cp := harness.Cluster(e.t)
 	args = append([]string{"--kubeconfig", cp.Kubeconfig, "-n", e.ns}, args...)
 	out, err := exec.CommandContext(e.ctx, filepath.Join(cp.BinDir, "kubectl"), args...).CombinedOutput()
 	if err != nil {
 		e.t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // logLines decodes the JSON log lines of a controller (slog's JSON).

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/rollplan/rollplan/executor"
+	"github.com/rollplan/rollplan/test/harness"
 )
 
 // Leader election as the tests run it: short, so a handover takes seconds.
@@ -33,7 +34,7 @@ type replica struct {
 	// name: its POD_NAME, which starts its identity.
 	name string
 	cmd  *exec.Cmd
-	log  *syncBuffer
+	log  *harness.SyncBuffer
 	done chan struct{}
 	// identity: as the process logged it (POD_NAME_random).
 	identity string
@@ -45,7 +46,7 @@ type replica struct {
 // it has synced its caches and answers /readyz. extra: more flags.
 func (e *env) startController(name string, extra ...string) *replica {
 	e.t.Helper()
-	cp := cluster(e.t)
+	cp := harness.Cluster(e.t)
 	args := append([]string{"controller", "--kubeconfig", cp.Kubeconfig, "-n", e.ns,
 		"--leader-elect-resource-namespace", e.sysNS,
 		"--leader-elect-lease-duration", leaseDuration.String(),
@@ -53,9 +54,9 @@ func (e *env) startController(name string, extra ...string) *replica {
 		"--leader-elect-retry-period", retryPeriod.String(),
 		"--health-probe-bind-address", "127.0.0.1:0", "--metrics-bind-address", "127.0.0.1:0",
 	}, extra...)
-	cmd := exec.Command(rollplanBinary(e.t), args...)
+	cmd := exec.Command(harness.RollplanBinary(e.t), args...)
 	cmd.Env = append(cmd.Environ(), "POD_NAME="+name)
-	r := &replica{name: name, cmd: cmd, log: &syncBuffer{}, done: make(chan struct{})}
+	r := &replica{name: name, cmd: cmd, log: &harness.SyncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = r.log, r.log
 	// Killed with the test binary, whatever ends it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -9,10 +9,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/rollplan/rollplan/planner/live"
+	"github.com/rollplan/rollplan/test/harness"
 )
 
 // watcher follows every pod of the test's namespace through an informer
@@ -58,41 +57,28 @@ type podHistory struct {
 func (e *env) watchPods() *watcher {
 	e.t.Helper()
 	w := &watcher{track: map[string]*tracked{}, pods: map[string]*corev1.Pod{}, perPod: map[string]*podHistory{}}
-	f := informers.NewSharedInformerFactoryWithOptions(e.client, 0, informers.WithNamespace(e.ns))
-	inf := f.Core().V1().Pods().Informer()
-	set := func(obj any) {
-		if p, ok := obj.(*corev1.Pod); ok {
+	harness.WatchPods(e.t, e.client, e.ns, "", harness.PodHandlers{
+		Put: func(p *corev1.Pod) {
 			w.mu.Lock()
 			w.put(p)
 			w.record(p.Labels["app"])
 			w.mu.Unlock()
-		}
-	}
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    set,
-		UpdateFunc: func(_, obj any) { set(obj) },
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
+		},
+		Delete: func(p *corev1.Pod) {
+			w.mu.Lock()
+			delete(w.pods, string(p.UID))
+			w.record(p.Labels["app"])
+			w.mu.Unlock()
+		},
+		Synced: func(pods []*corev1.Pod) {
+			w.mu.Lock()
+			for _, p := range pods {
+				w.put(p)
 			}
-			if p, ok := obj.(*corev1.Pod); ok {
-				w.mu.Lock()
-				delete(w.pods, string(p.UID))
-				w.record(p.Labels["app"])
-				w.mu.Unlock()
-			}
+			w.synced = true
+			w.mu.Unlock()
 		},
 	})
-	stop := make(chan struct{})
-	f.Start(stop)
-	f.WaitForCacheSync(stop)
-	w.mu.Lock()
-	for _, obj := range inf.GetStore().List() {
-		w.put(obj.(*corev1.Pod))
-	}
-	w.synced = true
-	w.mu.Unlock()
-	e.t.Cleanup(func() { close(stop); f.Shutdown() })
 	return w
 }
 
@@ -146,26 +132,6 @@ func (w *watcher) put(p *corev1.Pod) {
 	}
 }
 
-func available(p *corev1.Pod) bool {
-	if p.DeletionTimestamp != nil {
-		return false
-	}
-	ready := false
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-			ready = true
-		}
-	}
-	for _, c := range p.Spec.Containers {
-		for _, cs := range p.Status.ContainerStatuses {
-			if cs.Name == c.Name && cs.Image != c.Image {
-				ready = false
-			}
-		}
-	}
-	return ready
-}
-
 func (w *watcher) record(app string) {
 	tr := w.track[app]
 	if !w.synced || tr == nil {
@@ -178,7 +144,7 @@ func (w *watcher) record(app string) {
 		if p.Labels["app"] != app {
 			continue
 		}
-		ok := available(p)
+		ok := harness.Available(p)
 		if ok {
 			avail++
 			if tr.groups != nil {

@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -29,29 +28,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/rollplan/rollplan/test/controlplane"
+	"github.com/rollplan/rollplan/test/harness"
 )
-
-// buildRollplan builds cmd/rollplan into dir: the controller under test is
-// the binary a cluster runs, in its own process, so its CPU time, memory
-// and requests are its own.
-func buildRollplan(dir string) (string, error) {
-	bin := filepath.Join(dir, "rollplan")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/rollplan/rollplan/cmd/rollplan").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build cmd/rollplan: %w\n%s", err, out)
-	}
-	return bin, nil
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // proc is a process whose CPU time and memory the test reads from /proc.
 type proc struct{ pid int }
@@ -281,26 +259,6 @@ func newTracker(ctx context.Context, t *testing.T, c kubernetes.Interface, ns st
 	return tr
 }
 
-func available(p *corev1.Pod) bool {
-	if p.DeletionTimestamp != nil {
-		return false
-	}
-	ready := false
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-			ready = true
-		}
-	}
-	for _, c := range p.Spec.Containers {
-		for _, cs := range p.Status.ContainerStatuses {
-			if cs.Name == c.Name && cs.Image != c.Image {
-				return false
-			}
-		}
-	}
-	return ready
-}
-
 // record updates w's worst unavailability; called with mu held.
 func (tr *tracker) record(w *workload) {
 	if !tr.armed {
@@ -308,7 +266,7 @@ func (tr *tracker) record(w *workload) {
 	}
 	n := 0
 	for _, p := range w.pods {
-		if available(p) {
+		if harness.Available(p) {
 			n++
 		}
 	}
@@ -316,7 +274,7 @@ func (tr *tracker) record(w *workload) {
 		w.worst = w.desired - n
 		var desc []string
 		for _, p := range w.pods {
-			desc = append(desc, fmt.Sprintf("%s(available=%t terminating=%t image=%s)", p.Name, available(p), p.DeletionTimestamp != nil, p.Spec.Containers[0].Image))
+			desc = append(desc, fmt.Sprintf("%s(available=%t terminating=%t image=%s)", p.Name, harness.Available(p), p.DeletionTimestamp != nil, p.Spec.Containers[0].Image))
 		}
 		sort.Strings(desc)
 		w.worstAt = strings.Join(desc, " ")
@@ -346,7 +304,7 @@ func (tr *tracker) rolled(image string) (done int, behind []string) {
 				ok = false
 				break
 			}
-			if available(p) {
+			if harness.Available(p) {
 				n++
 			}
 		}

@@ -38,8 +38,12 @@ import (
 	"github.com/rollplan/rollplan/planner/kubeversion"
 	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/test/controlplane"
+	"github.com/rollplan/rollplan/test/harness"
 	"github.com/rollplan/rollplan/test/kubelet"
 )
+
+// TestMain removes the rollplan binary harness.BuildRollplan builds.
+func TestMain(m *testing.M) { harness.Main(m) }
 
 // SizeEnv picks the size: "full" is issue 20's (100 workloads, 2,000
 // pods), the one BENCHMARKS.md reports; anything else the make-test size
@@ -108,7 +112,7 @@ func TestControllerAtScale(t *testing.T) {
 	}
 	built := make(chan build, 1)
 	go func() { // while the plane starts
-		bin, err := buildRollplan(dir)
+		bin, err := harness.BuildRollplan()
 		built <- build{bin, err}
 	}()
 
@@ -170,11 +174,11 @@ func TestControllerAtScale(t *testing.T) {
 		t.Fatal(b.err)
 	}
 	bin := b.bin
-	metricsAddr := freeAddr(t)
+	metricsAddr := harness.FreeAddr(t)
 	logPath := filepath.Join(dir, "controller.log")
 	cmd, stop := startController(t, bin, cp, []string{
 		"--leader-elect", "--leader-elect-resource-namespace", leaseNS,
-		"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", freeAddr(t),
+		"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", harness.FreeAddr(t),
 		"--concurrent-rollouts", strconv.Itoa(workers),
 		"--kube-api-qps", strconv.Itoa(qps), "--kube-api-burst", strconv.Itoa(2 * qps),
 	}, logPath)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -30,15 +28,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
-	"sigs.k8s.io/yaml"
 
-	"github.com/rollplan/rollplan/deploy"
 	"github.com/rollplan/rollplan/gate"
-	"github.com/rollplan/rollplan/gate/certs"
 	"github.com/rollplan/rollplan/planner/engine/rego"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
+	"github.com/rollplan/rollplan/test/harness"
 	"github.com/rollplan/rollplan/test/kubelet"
 )
 
@@ -51,25 +47,7 @@ import (
 type admission struct {
 	gates     []*gate.Gate
 	namespace string
-	log       *syncBuffer
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	log       *harness.SyncBuffer
 }
 
 func (e *env) startGate(policies []string) *admission {
@@ -78,7 +56,7 @@ func (e *env) startGate(policies []string) *admission {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	a := &admission{namespace: e.ns + "-gate", log: &syncBuffer{}}
+	a := &admission{namespace: e.ns + "-gate", log: &harness.SyncBuffer{}}
 	if _, err := e.client.CoreV1().Namespaces().Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: a.namespace}}, metav1.CreateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
@@ -103,32 +81,9 @@ func (e *env) startGate(policies []string) *admission {
 		a.gates[next.Add(1)%uint64(len(a.gates))].ServeHTTP(w, r)
 	})
 
-	ca, cert, key, err := certs.ForHosts(nil, []net.IP{net.IPv4(127, 0, 0, 1)}, time.Hour, time.Now())
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	dir := e.t.TempDir()
-	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	if err := os.WriteFile(certFile, cert, 0o600); err != nil {
-		e.t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
-		e.t.Fatal(err)
-	}
-	addr := make(chan string, 1)
-	srv := &gate.Server{Gate: a.gates[0], Handler: roundRobin, Addr: "127.0.0.1:0", CertFile: certFile, KeyFile: keyFile, Log: log,
-		Listening: func(s string) { addr <- s }}
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	var url string
-	select {
-	case s := <-addr:
-		url = "https://" + s + "/validate"
-	case err := <-done:
-		e.t.Fatalf("gate server: %v", err)
-	}
+	url, ca, done := harness.ServeGate(ctx, e.t, a.gates[0], roundRobin, log)
 
-	vwc := e.webhookConfiguration(ca, url)
+	vwc := harness.WebhookConfiguration(e.t, ca, url, e.ns)
 	if _, err := e.client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(e.ctx, vwc, metav1.CreateOptions{}); err != nil {
 		e.t.Fatalf("register the webhook: %v", err)
 	}
@@ -144,35 +99,6 @@ func (e *env) startGate(policies []string) *admission {
 	})
 	e.waitGateCalled(a)
 	return a
-}
-
-// webhookConfiguration is deploy/'s ValidatingWebhookConfiguration, as
-// `rollplan gate manifests` renders it, pointed at url and at this test's
-// namespace only.
-func (e *env) webhookConfiguration(ca []byte, url string) *admissionregistrationv1.ValidatingWebhookConfiguration {
-	e.t.Helper()
-	raw, err := deploy.Render(deploy.Options{CABundle: ca})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	for _, doc := range strings.Split(string(raw), "\n---\n") {
-		if !strings.Contains(doc, "kind: ValidatingWebhookConfiguration") {
-			continue
-		}
-		var vwc admissionregistrationv1.ValidatingWebhookConfiguration
-		if err := yaml.UnmarshalStrict([]byte(doc), &vwc); err != nil {
-			e.t.Fatal(err)
-		}
-		vwc.Name = "rollplan-gate-" + e.ns
-		for i := range vwc.Webhooks {
-			w := &vwc.Webhooks[i]
-			w.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: ca}
-			w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": e.ns}}
-		}
-		return &vwc
-	}
-	e.t.Fatal("deploy.Render has no ValidatingWebhookConfiguration")
-	return nil
 }
 
 // waitGateCalled waits until the API server calls the webhook (it reads
@@ -326,11 +252,12 @@ func TestGateGuardAndWarning(t *testing.T) {
 		t.Fatalf("max-unavailable 50%% on a tier=critical StatefulSet: %v, want the guard rule's denial", err)
 	}
 
-	kubectl := filepath.Join(plane.BinDir, "kubectl")
+	cp := harness.Cluster(t)
+	kubectl := filepath.Join(cp.BinDir, "kubectl")
 	if _, err := os.Stat(kubectl); err != nil {
 		t.Fatalf("kubectl: %v (run make cluster-bin)", err)
 	}
-	cmd := exec.CommandContext(e.ctx, kubectl, "--kubeconfig", plane.Kubeconfig, "-n", e.ns,
+	cmd := exec.CommandContext(e.ctx, kubectl, "--kubeconfig", cp.Kubeconfig, "-n", e.ns,
 		"set", "image", "statefulset/pay", "app=example.com/app:v2")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -347,7 +274,7 @@ func TestGateGuardAndWarning(t *testing.T) {
 	// calls would not, as the API server calls the webhook again when its
 	// write loses a race with the controller's status update.
 	const noopUser = "rollplan-e2e-noop"
-	cfg := rest.CopyConfig(plane.Config)
+	cfg := rest.CopyConfig(cp.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: noopUser, Groups: []string{"system:masters"}}
 	noopClient, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -495,30 +422,14 @@ func TestGateDaemonSetCordonedNode(t *testing.T) {
 // /healthz answers 200; once the namespace is created, /readyz turns 200
 // by itself.
 func TestGateReadyWhenStoreUsable(t *testing.T) {
-	cp := cluster(t)
+	cp := harness.Cluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	ns := fmt.Sprintf("e2e-gate-store-%d", time.Now().UnixNano()%1_000_000_000)
-	_, cert, key, err := certs.ForHosts(nil, []net.IP{net.IPv4(127, 0, 0, 1)}, time.Hour, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	if err := os.WriteFile(certFile, cert, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	hl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	health := hl.Addr().String()
-	hl.Close()
-	log := &syncBuffer{}
-	cmd := exec.Command(rollplanBinary(t), "gate", "--kubeconfig", cp.Kubeconfig, "-n", ns,
+	_, certFile, keyFile := harness.ServingCert(t)
+	health := harness.FreeAddr(t)
+	log := &harness.SyncBuffer{}
+	cmd := exec.Command(harness.RollplanBinary(t), "gate", "--kubeconfig", cp.Kubeconfig, "-n", ns,
 		"--tls-cert-file", certFile, "--tls-private-key-file", keyFile, "--bind-address", "127.0.0.1:0",
 		"--health-probe-bind-address", health, "--metrics-bind-address", "", "--shutdown-delay", "0")
 	cmd.Stdout, cmd.Stderr = log, log

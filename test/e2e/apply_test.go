@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,9 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/rollplan/rollplan/executor"
@@ -35,49 +32,13 @@ import (
 	"github.com/rollplan/rollplan/planner/engine/engines"
 	"github.com/rollplan/rollplan/planner/engine/rego"
 	"github.com/rollplan/rollplan/planner/facts"
-	"github.com/rollplan/rollplan/planner/kubeversion"
 	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/plan"
-	"github.com/rollplan/rollplan/test/controlplane"
+	"github.com/rollplan/rollplan/test/harness"
 	"github.com/rollplan/rollplan/test/kubelet"
 )
 
-var (
-	planeOnce sync.Once
-	plane     *controlplane.ControlPlane
-	planeErr  error
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if plane != nil {
-		if err := plane.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stop control plane:", err)
-		}
-	}
-	os.Exit(code)
-}
-
-// planeVersion is the Kubernetes version the e2e control plane runs:
-// rollplan's newest, the one the executor and the gate plan for when
-// nothing says otherwise (their KubernetesVersion left zero), with that
-// version's default feature gates.
-var planeVersion = kubeversion.Newest.String()
-
-// cluster returns the shared control plane, started on first use.
-func cluster(t *testing.T) *controlplane.ControlPlane {
-	t.Helper()
-	if _, err := controlplane.VersionDir(planeVersion); err != nil {
-		t.Skip(err)
-	}
-	planeOnce.Do(func() {
-		plane, planeErr = controlplane.Start(context.Background(), controlplane.Options{Version: planeVersion})
-	})
-	if planeErr != nil {
-		t.Fatalf("start control plane: %v", planeErr)
-	}
-	return plane
-}
+func TestMain(m *testing.M) { harness.Main(m) }
 
 // envLabel on a node names the test namespace whose kubelet keeps it.
 const envLabel = "e2e.rollplan.dev/env"
@@ -92,7 +53,7 @@ type env struct {
 }
 
 func newEnv(t *testing.T, nodes int) *env {
-	cp := cluster(t)
+	cp := harness.Cluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
 	ns := fmt.Sprintf("e2e-%d", time.Now().UnixNano()%1_000_000_000)
@@ -193,49 +154,31 @@ func (w *watcher) groups(of func(*corev1.Pod) string, want map[string]int) {
 
 func (e *env) watch(selector string, replicas int) *watcher {
 	w := &watcher{replicas: replicas, pods: map[string]*corev1.Pod{}}
-	f := informers.NewSharedInformerFactoryWithOptions(e.client, 0, informers.WithNamespace(e.ns),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
-	inf := f.Core().V1().Pods().Informer()
-	set := func(obj any) {
-		if p, ok := obj.(*corev1.Pod); ok {
+	harness.WatchPods(e.t, e.client, e.ns, selector, harness.PodHandlers{
+		Put: func(p *corev1.Pod) {
 			w.mu.Lock()
 			w.put(p)
 			w.record()
 			w.mu.Unlock()
-		}
-	}
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    set,
-		UpdateFunc: func(_, obj any) { set(obj) },
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
+		},
+		Delete: func(p *corev1.Pod) {
+			w.mu.Lock()
+			if cur, ok := w.pods[p.Name]; ok && cur.UID == p.UID {
+				delete(w.pods, p.Name)
 			}
-			if p, ok := obj.(*corev1.Pod); ok {
-				w.mu.Lock()
-				if cur, ok := w.pods[p.Name]; ok && cur.UID == p.UID {
-					delete(w.pods, p.Name)
-				}
-				w.record()
-				w.mu.Unlock()
+			w.record()
+			w.mu.Unlock()
+		},
+		Synced: func(pods []*corev1.Pod) {
+			w.mu.Lock()
+			for _, p := range pods {
+				w.put(p)
 			}
+			w.synced = true
+			w.record()
+			w.mu.Unlock()
 		},
 	})
-	// Stopped before the test's context ends: Shutdown waits for the
-	// informer to stop.
-	stop := make(chan struct{})
-	f.Start(stop)
-	f.WaitForCacheSync(stop)
-	// Handlers are told of the initial list after the cache syncs: start
-	// from the cache itself.
-	w.mu.Lock()
-	for _, obj := range inf.GetStore().List() {
-		w.put(obj.(*corev1.Pod))
-	}
-	w.synced = true
-	w.record()
-	w.mu.Unlock()
-	e.t.Cleanup(func() { close(stop); f.Shutdown() })
 	return w
 }
 
@@ -263,19 +206,7 @@ func (w *watcher) record() {
 		if p.DeletionTimestamp != nil {
 			continue
 		}
-		ready := false
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-				ready = true
-			}
-		}
-		for _, c := range p.Spec.Containers {
-			for _, cs := range p.Status.ContainerStatuses {
-				if cs.Name == c.Name && cs.Image != c.Image {
-					ready = false
-				}
-			}
-		}
+		ready := harness.Available(p)
 		if ready {
 			available++
 			if w.groupOf != nil {

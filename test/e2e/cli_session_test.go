@@ -5,47 +5,20 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-)
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
+	"github.com/rollplan/rollplan/test/harness"
 )
-
-// rollplanBinary builds cmd/rollplan once per test binary.
-func rollplanBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := filepath.Abs(filepath.Join("..", "..", "bin"))
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "rollplan-e2e")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/rollplan/rollplan/cmd/rollplan").CombinedOutput()
-		if err != nil {
-			buildErr = err
-			t.Logf("go build:\n%s", out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("build rollplan: %v", buildErr)
-	}
-	return binPath
-}
 
 // cli runs the rollplan binary against the test control plane in the
 // env's namespace; it fails the test unless the exit code is want.
 func (e *env) cli(want int, args ...string) string {
 	e.t.Helper()
-	args = append(args, "--kubeconfig", cluster(e.t).Kubeconfig, "-n", e.ns)
-	cmd := exec.CommandContext(e.ctx, rollplanBinary(e.t), args...)
+	args = append(args, "--kubeconfig", harness.Cluster(e.t).Kubeconfig, "-n", e.ns)
+	cmd := exec.CommandContext(e.ctx, harness.RollplanBinary(e.t), args...)
 	out, err := cmd.CombinedOutput()
 	code := 0
 	if x, ok := err.(*exec.ExitError); ok {
@@ -142,8 +115,8 @@ func TestDeploymentCLISession(t *testing.T) {
 // namespace and returns its output; it fails the test on an error.
 func (e *env) kubectl(args ...string) string {
 	e.t.Helper()
-	kubectl := filepath.Join(cluster(e.t).BinDir, "kubectl")
-	args = append([]string{"--kubeconfig", cluster(e.t).Kubeconfig, "-n", e.ns}, args...)
+	kubectl := filepath.Join(harness.Cluster(e.t).BinDir, "kubectl")
+	args = append([]string{"--kubeconfig", harness.Cluster(e.t).Kubeconfig, "-n", e.ns}, args...)
 	out, err := exec.CommandContext(e.ctx, kubectl, args...).CombinedOutput()
 	if err != nil {
 		e.t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)

@@ -26,6 +26,7 @@ import (
 	"github.com/rollplan/rollplan/executor"
 	"github.com/rollplan/rollplan/planner/engine/rego"
 	"github.com/rollplan/rollplan/planner/live"
+	"github.com/rollplan/rollplan/test/harness"
 	"github.com/rollplan/rollplan/test/kubelet"
 )
 
@@ -226,7 +227,7 @@ func rollout50(t *testing.T, native bool, maxUnavailable string) cmpResult {
 	var x *executor.Executor
 	var log bytes.Buffer
 	if !native {
-		cfg := rest.CopyConfig(plane.Config)
+		cfg := rest.CopyConfig(harness.Cluster(t).Config)
 		cfg.QPS, cfg.Burst = 20, 50
 		cfg.WrapTransport = own.wrap
 		client, err := kubernetes.NewForConfig(cfg)
@@ -312,12 +313,12 @@ func TestNativeVersusRollplan50(t *testing.T) {
 	if !*compare {
 		t.Skip("benchmark: run with -e2e.compare")
 	}
-	cluster(t)
+	cp := harness.Cluster(t)
 	// Background writes of an idle control plane (leases, events of
 	// other tests), to read the apiserver's counts against.
-	idle0, _ := apiserverWrites(context.Background(), t, plane.Client)
+	idle0, _ := apiserverWrites(context.Background(), t, cp.Client)
 	time.Sleep(10 * time.Second)
-	idle1, _ := apiserverWrites(context.Background(), t, plane.Client)
+	idle1, _ := apiserverWrites(context.Background(), t, cp.Client)
 	idleRate := float64(idle1-idle0) / 10
 
 	var rows []cmpResult

@@ -34,6 +34,7 @@ import (
 	"github.com/rollplan/rollplan/gate/certs"
 	"github.com/rollplan/rollplan/planner/engine/rego"
 	"github.com/rollplan/rollplan/planner/live"
+	"github.com/rollplan/rollplan/test/harness"
 	"github.com/rollplan/rollplan/test/kubelet"
 )
 
@@ -81,7 +82,7 @@ func objectIDs(objs []runtime.Object) []string {
 // kubectlStdin runs the control plane's kubectl with stream on stdin.
 func kubectlStdin(t *testing.T, stream []byte, args ...string) (string, error) {
 	t.Helper()
-	cp := cluster(t)
+	cp := harness.Cluster(t)
 	cmd := exec.Command(filepath.Join(cp.BinDir, "kubectl"), append([]string{"--kubeconfig", cp.Kubeconfig}, args...)...)
 	cmd.Stdin = bytes.NewReader(stream)
 	out, err := cmd.CombinedOutput()
@@ -108,7 +109,7 @@ func namespaceDoc(t *testing.T, stream []byte) []byte {
 // server's Pod Security admission warns about any Deployment whose pods
 // the restricted profile would refuse, and there must be no such warning.
 func TestManifestsApply(t *testing.T) {
-	cluster(t)
+	harness.Cluster(t)
 	ca, cert, key, err := certs.Generate(deploy.ServiceName, deploy.DefaultNamespace, time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +123,7 @@ func TestManifestsApply(t *testing.T) {
 	if out, err := kubectlStdin(t, namespaceDoc(t, everything), "apply", "-f", "-"); err != nil {
 		t.Fatalf("kubectl apply the namespace: %v\n%s", err, out)
 	}
-	ns, err := cluster(t).Client.CoreV1().Namespaces().Get(context.Background(), deploy.DefaultNamespace, metav1.GetOptions{})
+	ns, err := harness.Cluster(t).Client.CoreV1().Namespaces().Get(context.Background(), deploy.DefaultNamespace, metav1.GetOptions{})
 	if err != nil || ns.Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
 		t.Fatalf("namespace %s: %v, labels %v: want the restricted profile enforced", deploy.DefaultNamespace, err, ns.Labels)
 	}
@@ -139,7 +140,7 @@ func TestManifestsApply(t *testing.T) {
 		"clusterrole.rbac.authorization.k8s.io/rollplan-controller", "clusterrolebinding.rbac.authorization.k8s.io/rollplan-controller",
 		"serviceaccount/rollplan-controller"}
 
-	kustomized, err := exec.Command(filepath.Join(cluster(t).BinDir, "kubectl"), "kustomize", "../../deploy").CombinedOutput()
+	kustomized, err := exec.Command(filepath.Join(harness.Cluster(t).BinDir, "kubectl"), "kustomize", "../../deploy").CombinedOutput()
 	if err != nil {
 		t.Fatalf("kubectl kustomize deploy/: %v\n%s", err, kustomized)
 	}
@@ -199,7 +200,7 @@ func TestManifestsApply(t *testing.T) {
 // only, no pods) and in force.
 func asController(t *testing.T) kubernetes.Interface {
 	t.Helper()
-	cp := cluster(t)
+	cp := harness.Cluster(t)
 	ctx := context.Background()
 	out, err := deploy.Render(deploy.Options{Components: []deploy.Component{deploy.Controller}})
 	if err != nil {
@@ -251,7 +252,7 @@ func asController(t *testing.T) kubernetes.Interface {
 // Events recorded through them, as the controller does.
 func (e *env) runAs(client kubernetes.Interface, kind, name string, policies []string) (*executor.Summary, string) {
 	e.t.Helper()
-	var log syncBuffer
+	var log harness.SyncBuffer
 	eng, err := rego.Load(e.ctx, policies, time.Minute)
 	if err != nil {
 		e.t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"github.com/rollplan/rollplan/history"
 	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
+	"github.com/rollplan/rollplan/test/harness"
 	"github.com/rollplan/rollplan/test/kubelet"
 )
 
@@ -113,8 +114,8 @@ func (e *env) captureUndone(kind, name string) {
 		"a managed %s got an image that crash-loops (%s), `rollplan apply` halted with the first wave broken, and\n"+
 		"`rollplan undo` rolled its template back to %s. The broken pods are unavailable and use up the\n"+
 		"budget, yet they are replaced first, in place, whatever the budget: their rollback costs no availability.\n",
-		scenario, e.t.Name(), plane.ServerVersion, kind, badImage, goodImage)
-	args := fmt.Sprintf("--now %s --kubernetes-version %s\n", snap.CapturedAt.UTC().Format(time.RFC3339), plane.Version)
+		scenario, e.t.Name(), harness.Cluster(e.t).ServerVersion, kind, badImage, goodImage)
+	args := fmt.Sprintf("--now %s --kubernetes-version %s\n", snap.CapturedAt.UTC().Format(time.RFC3339), harness.Cluster(e.t).Version)
 	for file, content := range map[string][]byte{"snapshot.yaml": raw, "args": []byte(args), "README.md": []byte(readme)} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			e.t.Fatal(err)
