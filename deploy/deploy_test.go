@@ -1,12 +1,9 @@
 package deploy
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -23,43 +20,27 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/cel/environment"
-	"k8s.io/client-go/kubernetes/scheme"
 	psaapi "k8s.io/pod-security-admission/api"
 	psapolicy "k8s.io/pod-security-admission/policy"
 	"sigs.k8s.io/yaml"
+
+	"github.com/rollplan/rollplan/internal/testobj"
 )
 
 // decodeAll decodes a rendered stream with client-go's strict decoder (not
 // Render's own), so a document that is not a valid API object fails.
 func decodeAll(t *testing.T, stream []byte) []runtime.Object {
 	t.Helper()
-	dec := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(stream)))
-	var objs []runtime.Object
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return objs
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(bytes.TrimSpace(doc)) == 0 || bytes.Equal(bytes.TrimSpace(doc), []byte("---")) {
-			continue
-		}
-		obj, _, err := dec.Decode(doc, nil, nil)
-		if err != nil {
-			t.Fatalf("document %d: %v\n%s", len(objs)+1, err, doc)
-		}
-		objs = append(objs, obj)
+	objs, err := testobj.DecodeStream(stream)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return objs
 }
 
 func kinds(objs []runtime.Object) []string {

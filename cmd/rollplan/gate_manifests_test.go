@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -23,11 +22,9 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/rollplan/rollplan/deploy"
+	"github.com/rollplan/rollplan/internal/testobj"
 )
 
 func runGateManifests(t *testing.T, args ...string) ([]byte, error) {
@@ -50,32 +47,11 @@ func runManifests(t *testing.T, cmd *cobra.Command, args ...string) ([]byte, err
 
 func decodeManifests(t *testing.T, stream []byte) []runtime.Object {
 	t.Helper()
-	dec := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(stream)))
-	var objs []runtime.Object
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return objs
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		var content bool
-		for line := range strings.Lines(string(doc)) {
-			if l := strings.TrimSpace(line); l != "" && l != "---" && !strings.HasPrefix(l, "#") {
-				content = true
-			}
-		}
-		if !content {
-			continue
-		}
-		obj, _, err := dec.Decode(doc, nil, nil)
-		if err != nil {
-			t.Fatalf("document %d: %v\n%s", len(objs)+1, err, doc)
-		}
-		objs = append(objs, obj)
+	objs, err := testobj.DecodeStream(stream)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return objs
 }
 
 // manifestsCommands: `rollplan manifests` (everything) and `rollplan gate

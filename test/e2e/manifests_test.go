@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os/exec"
 	"path/filepath"
@@ -21,17 +18,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/rollplan/rollplan/deploy"
 	"github.com/rollplan/rollplan/executor"
 	"github.com/rollplan/rollplan/gate/certs"
+	"github.com/rollplan/rollplan/internal/testobj"
 	"github.com/rollplan/rollplan/planner/engine/rego"
 	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/test/harness"
@@ -42,30 +37,11 @@ import (
 // strictly.
 func decodeStream(t *testing.T, stream []byte) []runtime.Object {
 	t.Helper()
-	dec := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(stream)))
-	var objs []runtime.Object
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return objs
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		var tm metav1.TypeMeta
-		if err := yaml.Unmarshal(doc, &tm); err != nil {
-			t.Fatal(err)
-		}
-		if tm.Kind == "" {
-			continue // comments only
-		}
-		obj, _, err := dec.Decode(doc, nil, nil)
-		if err != nil {
-			t.Fatalf("document %d: %v\n%s", len(objs)+1, err, doc)
-		}
-		objs = append(objs, obj)
+	objs, err := testobj.DecodeStream(stream)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return objs
 }
 
 // objectIDs names each object KIND NAMESPACE/NAME, sorted.
