@@ -389,9 +389,7 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 	if m.GetAnnotations()[facts.AnnPaused] == "true" {
 		c.setPhase(k, live.RolloutPaused)
 		st := live.RolloutState{Phase: live.RolloutPaused, Generation: gen, Message: "paused: no new action until `rollplan resume`"}
-		if prev != nil {
-			st.Revision, st.Wave, st.Waves, st.Desired, st.Updated, st.Available, st.InFlight = prev.Revision, prev.Wave, prev.Waves, prev.Desired, prev.Updated, prev.Available, prev.InFlight
-		}
+		keepCounts(&st, prev)
 		if err := c.release(ctx, k); err != nil {
 			return 0, err
 		}
@@ -426,9 +424,7 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 			c.setPhase(k, live.RolloutWaiting)
 			st := live.RolloutState{Phase: live.RolloutWaiting, Generation: gen, Policy: policy, Driver: held.Holder.Identity,
 				Message: "driven by " + held.Holder.Identity + " (Lease " + held.Holder.Lease + "); the controller waits until it lets go"}
-			if prev != nil {
-				st.Revision, st.Wave, st.Waves, st.Desired, st.Updated, st.Available, st.InFlight = prev.Revision, prev.Wave, prev.Waves, prev.Desired, prev.Updated, prev.Available, prev.InFlight
-			}
+			keepCounts(&st, prev)
 			if err := c.writeState(ctx, k, m, prev, st); err != nil {
 				return 0, err
 			}
@@ -536,6 +532,17 @@ func (c *Controller) generation(k key, m metav1.Object) int64 {
 		return own[0]
 	}
 	return g
+}
+
+// keepCounts carries the last recorded progress (revision, wave, pods)
+// into a state the controller records without stepping (paused, someone
+// else drives it).
+func keepCounts(st, prev *live.RolloutState) {
+	if prev == nil {
+		return
+	}
+	st.Revision, st.Wave, st.Waves = prev.Revision, prev.Wave, prev.Waves
+	st.Desired, st.Updated, st.Available, st.InFlight = prev.Desired, prev.Updated, prev.Available, prev.InFlight
 }
 
 // changed: the state differs from the one recorded.
