@@ -23,6 +23,7 @@ var formats = []struct {
 	plan Renderer
 }{
 	{"table", Table{}},
+	{"wide", Table{Wide: true}},
 	{"json", JSON{}},
 	{"yaml", YAML{}},
 }
@@ -36,7 +37,7 @@ var Formats = func() []string {
 	return names
 }()
 
-// List names the formats for help and error text: "table, json or yaml".
+// List names the formats for help and error text: "table, wide, json or yaml".
 func List() string {
 	return strings.Join(Formats[:len(Formats)-1], ", ") + " or " + Formats[len(Formats)-1]
 }
@@ -65,7 +66,8 @@ func Check(format string) bool {
 }
 
 // Value prints v, a result other than a plan, in format: JSON and YAML
-// encode v (JSONValue, YAMLValue); the table is v's own layout, table.
+// encode v (JSONValue, YAMLValue); the table (and wide) is v's own layout,
+// table.
 func Value(w io.Writer, format string, v any, table func(io.Writer) error) error {
 	switch format {
 	case "json":

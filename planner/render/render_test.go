@@ -9,7 +9,7 @@ import (
 
 // The format list is the one source of the help text, Get and Check.
 func TestFormats(t *testing.T) {
-	if got := List(); got != "table, json or yaml" {
+	if got := List(); got != "table, wide, json or yaml" {
 		t.Errorf("List() = %q", got)
 	}
 	for _, f := range append(Formats, "") {
@@ -17,10 +17,10 @@ func TestFormats(t *testing.T) {
 			t.Errorf("Get(%q): %v", f, err)
 		}
 	}
-	if _, err := Get("wide"); err == nil || !strings.HasSuffix(err.Error(), "want table, json or yaml") {
-		t.Errorf("Get(wide) = %v", err)
+	if _, err := Get("xml"); err == nil || !strings.HasSuffix(err.Error(), "want table, wide, json or yaml") {
+		t.Errorf("Get(xml) = %v", err)
 	}
-	if !Check("yaml") || Check("") || Check("wide") {
+	if !Check("yaml") || !Check("wide") || Check("") || Check("xml") {
 		t.Error("Check accepts only the listed formats")
 	}
 }

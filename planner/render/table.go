@@ -13,10 +13,33 @@ import (
 
 // Table prints a plan for a person: per workload a header with revisions
 // and budgets, one line per wave, then held pods, halts and warnings.
-type Table struct{}
+//
+// A list longer than namedMax (a wave's pods of one action, held or blocked
+// pods, halts) names its first namedShown entries and counts the rest, so
+// that a 5,000-pod DaemonSet stays readable; Wide (-o wide) names them all.
+type Table struct {
+	Wide bool
+}
+
+// namedMax: lists up to this length print whole; longer ones name their
+// first namedShown entries and count the rest.
+const (
+	namedMax   = 12
+	namedShown = 8
+)
+
+// named caps a list of names for the narrow table: the first namedShown
+// and "+N more" (the lists are in the plan's order: the first to go first).
+func (t Table) named(xs []string) []string {
+	if t.Wide || len(xs) <= namedMax {
+		return xs
+	}
+	out := append(xs[:namedShown:namedShown], fmt.Sprintf("(+%d more)", len(xs)-namedShown))
+	return out
+}
 
 // Render implements Renderer.
-func (Table) Render(w io.Writer, p *plan.Plan) error {
+func (t Table) Render(w io.Writer, p *plan.Plan) error {
 	if len(p.Workloads) == 0 {
 		_, err := fmt.Fprintln(w, "No Deployment, StatefulSet or DaemonSet in the snapshot: nothing to plan.")
 		return err
@@ -32,14 +55,14 @@ func (Table) Render(w io.Writer, p *plan.Plan) error {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		if err := workload(w, &wp); err != nil {
+		if err := t.workload(w, &wp); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func workload(out io.Writer, wp *plan.WorkloadPlan) error {
+func (t Table) workload(out io.Writer, wp *plan.WorkloadPlan) error {
 	if wp.Error != "" {
 		// Not planned: the others are.
 		fmt.Fprintf(out, "%s %s/%s\n  ERROR: %s\n", wp.Kind, wp.Namespace, wp.Name, wp.Error)
@@ -88,7 +111,7 @@ func workload(out io.Writer, wp *plan.WorkloadPlan) error {
 	}
 	if len(wp.Halted) > 0 {
 		fmt.Fprintf(out, "  HALTED with %d of %d pods on the old revision:\n", s.Pods-s.Updated, s.Pods)
-		for _, h := range wp.Halted {
+		for _, h := range t.named(wp.Halted) {
 			fmt.Fprintf(out, "    - %s\n", h)
 		}
 	}
@@ -99,7 +122,7 @@ func workload(out io.Writer, wp *plan.WorkloadPlan) error {
 		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  WAVE\tSTART\tACTIONS")
 		for _, wave := range wp.Waves {
-			fmt.Fprintf(tw, "  %d\t%s\t%s\n", wave.Index, wave.Start, actions(wave.Actions))
+			fmt.Fprintf(tw, "  %d\t%s\t%s\n", wave.Index, wave.Start, t.actions(wave.Actions))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -110,7 +133,7 @@ func workload(out io.Writer, wp *plan.WorkloadPlan) error {
 		for _, h := range wp.Held {
 			hs = append(hs, fmt.Sprintf("%s (%s)", h.Pod, h.Reason))
 		}
-		fmt.Fprintf(out, "  held: %s\n", strings.Join(hs, ", "))
+		fmt.Fprintf(out, "  held: %s\n", strings.Join(t.named(hs), ", "))
 	}
 	for _, b := range blocked(wp.Blocked) {
 		why := b.reason
@@ -120,7 +143,7 @@ func workload(out io.Writer, wp *plan.WorkloadPlan) error {
 		case wp.Stalled != nil && (strings.HasPrefix(why, "stalled after ") || strings.HasPrefix(why, "the rollout does not complete")):
 			why = "see STALLED above"
 		}
-		fmt.Fprintf(out, "  blocked: %s (%s)\n", strings.Join(b.pods, ", "), why)
+		fmt.Fprintf(out, "  blocked: %s (%s)\n", strings.Join(t.named(b.pods), ", "), why)
 	}
 	for _, n := range wp.Notes {
 		if wp.Stalled != nil && strings.HasSuffix(n, wp.Stalled.Reason) {
@@ -174,13 +197,13 @@ func blocked(bs []plan.Held) []blockedGroup {
 // actions summarises a wave on one line, grouped by action type. A node's
 // preparation is one group in the order it happens: "worker-1: cordon,
 // drain [evict ns/a], Recreate agent-x, uncordon".
-func actions(as []plan.Action) string {
+func (t Table) actions(as []plan.Action) string {
 	var parts []string
 	var group []string
 	typ := ""
 	flush := func() {
 		if len(group) > 0 {
-			parts = append(parts, fmt.Sprintf("%s %s", typ, strings.Join(group, " ")))
+			parts = append(parts, fmt.Sprintf("%s %s", typ, strings.Join(t.named(group), " ")))
 		}
 		group = nil
 	}
@@ -197,19 +220,19 @@ func actions(as []plan.Action) string {
 			parts = append(parts, a.Node+": "+strings.Join(steps, ", "))
 			continue
 		}
-		t := a.Type
+		at := a.Type
 		if a.Surge {
-			t += "(surge)"
+			at += "(surge)"
 		}
-		if t != typ {
+		if at != typ {
 			flush()
-			typ = t
+			typ = at
 		}
 		switch a.Type {
 		case plan.ActionScaleRS:
 			x := fmt.Sprintf("%s %d->%d", a.ReplicaSet, *a.From, *a.To)
 			if len(a.Pods) > 0 {
-				x += " [-" + strings.Join(a.Pods, " -") + "]"
+				x += " [-" + strings.Join(t.named(a.Pods), " -") + "]"
 			}
 			group = append(group, x)
 		default:
@@ -217,7 +240,7 @@ func actions(as []plan.Action) string {
 		}
 	}
 	flush()
-	return strings.Join(parts, "; ")
+	return strings.Join(t.named(parts), "; ")
 }
 
 func nodeAction(t string) bool {
