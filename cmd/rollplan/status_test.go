@@ -122,7 +122,7 @@ func TestStatusCommand(t *testing.T) {
 		},
 		{
 			name: "a bad -o is a usage error", scenario: "sts-inplace-image-only", now: march,
-			args: []string{"status", "sts/web", "-o", "wide"}, code: exitUsage,
+			args: []string{"status", "sts/web", "-o", "xml"}, code: exitUsage,
 		},
 		{
 			name: "a bad --feature-gates is a usage error", scenario: "sts-inplace-image-only", now: march,
