@@ -24,6 +24,11 @@ import (
 
 // boolean evaluates p, which must answer true or false.
 func (a *activation) boolean(p *program) (bool, error) {
+	if p.fast != nil {
+		if v, ok := p.fast.b(a); ok {
+			return v, nil
+		}
+	}
 	v, err := a.eval(p)
 	if err != nil {
 		return false, err
@@ -125,6 +130,13 @@ func (a *activation) eligibility() (bool, []string, error) {
 // orderKey evaluates the first matching order variant (all variants are
 // one expression, see compiler.order); list-valued keys are spliced in.
 func (a *activation) orderKey() ([]any, error) {
+	if f := a.c.orderAll.fast; f != nil {
+		k, ok := f.key(a, a.keyScratch[:0])
+		a.keyScratch = k[:0]
+		if ok {
+			return a.keepKey(k), nil
+		}
+	}
 	v, err := a.eval(a.c.orderAll)
 	if err != nil {
 		return nil, err

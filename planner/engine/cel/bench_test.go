@@ -3,6 +3,7 @@ package cel
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 
 	"github.com/rollplan/rollplan/internal/measure"
@@ -18,6 +19,28 @@ import (
 // go test ./planner/engine/cel -run '^$' -bench Decide -benchmem
 func BenchmarkDecide(b *testing.B) {
 	benchmarkDecide(b, celEngine(b))
+}
+
+// BenchmarkDecideExamples: each CEL example policy over the default
+// strategy, as BenchmarkDecide (its own x-native against the native
+// default strategy: the examples only add to or reorder its answers).
+// go test ./planner/engine/cel -run '^$' -bench DecideExamples -benchmem
+func BenchmarkDecideExamples(b *testing.B) {
+	paths, err := filepath.Glob("../../../policies/examples/*/policy.yaml")
+	if err != nil || len(paths) == 0 {
+		b.Fatalf("no example policies: %v", err)
+	}
+	for _, p := range paths {
+		ps, err := Load([]string{p})
+		if err != nil {
+			b.Fatal(err)
+		}
+		e, err := New(ps, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(filepath.Base(filepath.Dir(p)), func(b *testing.B) { benchmarkDecide(b, e) })
+	}
 }
 
 func benchmarkDecide(b *testing.B, e *Engine) {

@@ -1,0 +1,268 @@
+package cel
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/rollplan/rollplan/internal/parity"
+	"github.com/rollplan/rollplan/internal/scenario"
+	"github.com/rollplan/rollplan/internal/synth"
+	"github.com/rollplan/rollplan/planner/facts"
+)
+
+// fastPolicies exercise the translator: every construct it knows, and the
+// evaluation errors it must leave to cel-go (overflow, a missing label, an
+// index out of range), which must then read as cel-go's.
+var fastPolicies = []struct{ name, spec string }{
+	{"arithmetic and strings", `  variables:
+  - name: big
+    expression: "9223372036854775807"
+  - name: word
+    expression: "'ab'"
+  scope:
+    expression: "pod.restarts * 2 + pod.ordinal - 1 >= 0 && pod.name.startsWith(workload.name) && !pod.name.endsWith('x') && size(pod.name) % 3 != 7"
+    messageExpression: "'held ' + pod.name"
+  order:
+  - when: "pod.phase in ['Running', 'Pending'] && pod.index / 2 < 1000 && pod.node + variables.word != ''"
+    keys: ["pod.zone", "-pod.ordinal", "pod.ready", "string(pod.colocated) + pod.uid", "variables.big - pod.restarts"]
+  - keys: ["pod.name", "size(pod.changes)", "size(pod.labels)", "pod.revision < pod.name", "pod.available == pod.ready"]
+  halt:
+  - expression: "pod.restarts > 2 || variables.big + pod.restarts < 0"
+    messageExpression: "'overflow ' + pod.name"
+`},
+	{"errors absorbed or reported", `  scope:
+    expression: "pod.labels['app'] != 'none' || pod.restarts / (pod.restarts - pod.restarts) > 0"
+    messageExpression: "'held'"
+  order:
+  - keys: ["pod.labels['missing-label']"]
+`},
+	{"defaults.order out of range", `  order:
+  - keys: ["defaults.order[7]", "defaults.order.slice(2, 40)"]
+`},
+	{"defaults.order in pieces", `  order:
+  - when: "'role' in pod.labels && pod.labels['role'] == 'leader'"
+    keys: ["1", "defaults.order.slice(1, size(defaults.order))", "defaults.order[0]"]
+  - keys: ["0", "defaults.order"]
+`},
+	{"a comprehension and a double", `  eligibility:
+    expression: "pod.changes.all(c, c.inPlace) && pod.readySeconds >= 0"
+  order:
+  - keys: ["double(pod.restarts) / 3.0", "pod.restarts > 1 ? pod.pdbs.size() : 0"]
+  halt:
+  - expression: "pod.restarts > 0 && pod.changes.exists(c, c.class == 'env')"
+    messageExpression: "'env ' + pod.name"
+`},
+	{"int overflow in a key", `  order:
+  - keys: ["-(pod.deletionCost - 9223372036854775807 - 1)", "pod.ordinal * 4611686018427387904"]
+`},
+}
+
+// parityEngines: the engine with the fast path and without, for the same
+// policies.
+func parityEngines(t *testing.T, ps []*RolloutPolicy) (fast, slow *Engine) {
+	t.Helper()
+	fast, err := New(ps, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow, err = New(ps, Options{celOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fast, slow
+}
+
+// sameAnswer: equal Decisions (reflect.DeepEqual) or equal errors.
+func sameAnswer(t *testing.T, what string, fast, slow *Engine, r *facts.Rollout) {
+	t.Helper()
+	want, werr := slow.Decide(context.Background(), r)
+	got, gerr := fast.Decide(context.Background(), r)
+	if fmt.Sprint(werr) != fmt.Sprint(gerr) {
+		t.Fatalf("%s: %s %s/%s: error\n%v\nwant (cel-go)\n%v", what, r.Workload.Kind, r.Workload.Namespace, r.Workload.Name, gerr, werr)
+	}
+	if !reflect.DeepEqual(want, got) {
+		d := "decisions differ outside pods and budgets"
+		if want != nil && got != nil {
+			d = diffDecisions(r, want, got)
+		}
+		t.Fatalf("%s: %s %s/%s: the fast path and cel-go disagree (rego: cel-go, cel: fast):\n%s", what, r.Workload.Kind, r.Workload.Namespace, r.Workload.Name, d)
+	}
+}
+
+// parityRollouts: every golden scenario's rollouts, synthetic snapshots and
+// the random rollouts of the parity property tests.
+func parityRollouts(t *testing.T) map[string][]*facts.Rollout {
+	t.Helper()
+	scenarios, err := scenario.All("../../../testdata/scenarios")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]*facts.Rollout{}
+	for _, sc := range scenarios {
+		out["scenario "+sc.Name] = sc.Rollouts
+	}
+	for _, n := range []int{1000, 5000} {
+		rs, err := facts.Build(synth.Snapshot(n), facts.Options{Now: synth.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[fmt.Sprintf("synth-%d", n)] = rs
+	}
+	n := 300
+	if testing.Short() {
+		n = 30
+	}
+	for i := range n {
+		c := parity.Generate(rand.New(rand.NewSource(int64(i))))
+		rs, err := facts.Build(c.Snap, c.FactsOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[fmt.Sprintf("random seed %d", i)] = rs
+	}
+	return out
+}
+
+// TestFastParity: the fast path answers exactly as cel-go alone, errors
+// included, for the default strategy, every shipped CEL policy and the
+// translator's own cases, on every rollout parityRollouts has.
+func TestFastParity(t *testing.T) {
+	sets := map[string][]*RolloutPolicy{"default strategy": nil}
+	files, err := filepath.Glob("../../../policies/examples/*/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, err := filepath.Glob("../../../testdata/policies/*/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range append(files, more...) {
+		ps, err := Load([]string{f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sets[f] = ps
+	}
+	if len(sets) < 4 {
+		t.Fatalf("found %d policy sets, want the default strategy and the examples", len(sets))
+	}
+	for _, p := range fastPolicies {
+		sets[p.name] = policy(t, p.spec)
+	}
+	rollouts := parityRollouts(t)
+	for name, ps := range sets {
+		t.Run(strings.ReplaceAll(name, "/", "_"), func(t *testing.T) {
+			fast, slow := parityEngines(t, ps)
+			for what, rs := range rollouts {
+				for _, r := range rs {
+					sameAnswer(t, what, fast, slow, r)
+				}
+			}
+		})
+	}
+}
+
+// The fast path covers what the shipped policies evaluate per pod; what it
+// leaves to cel-go is a note.
+func TestFastCoverage(t *testing.T) {
+	e := celEngine(t)
+	c := e.defaults
+	for _, p := range []*program{c.scope, c.orderAll, c.halt[0].when, c.halt[1].when, c.halt[2].when} {
+		if p.fast == nil {
+			t.Errorf("default strategy: %s is not translated", p.field)
+		}
+	}
+	if b := c.orderAll.fast.bails; len(b) > 0 {
+		t.Errorf("default strategy: spec.order leaves %v to cel-go", b)
+	}
+	tests := []struct {
+		name, spec string
+		notes      []string
+	}{
+		{"translated", fastPolicies[3].spec, nil},
+		{"a comprehension and a double", fastPolicies[4].spec, []string{
+			"policy p.yaml (RolloutPolicy p): spec.eligibility.expression is evaluated by cel-go for the pods where it reaches a comprehension",
+			"policy p.yaml (RolloutPolicy p): spec.order is evaluated by cel-go for the pods where it reaches an order key of type double",
+			"policy p.yaml (RolloutPolicy p): spec.halt[0].expression is evaluated by cel-go for the pods where it reaches a comprehension",
+		}},
+		{"a dyn scope", "  params: {on: true}\n  scope:\n    expression: params.on\n    messageExpression: \"'x'\"\n", nil},
+		{"a per-pod dyn scope", "  params: {on: true}\n  scope:\n    expression: params.on && pod.ready\n    messageExpression: \"'x'\"\n", []string{
+			"policy p.yaml (RolloutPolicy p): spec.scope.expression is evaluated by cel-go for the pods where it reaches a value that is not a bool",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e, err := New(policy(t, tt.spec), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := e.Notes(); !reflect.DeepEqual(got, tt.notes) {
+				t.Errorf("notes\n%q\nwant\n%q", got, tt.notes)
+			}
+		})
+	}
+}
+
+// TestFastFields: the field tables read what cel-go reads: every bool, int,
+// string and map field of facts.Pod, Workload and Strategy by its JSON name.
+func TestFastFields(t *testing.T) {
+	var p facts.Pod
+	w := &Workload{}
+	fill := func(v reflect.Value) {
+		for i := range v.NumField() {
+			f := v.Field(i)
+			switch f.Kind() {
+			case reflect.Bool:
+				f.SetBool(i%2 == 0)
+			case reflect.Int, reflect.Int64:
+				f.SetInt(int64(1000 + i))
+			case reflect.String:
+				f.SetString(fmt.Sprintf("s%d", i))
+			case reflect.Map:
+				f.Set(reflect.ValueOf(map[string]string{fmt.Sprint(i): "v"}))
+			}
+		}
+	}
+	fill(reflect.ValueOf(&p).Elem())
+	fill(reflect.ValueOf(w).Elem())
+	fill(reflect.ValueOf(&w.Strategy).Elem())
+	a := &activation{pod: &p, b: &bindings{workload: w}}
+	for owner, v := range map[string]reflect.Value{"pod": reflect.ValueOf(p), "workload": reflect.ValueOf(*w), "strategy": reflect.ValueOf(w.Strategy)} {
+		for i := range v.NumField() {
+			name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+			f := v.Field(i)
+			var got any
+			var ok bool
+			switch f.Kind() {
+			case reflect.Bool:
+				if g := boolFields[owner][name]; g != nil {
+					got, ok = g(a)
+				}
+			case reflect.Int, reflect.Int64:
+				if g := intFields[owner][name]; g != nil {
+					var n int64
+					n, ok = g(a)
+					got = reflect.ValueOf(n).Convert(f.Type()).Interface()
+				}
+			case reflect.String:
+				if g := strFields[owner][name]; g != nil {
+					got, ok = g(a)
+				}
+			case reflect.Map:
+				if g := mapFields[owner][name]; g != nil {
+					got, ok = g(a)
+				}
+			default:
+				continue
+			}
+			if !ok || !reflect.DeepEqual(got, f.Interface()) {
+				t.Errorf("%s.%s: fast path reads %v (%t), want %v", owner, name, got, ok, f.Interface())
+			}
+		}
+	}
+}
