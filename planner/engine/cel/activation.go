@@ -49,6 +49,7 @@ type activation struct {
 	keyScratch []any
 	keyBlock   []any
 	pods       int
+	slots      []fastSlot
 }
 
 // memoKey: a revision name and a change list (its backing array and
@@ -62,7 +63,7 @@ type memoKey struct {
 }
 
 func newActivation(c *compiled, b *bindings, pods int) *activation {
-	return &activation{c: c, b: b, vars: make([]ref.Val, len(c.vars)), varGen: make([]int, len(c.vars)), gen: 1, defGen: -1, pods: pods}
+	return &activation{c: c, b: b, vars: make([]ref.Val, len(c.vars)), varGen: make([]int, len(c.vars)), gen: 1, defGen: -1, pods: pods, slots: make([]fastSlot, c.slots)}
 }
 
 // keepKey copies a key built in keyScratch into the block.
@@ -81,7 +82,7 @@ func (a *activation) keepKey(k []any) []any {
 // once per pod.
 func (a *activation) defaultOrder() ([]any, error) {
 	if a.defGen != a.gen {
-		k, err := a.defaults.orderKey()
+		k, err := a.defaults.orderKeyKept(false)
 		if err != nil {
 			return nil, err
 		}

@@ -119,6 +119,8 @@ type compiled struct {
 	eligibilityByRevision bool
 	// notes: the per-pod expressions the fast path leaves to cel-go, and why.
 	notes []string
+	// slots: how many per-workload subexpressions the fast path caches.
+	slots int
 }
 
 type budgetProgram struct {

@@ -316,11 +316,12 @@ func decidePod(acts []*activation, orderBy *activation, pd *engine.PodDecision) 
 		if err != nil {
 			return err
 		}
+		// One answer (the usual case) is kept as it is: no copy per pod.
 		if ok {
-			inPlace = append(inPlace, reasons...)
+			inPlace = join(inPlace, reasons)
 		} else {
 			anyRecreate = true
-			recreate = append(recreate, reasons...)
+			recreate = join(recreate, reasons)
 		}
 	}
 	switch {
@@ -337,6 +338,15 @@ func decidePod(acts []*activation, orderBy *activation, pd *engine.PodDecision) 
 	}
 	pd.Order = key
 	return nil
+}
+
+// join appends b to a; with a nil it is b itself (whose len == cap, so a
+// later append copies).
+func join(a, b []string) []string {
+	if a == nil {
+		return slices.Clip(b)
+	}
+	return append(a, b...)
 }
 
 func nonNil(s []string) []string {

@@ -58,6 +58,7 @@ type translator struct {
 	nodes   int
 	concats int
 	bails   []string
+	inSlot  bool
 }
 
 // translate builds the closures of a checked expression for the result
@@ -170,9 +171,98 @@ func bailK(_ *activation, k []any) ([]any, bool)  { return k, false }
 
 // subB, subI and subS translate an operand: one the translator does not
 // know becomes a closure that always hands the expression to cel-go.
-func (t *translator) subB(e celast.Expr) bfn { f, why := t.boolean(e); return orBail(f, why, bailB) }
-func (t *translator) subI(e celast.Expr) ifn { f, why := t.integer(e); return orBail(f, why, bailI) }
-func (t *translator) subS(e celast.Expr) sfn { f, why := t.str(e); return orBail(f, why, bailS) }
+func (t *translator) subB(e celast.Expr) bfn {
+	if slot, ok := t.slot(e); ok {
+		defer func() { t.inSlot = false }()
+		f, why := t.boolean(e)
+		f = orBail(f, why, bailB)
+		return func(a *activation) (bool, bool) {
+			c := &a.slots[slot]
+			if !c.set {
+				c.b, c.ok = f(a)
+				c.set = true
+			}
+			return c.b, c.ok
+		}
+	}
+	f, why := t.boolean(e)
+	return orBail(f, why, bailB)
+}
+
+func (t *translator) subI(e celast.Expr) ifn {
+	if slot, ok := t.slot(e); ok {
+		defer func() { t.inSlot = false }()
+		f, why := t.integer(e)
+		f = orBail(f, why, bailI)
+		return func(a *activation) (int64, bool) {
+			c := &a.slots[slot]
+			if !c.set {
+				c.i, c.ok = f(a)
+				c.set = true
+			}
+			return c.i, c.ok
+		}
+	}
+	f, why := t.integer(e)
+	return orBail(f, why, bailI)
+}
+
+func (t *translator) subS(e celast.Expr) sfn {
+	if slot, ok := t.slot(e); ok {
+		defer func() { t.inSlot = false }()
+		f, why := t.str(e)
+		f = orBail(f, why, bailS)
+		return func(a *activation) (string, bool) {
+			c := &a.slots[slot]
+			if !c.set {
+				c.s, c.ok = f(a)
+				c.set = true
+			}
+			return c.s, c.ok
+		}
+	}
+	f, why := t.str(e)
+	return orBail(f, why, bailS)
+}
+
+// fastSlot caches a subexpression that does not depend on the pod: its
+// value is the same for every pod of a Decide call (one activation).
+type fastSlot struct {
+	set, ok, b bool
+	i          int64
+	s          string
+}
+
+// slot reserves a cache slot for e when e is a call that reads nothing
+// per pod (nor a budget's item), outside another cached expression.
+func (t *translator) slot(e celast.Expr) (int, bool) {
+	if t.inSlot || e.Kind() != celast.CallKind || !t.perWorkload(e) {
+		return 0, false
+	}
+	t.inSlot = true
+	t.cc.c.slots++
+	return t.cc.c.slots - 1, true
+}
+
+func (t *translator) perWorkload(e celast.Expr) bool {
+	ok := true
+	refs := t.ast.ReferenceMap()
+	celast.PreOrderVisit(e, celast.NewExprVisitor(func(x celast.Expr) {
+		name := ""
+		if r := refs[x.ID()]; r != nil && len(r.OverloadIDs) == 0 {
+			name = r.Name
+		} else if x.Kind() == celast.IdentKind {
+			name = x.AsIdent()
+		}
+		switch {
+		case name == "pod", name == "defaults.order", name == "item", t.cc.podVars[name]:
+			ok = false
+		case x.Kind() == celast.ComprehensionKind:
+			ok = false // its variables are not in the reference map
+		}
+	}))
+	return ok
+}
 
 func orBail[F any](f F, why string, bail F) F {
 	if why != "" {
@@ -737,6 +827,9 @@ func (t *translator) key(e celast.Expr) (kfn, string) {
 
 // element appends one key of an order list literal.
 func (t *translator) element(e celast.Expr) kfn {
+	if f := t.podElement(e); f != nil {
+		return f
+	}
 	switch t.kind(e) {
 	case types.BoolKind:
 		b := t.subB(e)
@@ -793,6 +886,62 @@ func (t *translator) element(e celast.Expr) kfn {
 	return bailK
 }
 
+// podElement: a key that is a pod field (or its negation) in one closure,
+// without the generic layers in between.
+func (t *translator) podElement(e celast.Expr) kfn {
+	neg := false
+	if fn, args, ok := t.call(e); ok && fn == "-_" && len(args) == 1 && t.kind(e) == types.IntKind {
+		neg, e = true, args[0]
+		t.nodes++
+	}
+	owner, name, ok := t.field(e)
+	if !ok || owner != "pod" {
+		return nil
+	}
+	t.nodes++
+	if g := podInts[name]; g != nil {
+		if neg {
+			return func(a *activation, k []any) ([]any, bool) {
+				if a.pod == nil {
+					return k, false
+				}
+				v := g(a.pod)
+				return append(k, boxedInt(-v)), v != math.MinInt64
+			}
+		}
+		return func(a *activation, k []any) ([]any, bool) {
+			if a.pod == nil {
+				return k, false
+			}
+			return append(k, boxedInt(g(a.pod))), true
+		}
+	}
+	if neg {
+		return nil
+	}
+	if g := podBools[name]; g != nil {
+		return func(a *activation, k []any) ([]any, bool) {
+			if a.pod == nil {
+				return k, false
+			}
+			if g(a.pod) {
+				return append(k, boxedInt(1)), true
+			}
+			return append(k, boxedInt(0)), true
+		}
+	}
+	if g := podStrs[name]; g != nil {
+		return func(a *activation, k []any) ([]any, bool) {
+			if a.pod == nil {
+				return k, false
+			}
+			v := g(a.pod)
+			return append(k, v), len(v) <= fastMaxStr
+		}
+	}
+	return nil
+}
+
 // appendKeyValue appends an element of another order key as appendKey
 // would after the round trip through CEL (int64, string, float64 when not
 // integral); anything else goes to cel-go.
@@ -829,16 +978,50 @@ func boxedInt(x int64) any {
 
 // The fields of pod, workload and workload.strategy by JSON name, read
 // without reflection (fields_test.go checks them against the structs).
+// The pod's fields, read directly by order keys.
+var (
+	podBools = map[string]func(*facts.Pod) bool{
+		"updated":     func(p *facts.Pod) bool { return p.Updated },
+		"scheduled":   func(p *facts.Pod) bool { return p.Scheduled },
+		"ready":       func(p *facts.Pod) bool { return p.Ready },
+		"available":   func(p *facts.Pod) bool { return p.Available },
+		"terminating": func(p *facts.Pod) bool { return p.Terminating },
+		"terminal":    func(p *facts.Pod) bool { return p.Terminal },
+	}
+	podInts = map[string]func(*facts.Pod) int64{
+		"ordinal":            func(p *facts.Pod) int64 { return int64(p.Ordinal) },
+		"index":              func(p *facts.Pod) int64 { return int64(p.Index) },
+		"readySeconds":       func(p *facts.Pod) int64 { return p.ReadySeconds },
+		"unavailableSeconds": func(p *facts.Pod) int64 { return p.UnavailableSeconds },
+		"restarts":           func(p *facts.Pod) int64 { return int64(p.Restarts) },
+		"sidecarRestarts":    func(p *facts.Pod) int64 { return int64(p.SidecarRestarts) },
+		"deletionCost":       func(p *facts.Pod) int64 { return int64(p.DeletionCost) },
+		"colocated":          func(p *facts.Pod) int64 { return int64(p.Colocated) },
+		"readyBucket":        func(p *facts.Pod) int64 { return int64(p.ReadyBucket) },
+		"createdBucket":      func(p *facts.Pod) int64 { return int64(p.CreatedBucket) },
+	}
+	podStrs = map[string]func(*facts.Pod) string{
+		"name":     func(p *facts.Pod) string { return p.Name },
+		"uid":      func(p *facts.Pod) string { return p.UID },
+		"revision": func(p *facts.Pod) string { return p.Revision },
+		"node":     func(p *facts.Pod) string { return p.Node },
+		"zone":     func(p *facts.Pod) string { return p.Zone },
+		"phase":    func(p *facts.Pod) string { return p.Phase },
+		"owner":    func(p *facts.Pod) string { return p.Owner },
+	}
+)
+
+func podFields[G, F any](get map[string]G, wrap func(G) F) map[string]F {
+	out := make(map[string]F, len(get))
+	for name, g := range get {
+		out[name] = wrap(g)
+	}
+	return out
+}
+
 var (
 	boolFields = map[string]map[string]bfn{
-		"pod": {
-			"updated":     podBool(func(p *facts.Pod) bool { return p.Updated }),
-			"scheduled":   podBool(func(p *facts.Pod) bool { return p.Scheduled }),
-			"ready":       podBool(func(p *facts.Pod) bool { return p.Ready }),
-			"available":   podBool(func(p *facts.Pod) bool { return p.Available }),
-			"terminating": podBool(func(p *facts.Pod) bool { return p.Terminating }),
-			"terminal":    podBool(func(p *facts.Pod) bool { return p.Terminal }),
-		},
+		"pod": podFields(podBools, podBool),
 		"workload": {
 			"paused":  wlBool(func(w *Workload) bool { return w.Paused }),
 			"managed": wlBool(func(w *Workload) bool { return w.Managed }),
@@ -848,18 +1031,7 @@ var (
 		},
 	}
 	intFields = map[string]map[string]ifn{
-		"pod": {
-			"ordinal":            podInt(func(p *facts.Pod) int64 { return int64(p.Ordinal) }),
-			"index":              podInt(func(p *facts.Pod) int64 { return int64(p.Index) }),
-			"readySeconds":       podInt(func(p *facts.Pod) int64 { return p.ReadySeconds }),
-			"unavailableSeconds": podInt(func(p *facts.Pod) int64 { return p.UnavailableSeconds }),
-			"restarts":           podInt(func(p *facts.Pod) int64 { return int64(p.Restarts) }),
-			"sidecarRestarts":    podInt(func(p *facts.Pod) int64 { return int64(p.SidecarRestarts) }),
-			"deletionCost":       podInt(func(p *facts.Pod) int64 { return int64(p.DeletionCost) }),
-			"colocated":          podInt(func(p *facts.Pod) int64 { return int64(p.Colocated) }),
-			"readyBucket":        podInt(func(p *facts.Pod) int64 { return int64(p.ReadyBucket) }),
-			"createdBucket":      podInt(func(p *facts.Pod) int64 { return int64(p.CreatedBucket) }),
-		},
+		"pod": podFields(podInts, podInt),
 		"workload": {
 			"replicas":                wlInt(func(w *Workload) int64 { return int64(w.Replicas) }),
 			"minReadySeconds":         wlInt(func(w *Workload) int64 { return int64(w.MinReadySeconds) }),
@@ -871,15 +1043,7 @@ var (
 		},
 	}
 	strFields = map[string]map[string]sfn{
-		"pod": {
-			"name":     podStr(func(p *facts.Pod) string { return p.Name }),
-			"uid":      podStr(func(p *facts.Pod) string { return p.UID }),
-			"revision": podStr(func(p *facts.Pod) string { return p.Revision }),
-			"node":     podStr(func(p *facts.Pod) string { return p.Node }),
-			"zone":     podStr(func(p *facts.Pod) string { return p.Zone }),
-			"phase":    podStr(func(p *facts.Pod) string { return p.Phase }),
-			"owner":    podStr(func(p *facts.Pod) string { return p.Owner }),
-		},
+		"pod": podFields(podStrs, podStr),
 		"workload": {
 			"kind":                wlStr(func(w *Workload) string { return w.Kind }),
 			"namespace":           wlStr(func(w *Workload) string { return w.Namespace }),

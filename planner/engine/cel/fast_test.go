@@ -3,6 +3,7 @@ package cel
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand"
 	"path/filepath"
 	"reflect"
@@ -48,6 +49,13 @@ var fastPolicies = []struct{ name, spec string }{
   - when: "'role' in pod.labels && pod.labels['role'] == 'leader'"
     keys: ["1", "defaults.order.slice(1, size(defaults.order))", "defaults.order[0]"]
   - keys: ["0", "defaults.order"]
+`},
+	{"defaults.order read by scope and halt, ordered by the default", `  scope:
+    expression: "size(defaults.order) > 1 && size(defaults.order.slice(1, 2)) == 1"
+    messageExpression: "'short key'"
+  halt:
+  - expression: "pod.restarts > 5 && size(defaults.order) > 0"
+    messageExpression: "'halt ' + pod.name"
 `},
 	{"a comprehension and a double", `  eligibility:
     expression: "pod.changes.all(c, c.inPlace) && pod.readySeconds >= 0"
@@ -113,6 +121,7 @@ func parityRollouts(t *testing.T) map[string][]*facts.Rollout {
 		}
 		out[fmt.Sprintf("synth-%d", n)] = rs
 	}
+	out["edges"] = edgeRollouts()
 	n := 300
 	if testing.Short() {
 		n = 30
@@ -124,6 +133,25 @@ func parityRollouts(t *testing.T) map[string][]*facts.Rollout {
 			t.Fatal(err)
 		}
 		out[fmt.Sprintf("random seed %d", i)] = rs
+	}
+	return out
+}
+
+// edgeRollouts hold values facts.Build does not make but the translator
+// must treat as cel-go does: the int64 extremes (overflow), no labels,
+// strings past fastMaxStr, a pod without a revision.
+func edgeRollouts() []*facts.Rollout {
+	long := strings.Repeat("x", fastMaxStr+1)
+	var out []*facts.Rollout
+	for _, kind := range []string{"StatefulSet", "Deployment", "DaemonSet"} {
+		r := rollout()
+		r.Workload.Kind = kind
+		r.Pods[0].DeletionCost, r.Pods[0].Ordinal, r.Pods[0].Restarts = math.MinInt64, math.MinInt64, math.MaxInt64
+		r.Pods[1].Labels, r.Pods[1].Name, r.Pods[1].Zone, r.Pods[1].Revision = nil, long, long, ""
+		r.Pods[1].Colocated, r.Pods[1].Index, r.Pods[1].ReadyBucket = math.MaxInt64, math.MinInt64, math.MinInt64
+		r.Pods = append(r.Pods, facts.Pod{Name: "db-3", UID: "u3", Ordinal: 3, Index: 3, Revision: "r1", Phase: "Running", Restarts: -1,
+			Labels: map[string]string{"role": "leader", "app": "none"}, Changes: []facts.Change{{Path: "spec.containers[db].env", Class: "env"}}})
+		out = append(out, r)
 	}
 	return out
 }
@@ -185,7 +213,7 @@ func TestFastCoverage(t *testing.T) {
 		notes      []string
 	}{
 		{"translated", fastPolicies[3].spec, nil},
-		{"a comprehension and a double", fastPolicies[4].spec, []string{
+		{"a comprehension and a double", fastPolicies[5].spec, []string{
 			"policy p.yaml (RolloutPolicy p): spec.eligibility.expression is evaluated by cel-go for the pods where it reaches a comprehension",
 			"policy p.yaml (RolloutPolicy p): spec.order is evaluated by cel-go for the pods where it reaches an order key of type double",
 			"policy p.yaml (RolloutPolicy p): spec.halt[0].expression is evaluated by cel-go for the pods where it reaches a comprehension",
