@@ -50,6 +50,7 @@ type activation struct {
 	keyBlock   []any
 	pods       int
 	slots      []fastSlot
+	change     *facts.Change // the element of a translated all or exists
 }
 
 // memoKey: a revision name and a change list (its backing array and

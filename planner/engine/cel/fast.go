@@ -59,6 +59,9 @@ type translator struct {
 	concats int
 	bails   []string
 	inSlot  bool
+	// iterVar: the element of pod.changes in the comprehension being
+	// translated ("" outside one).
+	iterVar string
 }
 
 // translate builds the closures of a checked expression for the result
@@ -140,6 +143,9 @@ func (t *translator) field(e celast.Expr) (owner, name string, ok bool) {
 	}
 	s := e.AsSelect()
 	op := s.Operand()
+	if t.iterVar != "" && op.Kind() == celast.IdentKind && op.AsIdent() == t.iterVar {
+		return "change", s.FieldName(), true // it shadows any other name
+	}
 	switch t.refName(op) {
 	case "pod", "workload":
 		return t.refName(op), s.FieldName(), true
@@ -236,7 +242,7 @@ type fastSlot struct {
 // slot reserves a cache slot for e when e is a call that reads nothing
 // per pod (nor a budget's item), outside another cached expression.
 func (t *translator) slot(e celast.Expr) (int, bool) {
-	if t.inSlot || e.Kind() != celast.CallKind || !t.perWorkload(e) {
+	if t.inSlot || t.iterVar != "" || e.Kind() != celast.CallKind || !t.perWorkload(e) {
 		return 0, false
 	}
 	t.inSlot = true
@@ -303,6 +309,9 @@ func (t *translator) boolean(e celast.Expr) (bfn, string) {
 		}
 		return nil, t.bail(e, owner+"."+name)
 	}
+	if e.Kind() == celast.ComprehensionKind {
+		return t.allOrExists(e)
+	}
 	fn, args, ok := t.call(e)
 	if !ok {
 		return nil, t.bail(e, t.what(e))
@@ -360,6 +369,55 @@ func (t *translator) boolean(e celast.Expr) (bfn, string) {
 		}, ""
 	}
 	return nil, t.bail(e, "function "+fn)
+}
+
+// allOrExists translates pod.changes.all(c, p) and pod.changes.exists(c, p)
+// (the macros' comprehensions), one level deep. Like && and ||, CEL's all
+// and exists absorb an element's error when another element decides: any
+// error goes to cel-go.
+func (t *translator) allOrExists(e celast.Expr) (bfn, string) {
+	c := e.AsComprehension()
+	init, step, res := c.AccuInit(), c.LoopStep(), c.Result()
+	if t.iterVar != "" || c.HasIterVar2() || init.Kind() != celast.LiteralKind || res.Kind() != celast.IdentKind || res.AsIdent() != c.AccuVar() {
+		return nil, t.bail(e, t.what(e))
+	}
+	b0, ok := init.AsLiteral().(types.Bool)
+	fn, args, isCall := t.call(step)
+	cond, _, condCall := t.call(c.LoopCondition())
+	want := "_&&_" // all: starts true, stops at false
+	if !b0 {
+		want = "_||_" // exists: starts false, stops at true
+	}
+	if !ok || !isCall || fn != want || len(args) != 2 || args[0].Kind() != celast.IdentKind || args[0].AsIdent() != c.AccuVar() || !condCall || cond != "@not_strictly_false" {
+		return nil, t.bail(e, t.what(e))
+	}
+	if owner, name, ok := t.field(c.IterRange()); !ok || owner != "pod" || name != "changes" {
+		return nil, t.bail(e, "a comprehension over anything but pod.changes")
+	}
+	t.iterVar = c.IterVar()
+	n0 := t.nodes
+	p := t.subB(args[1])
+	t.iterVar = ""
+	// The body runs once per change, at most fastMaxList times.
+	t.nodes += (t.nodes-n0+3)*fastMaxList + 2
+	stop := !bool(b0)
+	return func(a *activation) (bool, bool) {
+		if a.pod == nil || len(a.pod.Changes) > fastMaxList {
+			return false, false
+		}
+		defer func(saved *facts.Change) { a.change = saved }(a.change)
+		for i := range a.pod.Changes {
+			a.change = &a.pod.Changes[i]
+			v, ok := p(a)
+			if !ok {
+				return false, false
+			}
+			if v == stop {
+				return stop, true
+			}
+		}
+		return !stop, true
+	}, ""
 }
 
 func isCompare(fn string) bool {
@@ -1029,6 +1087,14 @@ var (
 		"strategy": {
 			"rollingUpdateSet": wlBool(func(w *Workload) bool { return w.Strategy.RollingUpdateSet }),
 		},
+		"change": {
+			"inPlace": func(a *activation) (bool, bool) {
+				if a.change == nil {
+					return false, false
+				}
+				return a.change.InPlace, true
+			},
+		},
 	}
 	intFields = map[string]map[string]ifn{
 		"pod": podFields(podInts, podInt),
@@ -1062,6 +1128,11 @@ var (
 			"maxUnavailableSource": wlStr(func(w *Workload) string { return w.Strategy.MaxUnavailableSource }),
 			"maxSurgeSource":       wlStr(func(w *Workload) string { return w.Strategy.MaxSurgeSource }),
 			"partitionSource":      wlStr(func(w *Workload) string { return w.Strategy.PartitionSource }),
+		},
+		"change": {
+			"path":   changeStr(func(c *facts.Change) string { return c.Path }),
+			"class":  changeStr(func(c *facts.Change) string { return c.Class }),
+			"detail": changeStr(func(c *facts.Change) string { return c.Detail }),
 		},
 	}
 	mapFields = map[string]map[string]mfn{
@@ -1107,6 +1178,16 @@ func podStr(f func(*facts.Pod) string) sfn {
 		}
 		s := f(a.pod)
 		return s, len(s) <= fastMaxStr
+	}
+}
+
+func changeStr(f func(*facts.Change) string) sfn {
+	return func(a *activation) (string, bool) {
+		if a.change == nil {
+			return "", false
+		}
+		v := f(a.change)
+		return v, len(v) <= fastMaxStr
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/rollplan/rollplan/internal/scenario"
 	"github.com/rollplan/rollplan/internal/synth"
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/policies"
 )
 
 // fastPolicies exercise the translator: every construct it knows, and the
@@ -64,6 +66,20 @@ var fastPolicies = []struct{ name, spec string }{
   halt:
   - expression: "pod.restarts > 0 && pod.changes.exists(c, c.class == 'env')"
     messageExpression: "'env ' + pod.name"
+`},
+	{"comprehensions: shadowing, nesting, other ranges", `  variables:
+  - name: inPlace
+    expression: "pod.ready"
+  scope:
+    expression: "pod.changes.all(pod, pod.inPlace || pod.class == 'env') || pod.changes.exists(c, pod.changes.all(d, d.path != c.path))"
+    messageExpression: "'held'"
+  eligibility:
+    expression: "pod.changes.exists(variables, variables.inPlace) && pod.changes.all(c, c.detail == '' && variables.inPlace)"
+  halt:
+  - expression: "pod.ready && pod.pdbs.exists(p, p == 'pdb-a')"
+    messageExpression: "'pdb'"
+  - expression: "pod.changes.exists_one(c, c.inPlace)"
+    messageExpression: "'one'"
 `},
 	{"int overflow in a key", `  order:
   - keys: ["-(pod.deletionCost - 9223372036854775807 - 1)", "pod.ordinal * 4611686018427387904"]
@@ -214,9 +230,12 @@ func TestFastCoverage(t *testing.T) {
 	}{
 		{"translated", fastPolicies[3].spec, nil},
 		{"a comprehension and a double", fastPolicies[5].spec, []string{
-			"policy p.yaml (RolloutPolicy p): spec.eligibility.expression is evaluated by cel-go for the pods where it reaches a comprehension",
 			"policy p.yaml (RolloutPolicy p): spec.order is evaluated by cel-go for the pods where it reaches an order key of type double",
-			"policy p.yaml (RolloutPolicy p): spec.halt[0].expression is evaluated by cel-go for the pods where it reaches a comprehension",
+		}},
+		{"comprehensions the fast path leaves", fastPolicies[6].spec, []string{
+			"policy p.yaml (RolloutPolicy p): spec.scope.expression is evaluated by cel-go for the pods where it reaches a comprehension",
+			"policy p.yaml (RolloutPolicy p): spec.halt[0].expression is evaluated by cel-go for the pods where it reaches a comprehension over anything but pod.changes",
+			"policy p.yaml (RolloutPolicy p): spec.halt[1].expression is evaluated by cel-go for every pod: the fast path does not translate a comprehension",
 		}},
 		{"a dyn scope", "  params: {on: true}\n  scope:\n    expression: params.on\n    messageExpression: \"'x'\"\n", nil},
 		{"a per-pod dyn scope", "  params: {on: true}\n  scope:\n    expression: params.on && pod.ready\n    messageExpression: \"'x'\"\n", []string{
@@ -259,8 +278,10 @@ func TestFastFields(t *testing.T) {
 	fill(reflect.ValueOf(&p).Elem())
 	fill(reflect.ValueOf(w).Elem())
 	fill(reflect.ValueOf(&w.Strategy).Elem())
-	a := &activation{pod: &p, b: &bindings{workload: w}}
-	for owner, v := range map[string]reflect.Value{"pod": reflect.ValueOf(p), "workload": reflect.ValueOf(*w), "strategy": reflect.ValueOf(w.Strategy)} {
+	var c facts.Change
+	fill(reflect.ValueOf(&c).Elem())
+	a := &activation{pod: &p, b: &bindings{workload: w}, change: &c}
+	for owner, v := range map[string]reflect.Value{"pod": reflect.ValueOf(p), "workload": reflect.ValueOf(*w), "strategy": reflect.ValueOf(w.Strategy), "change": reflect.ValueOf(c)} {
 		for i := range v.NumField() {
 			name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
 			f := v.Field(i)
@@ -293,4 +314,45 @@ func TestFastFields(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzFastParity: mutated policies answer the same with and without the
+// fast path, errors included.
+//
+//	go test ./planner/engine/cel -run '^$' -fuzz FuzzFastParity -fuzztime 2m
+func FuzzFastParity(f *testing.F) {
+	f.Add([]byte(policies.CELDefaults))
+	seeds, _ := filepath.Glob("../../../policies/examples/*/policy.yaml")
+	for _, p := range seeds {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	for _, p := range fastPolicies {
+		f.Add([]byte("apiVersion: rollplan.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: p\nspec:\n" + p.spec))
+	}
+	rollouts, err := scenario.Rollouts("../../../testdata/scenarios", "sts-inplace-image-only", "ds-maxsurge", "deploy-rolling-10-25pct", "example-one-zone-at-a-time")
+	if err != nil {
+		f.Fatal(err)
+	}
+	rollouts = append(rollouts, edgeRollouts()...)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ps, err := Parse("fuzz.yaml", data)
+		if err != nil {
+			return
+		}
+		fast, ferr := New(ps, Options{})
+		slow, serr := New(ps, Options{celOnly: true})
+		if fmt.Sprint(ferr) != fmt.Sprint(serr) {
+			t.Fatalf("compile error %v, without the fast path %v", ferr, serr)
+		}
+		if ferr != nil {
+			return
+		}
+		for _, r := range rollouts {
+			sameAnswer(t, "fuzz", fast, slow, r)
+		}
+	})
 }
