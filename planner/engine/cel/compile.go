@@ -121,6 +121,10 @@ type compiled struct {
 	notes []string
 	// slots: how many per-workload subexpressions the fast path caches.
 	slots int
+	// wl and budgetCache: budgets per distinct input (wlcache.go); wl nil
+	// without the fast path.
+	wl          *wlDeps
+	budgetCache budgetCache
 }
 
 type budgetProgram struct {
@@ -246,6 +250,7 @@ func compilePolicy(base *celgo.Env, p *RolloutPolicy, costLimit uint64, fast boo
 	}
 	if fast {
 		cc.translateAll()
+		c.wl = c.dependencies()
 	}
 	return c, nil
 }

@@ -224,7 +224,7 @@ func (e *Engine) decide(ctx context.Context, r *facts.Rollout, id string, stoppe
 		return nil, err
 	}
 	for _, a := range acts {
-		bs, err := a.budgets()
+		bs, err := a.cachedBudgets()
 		if err != nil {
 			return nil, fmt.Errorf("%w for %s", err, id)
 		}

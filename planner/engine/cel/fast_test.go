@@ -8,12 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/rollplan/rollplan/internal/parity"
 	"github.com/rollplan/rollplan/internal/scenario"
 	"github.com/rollplan/rollplan/internal/synth"
+	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/policies"
 )
@@ -355,4 +357,66 @@ func FuzzFastParity(f *testing.F) {
 			sameAnswer(t, "fuzz", fast, slow, r)
 		}
 	})
+}
+
+// TestBudgetCache: budgets are cached per distinct input the policy's
+// per-workload expressions read, and only per such input.
+func TestBudgetCache(t *testing.T) {
+	deps := []struct {
+		name, spec string
+		want       wlDeps
+	}{
+		{"fields and names", "  budgets:\n  - name: b\n    when: \"workload.strategy.type == 'x' && featureGates['g'] && size(workload.labels) > 0\"\n    maxUnavailable: \"pods\"\n",
+			wlDeps{names: []string{"featureGates", "pods"}, workload: []string{"labels", "strategy.type"}}},
+		{"through a variable", "  variables:\n  - name: k\n    expression: workload.kind\n  budgets:\n  - name: b\n    maxUnavailable: \"variables.k == 'x' ? 1 : 2\"\n",
+			wlDeps{workload: []string{"kind"}}},
+		{"the workload as a value", "  budgets:\n  - name: b\n    maxUnavailable: \"[workload].size()\"\n", wlDeps{wholeWorkload: true}},
+		{"the strategy as a value", "  budgets:\n  - name: b\n    maxUnavailable: \"[workload.strategy].size() + workload.replicas\"\n", wlDeps{workload: []string{"replicas"}, wholeWorkload: true}},
+		{"a comprehension variable named workload", "  budgets:\n  - forEach: pdbs\n    nameExpression: \"'x'\"\n    maxUnavailable: \"pdbs.filter(workload, workload.name != '').size()\"\n",
+			wlDeps{names: []string{"pdbs"}, workload: []string{"name"}, wholeWorkload: true}},
+		{"a comprehension variable named as an input", "  budgets:\n  - name: b\n    maxUnavailable: \"nodes.filter(pdbs, pdbs.name != '').size()\"\n",
+			wlDeps{names: []string{"nodes", "pdbs"}}},
+	}
+	for _, tt := range deps {
+		t.Run(tt.name, func(t *testing.T) {
+			e, err := New(policy(t, tt.spec), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := *e.policies[0].wl; !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("dependencies %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+
+	e := celEngine(t)
+	for _, f := range []string{"kind", "managed", "replicas", "strategy.type", "strategy.maxSurge", "strategy.maxUnavailable"} {
+		if !slices.Contains(e.defaults.wl.workload, f) {
+			t.Errorf("default strategy: dependencies %v lack workload.%s", e.defaults.wl.workload, f)
+		}
+	}
+	if e.defaults.wl.wholeWorkload || slices.Contains(e.defaults.wl.workload, "name") {
+		t.Errorf("default strategy: dependencies %+v: its budgets do not read the workload's name", e.defaults.wl)
+	}
+	decide := func(r *facts.Rollout) []engine.Budget {
+		t.Helper()
+		d, err := e.Decide(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Budgets
+	}
+	a := decide(rollout())
+	other := rollout()
+	other.Workload.Name = "db2"
+	b := decide(other) // same inputs: from the cache
+	*a[0].MaxUnavailable = 99
+	if !reflect.DeepEqual(b, decide(rollout())) || *b[0].MaxUnavailable == 99 {
+		t.Fatalf("cached budgets share their limits: %s", budgetsString(b))
+	}
+	other.Workload.Strategy.MaxUnavailable = "100%"
+	other.FeatureGates = map[string]bool{"MaxUnavailableStatefulSet": true}
+	if c := decide(other); *c[0].MaxUnavailable != 3 {
+		t.Fatalf("maxUnavailable 100%% of 3: got %s", budgetsString(c))
+	}
 }
