@@ -22,17 +22,19 @@ import (
 // expression: its answer and its error messages stay cel-go's, byte for
 // byte. Expressions are pure, so evaluating one twice changes nothing.
 //
-// Translated expressions have no comprehensions, so they cannot loop (the
-// policy timeout, checked between pods, still bounds Decide), and their cost
-// has a static bound (fastCostBound); an expression whose bound exceeds the
-// cost limit is not translated, so the cost-limit error stays cel-go's too.
+// Translated expressions loop at most over pod.changes (all and exists,
+// up to fastMaxList elements), so the policy timeout, checked between pods,
+// still bounds Decide; and their cost has a static bound (costBound): an
+// expression whose bound exceeds the cost limit is not translated, so the
+// cost-limit error stays cel-go's too. Per-workload subexpressions are
+// evaluated once per Decide call (fastSlot).
 
 // fastProgram holds the closures of one expression; nil when not translated.
 type fastProgram struct {
 	b   bfn // bool expressions (scope, eligibility, halt)
 	key kfn // the folded order expression
-	// bails: how many nodes the translator left to cel-go (met at run time
-	// only when evaluation reaches them).
+	// bails: the nodes the translator left to cel-go, described (they
+	// cost a cel-go evaluation only when evaluation reaches them).
 	bails []string
 }
 
@@ -46,7 +48,7 @@ type (
 )
 
 // fastMaxStr and fastMaxList bound what a translated expression reads:
-// longer strings and lists go to cel-go (see fastCostBound).
+// longer strings and lists go to cel-go (see costBound).
 const (
 	fastMaxStr  = 1024
 	fastMaxList = 64

@@ -218,13 +218,13 @@ func TestFastParity(t *testing.T) {
 func TestFastCoverage(t *testing.T) {
 	e := celEngine(t)
 	c := e.defaults
-	for _, p := range []*program{c.scope, c.orderAll, c.halt[0].when, c.halt[1].when, c.halt[2].when} {
-		if p.fast == nil {
+	for _, p := range []*program{c.scope, c.inPlace, c.orderAll, c.halt[0].when, c.halt[1].when, c.halt[2].when} {
+		switch {
+		case p.fast == nil:
 			t.Errorf("default strategy: %s is not translated", p.field)
+		case len(p.fast.bails) > 0:
+			t.Errorf("default strategy: %s leaves %v to cel-go", p.field, p.fast.bails)
 		}
-	}
-	if b := c.orderAll.fast.bails; len(b) > 0 {
-		t.Errorf("default strategy: spec.order leaves %v to cel-go", b)
 	}
 	tests := []struct {
 		name, spec string
