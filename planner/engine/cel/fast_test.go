@@ -420,3 +420,46 @@ func TestBudgetCache(t *testing.T) {
 		t.Fatalf("maxUnavailable 100%% of 3: got %s", budgetsString(c))
 	}
 }
+
+// TestFastConcurrent: one engine decides workloads from several goroutines
+// (as plan.Build may): the closures keep no state, the budget cache locks.
+// Meant for -race as much as for the answers.
+func TestFastConcurrent(t *testing.T) {
+	rs, err := facts.Build(synth.Snapshot(3000), facts.Options{Now: synth.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := Load([]string{"../../../policies/examples/one-zone-at-a-time/policy.yaml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast, slow := parityEngines(t, ps)
+	want := make([]*engine.Decisions, len(rs))
+	for i, r := range rs {
+		if want[i], err = slow.Decide(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	errs := make(chan error, 4)
+	for g := range 4 {
+		go func() {
+			for j := range rs {
+				i := (j + g*len(rs)/4) % len(rs)
+				got, err := fast.Decide(context.Background(), rs[i])
+				if err == nil && !reflect.DeepEqual(got, want[i]) {
+					err = fmt.Errorf("%s/%s: decisions differ from cel-go's", rs[i].Workload.Namespace, rs[i].Workload.Name)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
