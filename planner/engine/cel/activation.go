@@ -50,6 +50,7 @@ type activation struct {
 	keyBlock   []any
 	pods       int
 	slots      []fastSlot
+	boxes      []boxedString
 	change     *facts.Change // the element of a translated all or exists
 }
 
@@ -64,7 +65,7 @@ type memoKey struct {
 }
 
 func newActivation(c *compiled, b *bindings, pods int) *activation {
-	return &activation{c: c, b: b, vars: make([]ref.Val, len(c.vars)), varGen: make([]int, len(c.vars)), gen: 1, defGen: -1, pods: pods, slots: make([]fastSlot, c.slots)}
+	return &activation{c: c, b: b, vars: make([]ref.Val, len(c.vars)), varGen: make([]int, len(c.vars)), gen: 1, defGen: -1, pods: pods, slots: make([]fastSlot, c.slots), boxes: make([]boxedString, c.boxes)}
 }
 
 // keepKey copies a key built in keyScratch into the block.

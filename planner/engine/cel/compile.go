@@ -119,8 +119,9 @@ type compiled struct {
 	eligibilityByRevision bool
 	// notes: the per-pod expressions the fast path leaves to cel-go, and why.
 	notes []string
-	// slots: how many per-workload subexpressions the fast path caches.
-	slots int
+	// slots: how many per-workload subexpressions the fast path caches;
+	// boxes: how many string order keys it boxes (activation.box).
+	slots, boxes int
 	// wl and budgetCache: budgets per distinct input (wlcache.go); wl nil
 	// without the fast path.
 	wl          *wlDeps

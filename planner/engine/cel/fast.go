@@ -907,10 +907,10 @@ func (t *translator) element(e celast.Expr) kfn {
 			return append(k, boxedInt(v)), ok
 		}
 	case types.StringKind:
-		s := t.subS(e)
+		s, box := t.subS(e), t.boxSlot()
 		return func(a *activation, k []any) ([]any, bool) {
 			v, ok := s(a)
-			return append(k, v), ok
+			return append(k, a.box(box, v)), ok
 		}
 	case types.ListKind:
 		l := t.keys(e)
@@ -991,15 +991,44 @@ func (t *translator) podElement(e celast.Expr) kfn {
 		}
 	}
 	if g := podStrs[name]; g != nil {
+		box := t.boxSlot()
 		return func(a *activation, k []any) ([]any, bool) {
 			if a.pod == nil {
 				return k, false
 			}
 			v := g(a.pod)
-			return append(k, v), len(v) <= fastMaxStr
+			return append(k, a.box(box, v)), len(v) <= fastMaxStr
 		}
 	}
 	return nil
+}
+
+// boxSlot reserves a slot for the last string a key element boxed.
+func (t *translator) boxSlot() int {
+	t.cc.c.boxes++
+	return t.cc.c.boxes - 1
+}
+
+// box returns s as an interface, one boxed for an earlier pod when the
+// string is one of the last few: keys like pod.zone take a few values, and
+// boxing a string allocates.
+func (a *activation) box(slot int, s string) any {
+	b := &a.boxes[slot]
+	for i := range b.v {
+		if b.v[i] != nil && b.s[i] == s {
+			return b.v[i]
+		}
+	}
+	i := b.next
+	b.s[i], b.v[i], b.next = s, s, (i+1)%len(b.v)
+	return b.v[i]
+}
+
+// boxedString: the last strings a key element boxed, replaced in turn.
+type boxedString struct {
+	s    [4]string
+	v    [4]any
+	next int
 }
 
 // appendKeyValue appends an element of another order key as appendKey
