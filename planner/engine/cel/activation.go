@@ -42,6 +42,16 @@ type activation struct {
 	defGen   int
 
 	eligibilityMemo map[memoKey]eligibilityAnswer
+
+	// keyScratch and keyBlock: the fast path builds an order key in the
+	// scratch slice and keeps it in the block, shared by many pods' keys
+	// (each a full slice: an append by a caller cannot spill into the next).
+	keyScratch []any
+	keyBlock   []any
+	pods       int
+	slots      []fastSlot
+	boxes      []boxedString
+	change     *facts.Change // the element of a translated all or exists
 }
 
 // memoKey: a revision name and a change list (its backing array and
@@ -54,8 +64,33 @@ type memoKey struct {
 	n        int
 }
 
-func newActivation(c *compiled, b *bindings) *activation {
-	return &activation{c: c, b: b, vars: make([]ref.Val, len(c.vars)), varGen: make([]int, len(c.vars)), gen: 1, defGen: -1}
+func newActivation(c *compiled, b *bindings, pods int) *activation {
+	return &activation{c: c, b: b, vars: make([]ref.Val, len(c.vars)), varGen: make([]int, len(c.vars)), gen: 1, defGen: -1, pods: pods, slots: make([]fastSlot, c.slots), boxes: make([]boxedString, c.boxes)}
+}
+
+// keepKey copies a key built in keyScratch into the block.
+func (a *activation) keepKey(k []any) []any {
+	n := len(k)
+	if len(a.keyBlock) < n {
+		a.keyBlock = make([]any, n*min(max(a.pods, 1), 4096))
+	}
+	out := a.keyBlock[:n:n]
+	a.keyBlock = a.keyBlock[n:]
+	copy(out, k)
+	return out
+}
+
+// defaultOrder: the default strategy's order key for the pod, computed
+// once per pod.
+func (a *activation) defaultOrder() ([]any, error) {
+	if a.defGen != a.gen {
+		k, err := a.defaults.orderKeyKept(false)
+		if err != nil {
+			return nil, err
+		}
+		a.defOrder, a.defGen = k, a.gen
+	}
+	return a.defOrder, nil
 }
 
 func (a *activation) setPod(p *facts.Pod) {
@@ -97,14 +132,11 @@ func (a *activation) ResolveName(name string) (any, bool) {
 		if a.defaults == nil || a.pod == nil {
 			return nil, false
 		}
-		if a.defGen != a.gen {
-			k, err := a.defaults.orderKey()
-			if err != nil {
-				return types.WrapErr(err), true
-			}
-			a.defOrder, a.defGen = k, a.gen
+		k, err := a.defaultOrder()
+		if err != nil {
+			return types.WrapErr(err), true
 		}
-		return a.defOrder, true
+		return k, true
 	}
 	if v, ok := strings.CutPrefix(name, "variables."); ok {
 		i, ok := a.c.varIndex[v]

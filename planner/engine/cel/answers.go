@@ -24,6 +24,11 @@ import (
 
 // boolean evaluates p, which must answer true or false.
 func (a *activation) boolean(p *program) (bool, error) {
+	if p.fast != nil {
+		if v, ok := p.fast.b(a); ok {
+			return v, nil
+		}
+	}
 	v, err := a.eval(p)
 	if err != nil {
 		return false, err
@@ -99,8 +104,10 @@ func (a *activation) eligibility() (bool, []string, error) {
 		key.first, key.n = &cs[0], len(cs)
 	}
 	if memo {
+		// The pods of a revision share its reasons, as the native
+		// engine's do: len == cap, so an append by a caller copies.
 		if ans, ok := a.eligibilityMemo[key]; ok {
-			return ans.inPlace, slices.Clone(ans.reasons), nil
+			return ans.inPlace, ans.reasons, nil
 		}
 	}
 	ok, err := a.boolean(a.c.inPlace)
@@ -117,6 +124,7 @@ func (a *activation) eligibility() (bool, []string, error) {
 		if a.eligibilityMemo == nil {
 			a.eligibilityMemo = map[memoKey]eligibilityAnswer{}
 		}
+		reasons = slices.Clip(reasons)
 		a.eligibilityMemo[key] = eligibilityAnswer{ok, reasons}
 	}
 	return ok, reasons, nil
@@ -125,6 +133,22 @@ func (a *activation) eligibility() (bool, []string, error) {
 // orderKey evaluates the first matching order variant (all variants are
 // one expression, see compiler.order); list-valued keys are spliced in.
 func (a *activation) orderKey() ([]any, error) {
+	return a.orderKeyKept(true)
+}
+
+// orderKeyKept: with keep false, a key from the fast path is only valid
+// until the next call (defaults.order, which its reader copies).
+func (a *activation) orderKeyKept(keep bool) ([]any, error) {
+	if f := a.c.orderAll.fast; f != nil {
+		k, ok := f.key(a, a.keyScratch[:0])
+		a.keyScratch = k[:0]
+		if ok {
+			if !keep {
+				return k, nil
+			}
+			return a.keepKey(k), nil
+		}
+	}
 	v, err := a.eval(a.c.orderAll)
 	if err != nil {
 		return nil, err

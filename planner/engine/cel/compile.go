@@ -72,6 +72,11 @@ type program struct {
 	// loops: has a comprehension, the only thing a context interrupts
 	// (the variables it reads are evaluated, and interrupted, on their own).
 	loops bool
+	// ast: the checked expression, for the fast path's translator.
+	ast *celast.AST
+	// fast: the expression as Go closures (fast.go), nil when it is not
+	// translated.
+	fast *fastProgram
 }
 
 // revisionOnly reports programs whose answer depends on the pod only
@@ -112,6 +117,15 @@ type compiled struct {
 	halt, deny       []messageProgram
 	// eligibilityByRevision: see revisionOnly.
 	eligibilityByRevision bool
+	// notes: the per-pod expressions the fast path leaves to cel-go, and why.
+	notes []string
+	// slots: how many per-workload subexpressions the fast path caches;
+	// boxes: how many string order keys it boxes (activation.box).
+	slots, boxes int
+	// wl and budgetCache: budgets per distinct input (wlcache.go); wl nil
+	// without the fast path.
+	wl          *wlDeps
+	budgetCache budgetCache
 }
 
 type budgetProgram struct {
@@ -137,7 +151,7 @@ type compiler struct {
 	varProgs  map[string]*program
 }
 
-func compilePolicy(base *celgo.Env, p *RolloutPolicy, costLimit uint64) (*compiled, error) {
+func compilePolicy(base *celgo.Env, p *RolloutPolicy, costLimit uint64, fast bool) (*compiled, error) {
 	c := &compiled{policy: p, varIndex: map[string]int{}, selector: labels.Everything(), costLimit: costLimit}
 	if mc := p.Spec.MatchConstraints; mc != nil && mc.LabelSelector != nil {
 		sel, err := metav1LabelSelector(mc.LabelSelector)
@@ -235,7 +249,39 @@ func compilePolicy(base *celgo.Env, p *RolloutPolicy, costLimit uint64) (*compil
 			*rules.out = append(*rules.out, m)
 		}
 	}
+	if fast {
+		cc.translateAll()
+		c.wl = c.dependencies()
+	}
 	return c, nil
+}
+
+// translateAll gives the expressions evaluated for every pod their fast
+// path (fast.go). Messages and reasons are evaluated for few pods (held,
+// halted) or once per revision: cel-go answers them.
+func (cc *compiler) translateAll() {
+	c := cc.c
+	try := func(p *program, want string, note bool) {
+		if p == nil || !p.perPod {
+			return
+		}
+		fp, why := cc.translate(p.ast, want, cc.costLimit)
+		switch {
+		case !note:
+		case fp == nil:
+			c.notes = append(c.notes, fmt.Sprintf("%s: %s is evaluated by cel-go for every pod: the fast path does not translate %s", cc.p.where(), p.field, why))
+		case len(fp.bails) > 0:
+			c.notes = append(c.notes, fmt.Sprintf("%s: %s is evaluated by cel-go for the pods where it reaches %s", cc.p.where(), p.field, strings.Join(fp.bails, ", ")))
+		}
+		p.fast = fp
+	}
+	try(c.scope, "bool", true)
+	// Eligibility decided once per revision costs little on cel-go.
+	try(c.inPlace, "bool", !c.eligibilityByRevision)
+	try(c.orderAll, "key", true)
+	for _, m := range c.halt {
+		try(m.when, "bool", true)
+	}
 }
 
 // order checks every variant's `when` and keys on their own (so errors
@@ -391,7 +437,7 @@ func (cc *compiler) compile(field, src string, want *celgo.Type) (*program, *cel
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %s: %w", cc.p.where(), field, err)
 	}
-	return &program{prg: prg, perPod: perPod, field: field, src: src, podFields: fields, podWhole: whole, loops: loops}, out, nil
+	return &program{prg: prg, perPod: perPod, field: field, src: src, podFields: fields, podWhole: whole, loops: loops, ast: ast.NativeRep()}, out, nil
 }
 
 func (p *RolloutPolicy) where() string {

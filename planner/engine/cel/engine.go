@@ -43,6 +43,10 @@ type Options struct {
 	// Timeout bounds each Decide call (one workload); zero or negative:
 	// engine.DefaultTimeout. Evaluation stops with an engine.TimeoutError.
 	Timeout time.Duration
+
+	// celOnly: no fast path (fast.go); every expression runs on cel-go.
+	// The parity tests compare the two.
+	celOnly bool
 }
 
 // New compiles the default strategy and the given policies (from Load).
@@ -60,12 +64,12 @@ func New(ps []*RolloutPolicy, o Options) (*Engine, error) {
 	}
 	h := sha256.New()
 	e := &Engine{timeout: engine.EvalTimeout(o.Timeout)}
-	if e.defaults, err = compilePolicy(base, defs[0], o.CostLimit); err != nil {
+	if e.defaults, err = compilePolicy(base, defs[0], o.CostLimit, !o.celOnly); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(h, "%s\x00%s\x00", "policies/cel/defaults.yaml", policies.CELDefaults)
 	for _, p := range ps {
-		c, err := compilePolicy(base, p, o.CostLimit)
+		c, err := compilePolicy(base, p, o.CostLimit, !o.celOnly)
 		if err != nil {
 			return nil, err
 		}
@@ -76,6 +80,17 @@ func New(ps []*RolloutPolicy, o Options) (*Engine, error) {
 	e.noClock = e.budgetsIgnoreClock()
 	e.warnings = overrideWarnings(e.policies)
 	return e, nil
+}
+
+// Notes says which per-pod expressions of the user's policies the fast path
+// leaves to cel-go (the answers are the same, only slower). The default
+// strategy's are not listed: its eligibility is decided once per revision.
+func (e *Engine) Notes() []string {
+	var out []string
+	for _, c := range e.policies {
+		out = append(out, c.notes...)
+	}
+	return out
 }
 
 // Name implements engine.Engine.
@@ -159,7 +174,7 @@ func (e *Engine) decide(ctx context.Context, r *facts.Rollout, id string, stoppe
 	}
 	acts := make([]*activation, len(all))
 	for i, c := range all {
-		acts[i] = newActivation(c, b)
+		acts[i] = newActivation(c, b, len(r.Pods))
 	}
 	for _, a := range acts[1:] {
 		a.defaults = acts[0]
@@ -209,7 +224,7 @@ func (e *Engine) decide(ctx context.Context, r *facts.Rollout, id string, stoppe
 		return nil, err
 	}
 	for _, a := range acts {
-		bs, err := a.budgets()
+		bs, err := a.cachedBudgets()
 		if err != nil {
 			return nil, fmt.Errorf("%w for %s", err, id)
 		}
@@ -301,11 +316,12 @@ func decidePod(acts []*activation, orderBy *activation, pd *engine.PodDecision) 
 		if err != nil {
 			return err
 		}
+		// One answer (the usual case) is kept as it is: no copy per pod.
 		if ok {
-			inPlace = append(inPlace, reasons...)
+			inPlace = join(inPlace, reasons)
 		} else {
 			anyRecreate = true
-			recreate = append(recreate, reasons...)
+			recreate = join(recreate, reasons)
 		}
 	}
 	switch {
@@ -322,6 +338,15 @@ func decidePod(acts []*activation, orderBy *activation, pd *engine.PodDecision) 
 	}
 	pd.Order = key
 	return nil
+}
+
+// join appends b to a; with a nil it is b itself (whose len == cap, so a
+// later append copies).
+func join(a, b []string) []string {
+	if a == nil {
+		return slices.Clip(b)
+	}
+	return append(a, b...)
 }
 
 func nonNil(s []string) []string {
