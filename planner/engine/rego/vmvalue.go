@@ -1,0 +1,442 @@
+package rego
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/rollplan/rollplan/planner/facts"
+)
+
+// The VM's values (vm.go) are Go values held in an any, nil meaning
+// undefined:
+//
+//   - vnull{}, bool, string;
+//   - int64 for an integer whose canonical text is its OPA number, and
+//     ast.Number for every other number (fractions, big integers, or an
+//     integer written otherwise, as 1.0), so that what the VM hands back
+//     reads exactly as the interpreter's answer would;
+//   - *varray, *vobject, *vset;
+//   - *facts.Pod (one pod of the input, read field by field without a copy)
+//     and *vpods (input.pods).
+//
+// Scalars compare natively; anything else compares through OPA's own
+// ast.Compare, so that order and equality are OPA's.
+type vnull struct{}
+
+type varray struct{ e []any }
+
+// vobject keeps its entries in insertion order; scans go in OPA's sorted key
+// order (sortedKeys). idx indexes string keys of larger objects.
+type vobject struct {
+	k, v   []any
+	idx    map[string]int
+	sorted []int
+}
+
+type vset struct {
+	e      []any
+	idx    map[string]int
+	sorted []int
+}
+
+// vpods is input.pods: the rollout's pods, read in place.
+type vpods struct{ pods []facts.Pod }
+
+const indexAt = 8 // objects and sets index their string keys from this size
+
+func (o *vobject) find(k any) int {
+	if s, ok := k.(string); ok {
+		if o.idx != nil {
+			if i, ok := o.idx[s]; ok {
+				return i
+			}
+			return -1
+		}
+		for i, x := range o.k {
+			if xs, ok := x.(string); ok && xs == s {
+				return i
+			}
+		}
+		return -1
+	}
+	for i, x := range o.k {
+		if compare(x, k) == 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+func (o *vobject) get(k any) any {
+	if i := o.find(k); i >= 0 {
+		return o.v[i]
+	}
+	return nil
+}
+
+func (o *vobject) insert(k, v any) {
+	if i := o.find(k); i >= 0 {
+		o.v[i] = v
+		return
+	}
+	o.k = append(o.k, k)
+	o.v = append(o.v, v)
+	o.sorted = nil
+	if o.idx != nil {
+		if s, ok := k.(string); ok {
+			o.idx[s] = len(o.k) - 1
+		}
+	} else if len(o.k) >= indexAt {
+		o.reindex()
+	}
+}
+
+func (o *vobject) reindex() {
+	o.idx = make(map[string]int, len(o.k))
+	for i, k := range o.k {
+		if s, ok := k.(string); ok {
+			o.idx[s] = i
+		}
+	}
+}
+
+func (o *vobject) sortedKeys() []int {
+	if o.sorted == nil || len(o.sorted) != len(o.k) {
+		o.sorted = sortedIndex(o.k)
+	}
+	return o.sorted
+}
+
+func (s *vset) find(v any) int {
+	if str, ok := v.(string); ok {
+		if s.idx != nil {
+			if i, ok := s.idx[str]; ok {
+				return i
+			}
+			return -1
+		}
+		for i, x := range s.e {
+			if xs, ok := x.(string); ok && xs == str {
+				return i
+			}
+		}
+		return -1
+	}
+	for i, x := range s.e {
+		if compare(x, v) == 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+func (s *vset) add(v any) {
+	if s.find(v) >= 0 {
+		return
+	}
+	s.e = append(s.e, v)
+	s.sorted = nil
+	if s.idx != nil {
+		if str, ok := v.(string); ok {
+			s.idx[str] = len(s.e) - 1
+		}
+	} else if len(s.e) >= indexAt {
+		s.idx = make(map[string]int, len(s.e))
+		for i, x := range s.e {
+			if str, ok := x.(string); ok {
+				s.idx[str] = i
+			}
+		}
+	}
+}
+
+func (s *vset) sortedElems() []int {
+	if s.sorted == nil || len(s.sorted) != len(s.e) {
+		s.sorted = sortedIndex(s.e)
+	}
+	return s.sorted
+}
+
+func sortedIndex(vs []any) []int {
+	out := make([]int, len(vs))
+	for i := range out {
+		out[i] = i
+	}
+	sort.SliceStable(out, func(a, b int) bool { return compare(vs[out[a]], vs[out[b]]) < 0 })
+	return out
+}
+
+// rank orders the kinds of values as ast.Compare does; -1: not a scalar.
+func rank(v any) int {
+	switch v.(type) {
+	case vnull:
+		return 0
+	case bool:
+		return 1
+	case int64, ast.Number:
+		return 2
+	case string:
+		return 3
+	}
+	return -1
+}
+
+// compare is ast.Compare over VM values.
+func compare(a, b any) int {
+	ra, rb := rank(a), rank(b)
+	if ra >= 0 && rb >= 0 {
+		if ra != rb {
+			if ra < rb {
+				return -1
+			}
+			return 1
+		}
+		switch x := a.(type) {
+		case vnull:
+			return 0
+		case bool:
+			y := b.(bool)
+			switch {
+			case x == y:
+				return 0
+			case !x:
+				return -1
+			}
+			return 1
+		case int64:
+			if y, ok := b.(int64); ok {
+				switch {
+				case x < y:
+					return -1
+				case x > y:
+					return 1
+				}
+				return 0
+			}
+		case string:
+			return strings.Compare(x, b.(string))
+		}
+	}
+	return ast.Compare(toAST(a, nil), toAST(b, nil))
+}
+
+func equal(a, b any) bool {
+	switch x := a.(type) {
+	case string:
+		if y, ok := b.(string); ok {
+			return x == y
+		}
+	case bool:
+		if y, ok := b.(bool); ok {
+			return x == y
+		}
+	case int64:
+		if y, ok := b.(int64); ok {
+			return x == y
+		}
+	}
+	return compare(a, b) == 0
+}
+
+// intValue is n as a VM value; small ones are boxed without allocating.
+func intValue(n int64) any {
+	if n >= 0 && n < int64(len(smallInts)) {
+		return smallInts[n]
+	}
+	return n
+}
+
+var smallInts = func() []any {
+	out := make([]any, 1024)
+	for i := range out {
+		out[i] = int64(i)
+	}
+	return out
+}()
+
+// numberValue is an OPA number as a VM value.
+func numberValue(n ast.Number) any {
+	if i, err := strconv.ParseInt(string(n), 10, 64); err == nil && strconv.FormatInt(i, 10) == string(n) {
+		return intValue(i)
+	}
+	return n
+}
+
+// fromAST converts an OPA value (a builtin's answer, the workload facts).
+func fromAST(v ast.Value) any {
+	switch x := v.(type) {
+	case ast.Null:
+		return vnull{}
+	case ast.Boolean:
+		return bool(x)
+	case ast.Number:
+		return numberValue(x)
+	case ast.String:
+		return string(x)
+	case *ast.Array:
+		a := &varray{e: make([]any, x.Len())}
+		for i := range a.e {
+			a.e[i] = fromAST(x.Elem(i).Value)
+		}
+		return a
+	case ast.Object:
+		o := &vobject{k: make([]any, 0, x.Len()), v: make([]any, 0, x.Len())}
+		x.Foreach(func(k, v *ast.Term) {
+			o.k = append(o.k, fromAST(k.Value))
+			o.v = append(o.v, fromAST(v.Value))
+		})
+		if len(o.k) >= indexAt {
+			o.reindex()
+		}
+		return o
+	case ast.Set:
+		s := &vset{}
+		x.Foreach(func(t *ast.Term) { s.add(fromAST(t.Value)) })
+		return s
+	}
+	return nil
+}
+
+// toAST converts a VM value to OPA's, pods exactly as inputValue does; c
+// (nil: a fresh one) shares the pods' repeated terms.
+func toAST(v any, c *converter) ast.Value {
+	switch x := v.(type) {
+	case vnull:
+		return ast.Null{}
+	case bool:
+		return ast.Boolean(x)
+	case int64:
+		return ast.Number(strconv.FormatInt(x, 10))
+	case ast.Number:
+		return x
+	case string:
+		return ast.String(x)
+	case *varray:
+		ts := make([]*ast.Term, len(x.e))
+		for i, e := range x.e {
+			ts[i] = ast.NewTerm(toAST(e, c))
+		}
+		return ast.NewArray(ts...)
+	case *vobject:
+		items := make([][2]*ast.Term, len(x.k))
+		for i := range x.k {
+			items[i] = [2]*ast.Term{ast.NewTerm(toAST(x.k[i], c)), ast.NewTerm(toAST(x.v[i], c))}
+		}
+		return ast.NewObject(items...)
+	case *vset:
+		ts := make([]*ast.Term, len(x.e))
+		for i, e := range x.e {
+			ts[i] = ast.NewTerm(toAST(e, c))
+		}
+		return ast.NewSet(ts...)
+	case *facts.Pod:
+		if c == nil {
+			c = newConverter()
+		}
+		return c.pod(x).Value
+	case *vpods:
+		if c == nil {
+			c = newConverter()
+		}
+		ts := make([]*ast.Term, len(x.pods))
+		for i := range x.pods {
+			ts[i] = c.pod(&x.pods[i])
+		}
+		return ast.NewArray(ts...)
+	}
+	panic("rego VM: no OPA value for undefined")
+}
+
+func newConverter() *converter {
+	return &converter{changes: map[changesKey]*ast.Term{}, strings: map[string]*ast.Term{}}
+}
+
+// podField reads one field of a pod as inputValue writes it; nil: no such
+// field. Labels, changes and PDBs are built through the evaluation's cache.
+func (m *machine) podField(p *facts.Pod, key string) any {
+	switch key {
+	case "name":
+		return p.Name
+	case "uid":
+		return p.UID
+	case "revision":
+		return p.Revision
+	case "updated":
+		return p.Updated
+	case "ordinal":
+		return intValue(int64(p.Ordinal))
+	case "index":
+		return intValue(int64(p.Index))
+	case "node":
+		return p.Node
+	case "zone":
+		return p.Zone
+	case "phase":
+		return p.Phase
+	case "scheduled":
+		return p.Scheduled
+	case "ready":
+		return p.Ready
+	case "readySeconds":
+		return intValue(int64(int(p.ReadySeconds)))
+	case "available":
+		return p.Available
+	case "unavailableSeconds":
+		return intValue(int64(int(p.UnavailableSeconds)))
+	case "terminating":
+		return p.Terminating
+	case "terminal":
+		return p.Terminal
+	case "restarts":
+		return intValue(int64(p.Restarts))
+	case "sidecarRestarts":
+		return intValue(int64(p.SidecarRestarts))
+	case "owner":
+		return p.Owner
+	case "labels":
+		o := &vobject{k: make([]any, 0, len(p.Labels)), v: make([]any, 0, len(p.Labels))}
+		for k, v := range p.Labels {
+			o.k = append(o.k, k)
+			o.v = append(o.v, v)
+		}
+		if len(o.k) >= indexAt {
+			o.reindex()
+		}
+		return o
+	case "deletionCost":
+		return intValue(int64(p.DeletionCost))
+	case "colocated":
+		return intValue(int64(p.Colocated))
+	case "readyBucket":
+		return intValue(int64(p.ReadyBucket))
+	case "createdBucket":
+		return intValue(int64(p.CreatedBucket))
+	case "changes":
+		k := keyOf(p.Changes)
+		if a, ok := m.changes[k]; ok {
+			return a
+		}
+		a := &varray{e: make([]any, len(p.Changes))}
+		for i, ch := range p.Changes {
+			a.e[i] = &vobject{
+				k: []any{"path", "class", "inPlace", "detail"},
+				v: []any{ch.Path, ch.Class, ch.InPlace, ch.Detail},
+			}
+		}
+		m.changes[k] = a
+		return a
+	case "pdbs":
+		a := &varray{e: make([]any, len(p.PDBs))}
+		for i, n := range p.PDBs {
+			a.e[i] = n
+		}
+		return a
+	}
+	return nil
+}
+
+// podKeys are a pod's fields, as inputValue writes them.
+var podKeys = []string{"name", "uid", "revision", "updated", "ordinal", "index", "node", "zone", "phase", "scheduled", "ready", "readySeconds", "available", "unavailableSeconds", "terminating", "terminal", "restarts", "sidecarRestarts", "owner", "labels", "deletionCost", "colocated", "readyBucket", "createdBucket", "changes", "pdbs"}
