@@ -2,7 +2,6 @@ package rego
 
 import (
 	"context"
-	"errors"
 	"math"
 	"sort"
 
@@ -26,21 +25,9 @@ func compile(ctx context.Context, b *Bundle, query string) (*program, string) {
 	return prog, ""
 }
 
-// vmInput is the input of one workload: the workload facts converted as
-// inputValue converts them, the pods read in place.
+// vmInput is the input of one workload, read lazily (vinput).
 func vmInput(r *facts.Rollout) (any, error) {
-	head := *r
-	head.Pods = nil
-	v, err := ast.InterfaceToValue(head)
-	if err != nil {
-		return nil, err
-	}
-	in, ok := fromAST(v).(*vobject)
-	if !ok {
-		return nil, errors.New("facts are not an object")
-	}
-	in.insert("pods", &vpods{pods: r.Pods})
-	return in, nil
+	return &vinput{r: r}, nil
 }
 
 // runCompiled runs prog over r's facts: the query's value, or errFallback.
@@ -205,7 +192,7 @@ func vmOrder(v any, p *engine.PodDecision) bool {
 	for i, x := range arr.e {
 		switch k := x.(type) {
 		case int64:
-			p.Order[i] = k
+			p.Order[i] = x // boxed already
 		case ast.Number:
 			if n, ok := k.Int64(); ok {
 				p.Order[i] = n
@@ -218,7 +205,7 @@ func vmOrder(v any, p *engine.PodDecision) bool {
 			if formatted("order key", k) != nil {
 				return false
 			}
-			p.Order[i] = k
+			p.Order[i] = x
 		default:
 			return false
 		}

@@ -325,6 +325,7 @@ type machine struct {
 	results []any
 	changes map[changesKey]*varray
 	conv    *converter // for builtins OPA evaluates: pods as inputValue builds them
+	args    []any      // a builtin's arguments (builtins do not nest)
 	ticks   int
 }
 
@@ -427,6 +428,8 @@ func (m *machine) exec(f []any, b block) (int, error) {
 				n = len(x.pods)
 			case *facts.Pod:
 				n = len(podKeys)
+			case *vinput:
+				n = len(inputFields)
 			default:
 				return 0, errFallback
 			}
@@ -468,7 +471,7 @@ func (m *machine) exec(f []any, b block) (int, error) {
 			}
 		case opIsObject:
 			switch m.read(f, in.a).(type) {
-			case *vobject, *facts.Pod:
+			case *vobject, *facts.Pod, *vinput:
 			default:
 				return 0, nil
 			}
@@ -489,9 +492,9 @@ func (m *machine) exec(f []any, b block) (int, error) {
 		case opMakeNumber:
 			f[in.target] = in.k
 		case opMakeArray:
-			f[in.target] = &varray{e: make([]any, 0, in.n)}
+			f[in.target] = newArray(int(in.n))
 		case opMakeObject:
-			f[in.target] = &vobject{}
+			f[in.target] = newObject()
 		case opMakeSet:
 			f[in.target] = &vset{}
 		case opArrayAppend:
@@ -583,6 +586,15 @@ func (m *machine) dot(v, key any) (any, error) {
 	switch x := v.(type) {
 	case *vobject:
 		return x.get(key), nil
+	case *vinput:
+		if s, ok := key.(string); ok {
+			v, err := x.field(s)
+			if err != nil {
+				return nil, errFallback
+			}
+			return v, nil
+		}
+		return nil, nil
 	case *facts.Pod:
 		if s, ok := key.(string); ok {
 			return m.podField(x, s), nil
@@ -661,7 +673,15 @@ func (m *machine) scan(f []any, in *instr) (int, error) {
 	}
 	var r int
 	var err error
-	switch x := f[src].(type) {
+	src0 := f[src]
+	if in, ok := src0.(*vinput); ok {
+		o, err := in.object()
+		if err != nil {
+			return 0, errFallback
+		}
+		src0 = o
+	}
+	switch x := src0.(type) {
 	case *varray:
 		for i, v := range x.e {
 			if r, err = each(intValue(int64(i)), v); err != nil || r != done {

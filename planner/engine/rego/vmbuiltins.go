@@ -45,8 +45,8 @@ func lookupBuiltin(name string) (*vbuiltin, string) {
 }
 
 func (m *machine) builtin(f []any, in *instr) (any, error) {
-	var buf [4]any
-	args := buf[:0]
+	args := m.args[:0]
+	defer func() { clear(m.args[:cap(m.args)]) }()
 	for _, a := range in.args {
 		v := m.read(f, a)
 		if v == nil {
@@ -54,6 +54,7 @@ func (m *machine) builtin(f []any, in *instr) (any, error) {
 		}
 		args = append(args, v)
 	}
+	m.args = args
 	if in.bi.native != nil {
 		if v := in.bi.native(m, args); v != nil {
 			return v, nil
@@ -70,6 +71,11 @@ func (m *machine) delegate(bi *vbuiltin, args []any) (any, error) {
 	}
 	terms := make([]*ast.Term, len(args))
 	for i, a := range args {
+		if in, ok := a.(*vinput); ok {
+			if _, err := in.object(); err != nil {
+				return nil, errFallback
+			}
+		}
 		terms[i] = ast.NewTerm(toAST(a, m.conv))
 	}
 	var out any
@@ -164,7 +170,7 @@ var natives = map[string]func(m *machine, args []any) any{
 	},
 	"is_object": func(_ *machine, a []any) any {
 		switch a[0].(type) {
-		case *vobject, *facts.Pod:
+		case *vobject, *facts.Pod, *vinput:
 			return true
 		}
 		return false

@@ -1,6 +1,8 @@
 package rego
 
 import (
+	"fmt"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,6 +29,46 @@ import (
 type vnull struct{}
 
 type varray struct{ e []any }
+
+// newArray is an empty array with room for n elements, small ones in one
+// allocation with their backing array.
+func newArray(n int) *varray {
+	switch {
+	case n <= 2:
+		a := &struct {
+			varray
+			buf [2]any
+		}{}
+		a.e = a.buf[:0:2]
+		return &a.varray
+	case n <= 4:
+		a := &struct {
+			varray
+			buf [4]any
+		}{}
+		a.e = a.buf[:0:4]
+		return &a.varray
+	case n <= 12:
+		a := &struct {
+			varray
+			buf [12]any
+		}{}
+		a.e = a.buf[:0:12]
+		return &a.varray
+	}
+	return &varray{e: make([]any, 0, n)}
+}
+
+// newObject is an empty object with room for a few entries in one
+// allocation.
+func newObject() *vobject {
+	o := &struct {
+		vobject
+		buf [8]any
+	}{}
+	o.k, o.v = o.buf[:0:4], o.buf[4:4:8]
+	return &o.vobject
+}
 
 // vobject keeps its entries in insertion order; scans go in OPA's sorted key
 // order (sortedKeys). idx indexes string keys of larger objects.
@@ -243,16 +285,18 @@ func equal(a, b any) bool {
 
 // intValue is n as a VM value; small ones are boxed without allocating.
 func intValue(n int64) any {
-	if n >= 0 && n < int64(len(smallInts)) {
-		return smallInts[n]
+	if n >= -smallInt && n < smallInt {
+		return smallInts[n+smallInt]
 	}
 	return n
 }
 
+const smallInt = 1024
+
 var smallInts = func() []any {
-	out := make([]any, 1024)
+	out := make([]any, 2*smallInt)
 	for i := range out {
-		out[i] = int64(i)
+		out[i] = int64(i - smallInt)
 	}
 	return out
 }()
@@ -337,6 +381,12 @@ func toAST(v any, c *converter) ast.Value {
 			c = newConverter()
 		}
 		return c.pod(x).Value
+	case *vinput:
+		o, err := x.object()
+		if err != nil {
+			panic(fmt.Sprintf("rego VM: input: %v", err)) // field() converted it before
+		}
+		return toAST(o, c)
 	case *vpods:
 		if c == nil {
 			c = newConverter()
@@ -440,3 +490,72 @@ func (m *machine) podField(p *facts.Pod, key string) any {
 
 // podKeys are a pod's fields, as inputValue writes them.
 var podKeys = []string{"name", "uid", "revision", "updated", "ordinal", "index", "node", "zone", "phase", "scheduled", "ready", "readySeconds", "available", "unavailableSeconds", "terminating", "terminal", "restarts", "sidecarRestarts", "owner", "labels", "deletionCost", "colocated", "readyBucket", "createdBucket", "changes", "pdbs"}
+
+// vinput is the input document: each top-level field of the facts is
+// converted when first read, as inputValue converts it (a DaemonSet's nodes
+// are many, and most policies never read them); the pods are read in place.
+type vinput struct {
+	r      *facts.Rollout
+	fields [len(inputFields)]any
+	whole  *vobject
+}
+
+// inputFields are the facts' top-level JSON names, in field order.
+var inputFields = func() [11]string {
+	var out [11]string
+	t := reflect.TypeFor[facts.Rollout]()
+	if t.NumField() != len(out) {
+		panic(fmt.Sprintf("rego VM: facts.Rollout has %d fields, want %d", t.NumField(), len(out)))
+	}
+	for i := range out {
+		tag := t.Field(i).Tag.Get("json")
+		if tag == "" || strings.Contains(tag, ",") || tag == "-" {
+			panic("rego VM: facts.Rollout field " + t.Field(i).Name + " needs a plain json name")
+		}
+		out[i] = tag
+	}
+	return out
+}()
+
+// field is the top-level field named key; nil: none (or not convertible,
+// err).
+func (in *vinput) field(key string) (any, error) {
+	for i, k := range inputFields {
+		if k != key {
+			continue
+		}
+		if v := in.fields[i]; v != nil {
+			return v, nil
+		}
+		var v any
+		if key == "pods" {
+			v = &vpods{pods: in.r.Pods}
+		} else {
+			av, err := ast.InterfaceToValue(reflect.ValueOf(in.r).Elem().Field(i).Interface())
+			if err != nil {
+				return nil, err
+			}
+			v = fromAST(av)
+		}
+		in.fields[i] = v
+		return v, nil
+	}
+	return nil, nil
+}
+
+// object is the whole input as an object.
+func (in *vinput) object() (*vobject, error) {
+	if in.whole != nil {
+		return in.whole, nil
+	}
+	o := &vobject{}
+	for _, k := range inputFields {
+		v, err := in.field(k)
+		if err != nil {
+			return nil, err
+		}
+		o.insert(k, v)
+	}
+	in.whole = o
+	return o, nil
+}
