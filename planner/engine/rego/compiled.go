@@ -177,8 +177,9 @@ func vmEligibility(v any, p *engine.PodDecision, cache map[*vobject]eligibility)
 	}
 	p.Action = e.action
 	if e.has {
-		// Each pod its own slice, as the interpreter's decoding gives.
-		p.Reasons = append(make([]string, 0, len(e.reasons)), e.reasons...)
+		// Shared by the pods of one answer, as the native engine shares
+		// them: len == cap, so that appending to one pod's copies.
+		p.Reasons = e.reasons[:len(e.reasons):len(e.reasons)]
 	}
 	return true
 }

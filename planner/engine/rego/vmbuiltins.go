@@ -46,7 +46,6 @@ func lookupBuiltin(name string) (*vbuiltin, string) {
 
 func (m *machine) builtin(f []any, in *instr) (any, error) {
 	args := m.args[:0]
-	defer func() { clear(m.args[:cap(m.args)]) }()
 	for _, a := range in.args {
 		v := m.read(f, a)
 		if v == nil {
@@ -55,12 +54,16 @@ func (m *machine) builtin(f []any, in *instr) (any, error) {
 		args = append(args, v)
 	}
 	m.args = args
+	var v any
+	var err error
 	if in.bi.native != nil {
-		if v := in.bi.native(m, args); v != nil {
-			return v, nil
-		}
+		v = in.bi.native(m, args)
 	}
-	return m.delegate(in.bi, args)
+	if v == nil {
+		v, err = m.delegate(in.bi, args)
+	}
+	clear(args) // hold no value past the call
+	return v, err
 }
 
 // delegate calls OPA's implementation of a builtin; an error is left to the
@@ -240,23 +243,80 @@ func init() {
 	// object.get reads a pod field in place (a key that is a path, or
 	// another kind of object, goes to OPA).
 	natives["object.get"] = func(m *machine, a []any) any {
-		k, ok := a[1].(string)
+		switch a[0].(type) {
+		case *vobject, *facts.Pod, *vinput:
+		default:
+			return nil // OPA's error
+		}
+		path, ok := a[1].(*varray)
 		if !ok {
-			return nil // a path, or another key: OPA's
-		}
-		switch o := a[0].(type) {
-		case *vobject:
-			if v := o.get(k); v != nil {
-				return v
+			v, err := m.dot(a[0], a[1])
+			if err != nil {
+				return nil
 			}
-			return a[2]
-		case *facts.Pod:
-			if v := m.podField(o, k); v != nil {
-				return v
+			if v == nil {
+				return a[2]
 			}
-			return a[2]
+			return v
 		}
-		return nil
+		// A path: each step as Term.Get (objects by key, arrays by index,
+		// sets by member), as m.dot reads. A pod's label is read from its
+		// map, without building the labels object.
+		cur, steps := a[0], path.e
+		if p, ok := cur.(*facts.Pod); ok && len(steps) >= 2 && steps[0] == "labels" {
+			k, ok := steps[1].(string)
+			if !ok {
+				return a[2] // label keys are strings
+			}
+			v, ok := p.Labels[k]
+			if !ok {
+				return a[2]
+			}
+			cur, steps = v, steps[2:]
+		}
+		for _, k := range steps {
+			v, err := m.dot(cur, k)
+			if err != nil {
+				return nil
+			}
+			if v == nil {
+				return a[2]
+			}
+			cur = v
+		}
+		return cur
+	}
+	natives["array.concat"] = func(_ *machine, a []any) any {
+		x, ok1 := a[0].(*varray)
+		y, ok2 := a[1].(*varray)
+		switch {
+		case !ok1 || !ok2:
+			return nil
+		case len(x.e) == 0:
+			return y
+		case len(y.e) == 0:
+			return x
+		}
+		out := newArray(len(x.e) + len(y.e))
+		out.e = append(append(out.e, x.e...), y.e...)
+		return out
+	}
+	natives["array.slice"] = func(_ *machine, a []any) any {
+		x, ok := a[0].(*varray)
+		start, ok1 := a[1].(int64)
+		stop, ok2 := a[2].(int64)
+		if !ok || !ok1 || !ok2 {
+			return nil
+		}
+		l := int64(len(x.e))
+		stop = min(max(stop, 0), l)
+		start = min(max(start, 0), stop)
+		if start == 0 && stop >= l {
+			return x
+		}
+		out := newArray(int(stop - start))
+		out.e = append(out.e, x.e[start:stop]...)
+		return out
 	}
 }
 

@@ -59,14 +59,14 @@ func newArray(n int) *varray {
 	return &varray{e: make([]any, 0, n)}
 }
 
-// newObject is an empty object with room for a few entries in one
-// allocation.
+// newObject is an empty object with room for two entries (most answers'
+// objects) in one allocation.
 func newObject() *vobject {
 	o := &struct {
 		vobject
-		buf [8]any
+		buf [4]any
 	}{}
-	o.k, o.v = o.buf[:0:4], o.buf[4:4:8]
+	o.k, o.v = o.buf[:0:2], o.buf[2:2:4]
 	return &o.vobject
 }
 
