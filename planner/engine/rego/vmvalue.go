@@ -2,6 +2,8 @@ package rego
 
 import (
 	"fmt"
+	"hash/maphash"
+	"math"
 	"reflect"
 	"sort"
 	"strconv"
@@ -71,46 +73,75 @@ func newObject() *vobject {
 }
 
 // vobject keeps its entries in insertion order; scans go in OPA's sorted key
-// order (sortedKeys). idx indexes string keys of larger objects.
+// order (sortedKeys). Larger objects index their keys by hash (idx), of
+// whatever kind: a policy may key an object by pod index or build a set of
+// objects over every pod.
 type vobject struct {
 	k, v   []any
-	idx    map[string]int
+	idx    hashIndex
 	sorted []int
 }
 
 type vset struct {
 	e      []any
-	idx    map[string]int
+	idx    hashIndex
 	sorted []int
 }
+
+// hashIndex: positions by vhash of the key; nil below indexAt entries.
+type hashIndex map[uint64][]int
 
 // vpods is input.pods: the rollout's pods, read in place.
 type vpods struct{ pods []facts.Pod }
 
-const indexAt = 8 // objects and sets index their string keys from this size
+const indexAt = 8 // objects and sets index their keys from this size
 
-func (o *vobject) find(k any) int {
-	if s, ok := k.(string); ok {
-		if o.idx != nil {
-			if i, ok := o.idx[s]; ok {
+// find is the position of k among keys, or -1.
+func find(keys []any, idx hashIndex, k any) int {
+	if idx != nil {
+		for _, i := range idx[vhash(k)] {
+			if equal(keys[i], k) {
 				return i
 			}
-			return -1
 		}
-		for i, x := range o.k {
+		return -1
+	}
+	if s, ok := k.(string); ok {
+		for i, x := range keys {
 			if xs, ok := x.(string); ok && xs == s {
 				return i
 			}
 		}
 		return -1
 	}
-	for i, x := range o.k {
-		if compare(x, k) == 0 {
+	for i, x := range keys {
+		if equal(x, k) {
 			return i
 		}
 	}
 	return -1
 }
+
+// indexed adds the last of keys to idx, building idx once keys are many.
+func indexed(keys []any, idx hashIndex) hashIndex {
+	if idx == nil {
+		if len(keys) < indexAt {
+			return nil
+		}
+		idx = make(hashIndex, len(keys))
+		for i, k := range keys {
+			h := vhash(k)
+			idx[h] = append(idx[h], i)
+		}
+		return idx
+	}
+	i := len(keys) - 1
+	h := vhash(keys[i])
+	idx[h] = append(idx[h], i)
+	return idx
+}
+
+func (o *vobject) find(k any) int { return find(o.k, o.idx, k) }
 
 func (o *vobject) get(k any) any {
 	if i := o.find(k); i >= 0 {
@@ -127,20 +158,17 @@ func (o *vobject) insert(k, v any) {
 	o.k = append(o.k, k)
 	o.v = append(o.v, v)
 	o.sorted = nil
-	if o.idx != nil {
-		if s, ok := k.(string); ok {
-			o.idx[s] = len(o.k) - 1
-		}
-	} else if len(o.k) >= indexAt {
-		o.reindex()
-	}
+	o.idx = indexed(o.k, o.idx)
 }
 
+// reindex indexes an object built entry by entry.
 func (o *vobject) reindex() {
-	o.idx = make(map[string]int, len(o.k))
-	for i, k := range o.k {
-		if s, ok := k.(string); ok {
-			o.idx[s] = i
+	o.idx = nil
+	if len(o.k) >= indexAt {
+		o.idx = make(hashIndex, len(o.k))
+		for i, k := range o.k {
+			h := vhash(k)
+			o.idx[h] = append(o.idx[h], i)
 		}
 	}
 }
@@ -152,28 +180,7 @@ func (o *vobject) sortedKeys() []int {
 	return o.sorted
 }
 
-func (s *vset) find(v any) int {
-	if str, ok := v.(string); ok {
-		if s.idx != nil {
-			if i, ok := s.idx[str]; ok {
-				return i
-			}
-			return -1
-		}
-		for i, x := range s.e {
-			if xs, ok := x.(string); ok && xs == str {
-				return i
-			}
-		}
-		return -1
-	}
-	for i, x := range s.e {
-		if compare(x, v) == 0 {
-			return i
-		}
-	}
-	return -1
-}
+func (s *vset) find(v any) int { return find(s.e, s.idx, v) }
 
 func (s *vset) add(v any) {
 	if s.find(v) >= 0 {
@@ -181,18 +188,7 @@ func (s *vset) add(v any) {
 	}
 	s.e = append(s.e, v)
 	s.sorted = nil
-	if s.idx != nil {
-		if str, ok := v.(string); ok {
-			s.idx[str] = len(s.e) - 1
-		}
-	} else if len(s.e) >= indexAt {
-		s.idx = make(map[string]int, len(s.e))
-		for i, x := range s.e {
-			if str, ok := x.(string); ok {
-				s.idx[str] = i
-			}
-		}
-	}
+	s.idx = indexed(s.e, s.idx)
 }
 
 func (s *vset) sortedElems() []int {
@@ -201,6 +197,68 @@ func (s *vset) sortedElems() []int {
 	}
 	return s.sorted
 }
+
+var hashSeed = maphash.MakeSeed()
+
+// vhash hashes a value so that equal values (compare == 0) hash alike:
+// numbers by their float64 value (1 and 1.0 are equal), objects and sets
+// whatever their order, pods and the input as the objects they stand for.
+func vhash(v any) uint64 {
+	switch x := v.(type) {
+	case vnull:
+		return 1
+	case bool:
+		if x {
+			return 3
+		}
+		return 2
+	case int64:
+		return math.Float64bits(float64(x)) * 0x9E3779B97F4A7C15
+	case ast.Number:
+		if f, ok := x.Float64(); ok {
+			return math.Float64bits(f) * 0x9E3779B97F4A7C15
+		}
+		return maphash.String(hashSeed, string(x))
+	case string:
+		return maphash.String(hashSeed, x)
+	case *varray:
+		h := uint64(17)
+		for _, e := range x.e {
+			h = h*31 + vhash(e)
+		}
+		return h
+	case *vobject:
+		h := uint64(19)
+		for i := range x.k {
+			h += vhash(x.k[i])*31 ^ vhash(x.v[i])
+		}
+		return h
+	case *vset:
+		h := uint64(23)
+		for _, e := range x.e {
+			h += vhash(e)
+		}
+		return h
+	case *facts.Pod:
+		// Rare as a key: hashed as the object it stands for.
+		return vhash(scratch().materialize(x))
+	case *vpods:
+		h := uint64(17)
+		m := scratch()
+		for i := range x.pods {
+			h = h*31 + vhash(m.materialize(&x.pods[i]))
+		}
+		return h
+	case *vinput:
+		if o, err := x.object(); err == nil {
+			return vhash(o)
+		}
+	}
+	return 0
+}
+
+// scratch is a machine for reading pods outside an evaluation.
+func scratch() *machine { return &machine{changes: map[changesKey]*varray{}} }
 
 func sortedIndex(vs []any) []int {
 	out := make([]int, len(vs))
