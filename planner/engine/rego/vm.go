@@ -253,7 +253,11 @@ func (c *compiler) stmt(s ir.Stmt) (instr, error) {
 		in.op, in.bi = opBuiltin, bi
 		return in, nil
 	case *ir.DotStmt:
-		return instr{op: opDot, a: c.operand(s.Source), b: c.operand(s.Key), target: c.local(s.Target)}, nil
+		in := instr{op: opDot, a: c.operand(s.Source), b: c.operand(s.Key), target: c.local(s.Target)}
+		if k, ok := in.b.k.(string); ok && in.b.local < 0 {
+			in.n = int64(podFieldIDs[k]) // a pod's field read without a lookup by name
+		}
+		return in, nil
 	case *ir.LenStmt:
 		return instr{op: opLen, a: c.operand(s.Source), target: c.local(s.Target)}, nil
 	case *ir.ScanStmt:
@@ -407,7 +411,12 @@ func (m *machine) exec(f []any, b block) (int, error) {
 			}
 			f[in.target] = v
 		case opDot:
-			v, err := m.dot(m.read(f, in.a), m.read(f, in.b))
+			src := m.read(f, in.a)
+			if p, ok := src.(*facts.Pod); ok && in.n > 0 {
+				f[in.target] = m.podFieldID(p, int(in.n))
+				continue
+			}
+			v, err := m.dot(src, m.read(f, in.b))
 			if err != nil {
 				return 0, err
 			}

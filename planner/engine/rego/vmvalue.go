@@ -465,46 +465,51 @@ func newConverter() *converter {
 // podField reads one field of a pod as inputValue writes it; nil: no such
 // field. Labels, changes and PDBs are built through the evaluation's cache.
 func (m *machine) podField(p *facts.Pod, key string) any {
-	switch key {
-	case "name":
+	return m.podFieldID(p, podFieldIDs[key])
+}
+
+// podFieldID reads field id (podFieldIDs; 0: none).
+func (m *machine) podFieldID(p *facts.Pod, id int) any {
+	switch id {
+	case 1: // name
 		return p.Name
-	case "uid":
+	case 2: // uid
 		return p.UID
-	case "revision":
+	case 3: // revision
 		return p.Revision
-	case "updated":
+	case 4: // updated
 		return p.Updated
-	case "ordinal":
+	case 5: // ordinal
 		return intValue(int64(p.Ordinal))
-	case "index":
+	case 6: // index
 		return intValue(int64(p.Index))
-	case "node":
+	case 7: // node
 		return p.Node
-	case "zone":
+	case 8: // zone
 		return p.Zone
-	case "phase":
+	case 9: // phase
 		return p.Phase
-	case "scheduled":
+	case 10: // scheduled
 		return p.Scheduled
-	case "ready":
+	case 11: // ready
 		return p.Ready
-	case "readySeconds":
+	case 12: // readySeconds
 		return intValue(int64(int(p.ReadySeconds)))
-	case "available":
+	case 13: // available
 		return p.Available
-	case "unavailableSeconds":
+	case 14: // unavailableSeconds
 		return intValue(int64(int(p.UnavailableSeconds)))
-	case "terminating":
+	case 15: // terminating
 		return p.Terminating
-	case "terminal":
+	case 16: // terminal
 		return p.Terminal
-	case "restarts":
+	case 17: // restarts
 		return intValue(int64(p.Restarts))
-	case "sidecarRestarts":
+	case 18: // sidecarRestarts
 		return intValue(int64(p.SidecarRestarts))
-	case "owner":
+	case 19: // owner
 		return p.Owner
-	case "labels":
+	case 20: // labels
 		o := &vobject{k: make([]any, 0, len(p.Labels)), v: make([]any, 0, len(p.Labels))}
 		for k, v := range p.Labels {
 			o.k = append(o.k, k)
@@ -514,15 +519,15 @@ func (m *machine) podField(p *facts.Pod, key string) any {
 			o.reindex()
 		}
 		return o
-	case "deletionCost":
+	case 21: // deletionCost
 		return intValue(int64(p.DeletionCost))
-	case "colocated":
+	case 22: // colocated
 		return intValue(int64(p.Colocated))
-	case "readyBucket":
+	case 23: // readyBucket
 		return intValue(int64(p.ReadyBucket))
-	case "createdBucket":
+	case 24: // createdBucket
 		return intValue(int64(p.CreatedBucket))
-	case "changes":
+	case 25: // changes
 		k := keyOf(p.Changes)
 		if a, ok := m.changes[k]; ok {
 			return a
@@ -536,7 +541,7 @@ func (m *machine) podField(p *facts.Pod, key string) any {
 		}
 		m.changes[k] = a
 		return a
-	case "pdbs":
+	case 26: // pdbs
 		a := &varray{e: make([]any, len(p.PDBs))}
 		for i, n := range p.PDBs {
 			a.e[i] = n
@@ -545,6 +550,15 @@ func (m *machine) podField(p *facts.Pod, key string) any {
 	}
 	return nil
 }
+
+// podFieldIDs numbers podKeys from 1, as podFieldID reads them.
+var podFieldIDs = func() map[string]int {
+	out := make(map[string]int, len(podKeys))
+	for i, k := range podKeys {
+		out[k] = i + 1
+	}
+	return out
+}()
 
 // podKeys are a pod's fields, as inputValue writes them.
 var podKeys = []string{"name", "uid", "revision", "updated", "ordinal", "index", "node", "zone", "phase", "scheduled", "ready", "readySeconds", "available", "unavailableSeconds", "terminating", "terminal", "restarts", "sidecarRestarts", "owner", "labels", "deletionCost", "colocated", "readyBucket", "createdBucket", "changes", "pdbs"}
