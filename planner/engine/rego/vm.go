@@ -70,7 +70,7 @@ const (
 	opIsDefined
 	opIsUndefined
 	opMakeNull
-	opMakeNumber
+	opMakeNumber // and every other constant (see constant)
 	opMakeArray
 	opMakeObject
 	opMakeSet
@@ -113,11 +113,16 @@ func (u *unsupported) Error() string {
 }
 
 type compiler struct {
-	policy  *ir.Policy
-	funcs   map[string]*vfunc
-	strings []any
-	cur     string // the function being compiled, for notes
-	maxLoc  int
+	// mutations: how many statements of the function being compiled
+	// mutate each local (append, insert, add); copies: the locals each
+	// local is assigned to.
+	mutations map[ir.Local]int
+	copies    map[ir.Local][]ir.Local
+	policy    *ir.Policy
+	funcs     map[string]*vfunc
+	strings   []any
+	cur       string // the function being compiled, for notes
+	maxLoc    int
 }
 
 // compileProgram compiles a planned query; an *unsupported error names the
@@ -140,6 +145,7 @@ func compileProgram(p *ir.Policy) (*program, error) {
 		for _, f := range p.Funcs.Funcs {
 			vf := c.funcs[f.Name]
 			c.cur, c.maxLoc = f.Name, int(f.Return)
+			c.scanMutations(f.Blocks)
 			for _, l := range f.Params {
 				c.maxLoc = max(c.maxLoc, int(l))
 			}
@@ -157,6 +163,7 @@ func compileProgram(p *ir.Policy) (*program, error) {
 		return nil, &unsupported{rule: "query", what: "not exactly one plan"}
 	}
 	c.cur, c.maxLoc = "query", 1
+	c.scanMutations(p.Plans.Plans[0].Blocks)
 	for _, b := range p.Plans.Plans[0].Blocks {
 		cb, err := c.block(b)
 		if err != nil {
@@ -199,7 +206,13 @@ func (c *compiler) unsupported(loc *ir.Location, what string) error {
 
 func (c *compiler) block(b *ir.Block) (block, error) {
 	out := make(block, 0, len(b.Stmts))
-	for _, s := range b.Stmts {
+	for i := 0; i < len(b.Stmts); i++ {
+		s := b.Stmts[i]
+		if in, n, ok := c.constant(b.Stmts[i:]); ok {
+			out = append(out, in)
+			i += n - 1
+			continue
+		}
 		in, err := c.stmt(s)
 		if err != nil {
 			return nil, err
@@ -735,4 +748,146 @@ func (m *machine) scan(f []any, in *instr) (int, error) {
 		return r - 2, nil
 	}
 	return done, nil
+}
+
+// scanMutations records, for the constant folding of constant, which locals
+// the blocks mutate and copy.
+func (c *compiler) scanMutations(bs []*ir.Block) {
+	c.mutations, c.copies = map[ir.Local]int{}, map[ir.Local][]ir.Local{}
+	var walk func(bs []*ir.Block)
+	walk = func(bs []*ir.Block) {
+		for _, b := range bs {
+			for _, s := range b.Stmts {
+				switch s := s.(type) {
+				case *ir.ArrayAppendStmt:
+					c.mutations[s.Array]++
+				case *ir.ObjectInsertStmt:
+					c.mutations[s.Object]++
+				case *ir.ObjectInsertOnceStmt:
+					c.mutations[s.Object]++
+				case *ir.SetAddStmt:
+					c.mutations[s.Set]++
+				case *ir.ObjectMergeStmt:
+					c.mutations[s.A]++
+					c.mutations[s.B]++
+				case *ir.AssignVarStmt:
+					if l, ok := s.Source.Value.(ir.Local); ok {
+						c.copies[l] = append(c.copies[l], s.Target)
+					}
+				case *ir.AssignVarOnceStmt:
+					if l, ok := s.Source.Value.(ir.Local); ok {
+						c.copies[l] = append(c.copies[l], s.Target)
+					}
+				case *ir.BlockStmt:
+					walk(s.Blocks)
+				case *ir.ScanStmt:
+					walk([]*ir.Block{s.Block})
+				case *ir.NotStmt:
+					walk([]*ir.Block{s.Block})
+				case *ir.WithStmt:
+					walk([]*ir.Block{s.Block})
+				}
+			}
+		}
+	}
+	walk(bs)
+}
+
+// mutatedElsewhere: l, or a local it is copied to, is mutated by more than
+// the n statements that build it.
+func (c *compiler) mutatedElsewhere(l ir.Local, n int, seen map[ir.Local]bool) bool {
+	if seen[l] {
+		return false
+	}
+	seen[l] = true
+	if c.mutations[l] > n {
+		return true
+	}
+	for _, u := range c.copies[l] {
+		if c.mutatedElsewhere(u, 0, seen) {
+			return true
+		}
+	}
+	return false
+}
+
+// constant folds a collection built of constants alone ({"in": true},
+// [0]) that nothing mutates afterwards into one value made at compile time
+// and shared by every evaluation: it is never written again (its sorted
+// order and index are made here), so sharing it across goroutines is safe.
+// n: the statements it replaces.
+func (c *compiler) constant(stmts []ir.Stmt) (instr, int, bool) {
+	var t ir.Local
+	var v any
+	switch s := stmts[0].(type) {
+	case *ir.MakeObjectStmt:
+		t, v = s.Target, &vobject{}
+	case *ir.MakeArrayStmt:
+		t, v = s.Target, &varray{}
+	case *ir.MakeSetStmt:
+		t, v = s.Target, &vset{}
+	default:
+		return instr{}, 0, false
+	}
+	constOp := func(o ir.Operand) (any, bool) {
+		switch x := o.Value.(type) {
+		case ir.Bool:
+			return bool(x), true
+		case ir.StringIndex:
+			return c.strings[x], true
+		}
+		return nil, false
+	}
+	n := 1
+loop:
+	for ; n < len(stmts); n++ {
+		switch s := stmts[n].(type) {
+		case *ir.ObjectInsertStmt, *ir.ObjectInsertOnceStmt:
+			var key, val ir.Operand
+			var obj ir.Local
+			once := false
+			if ins, ok := s.(*ir.ObjectInsertStmt); ok {
+				key, val, obj = ins.Key, ins.Value, ins.Object
+			} else {
+				ins := s.(*ir.ObjectInsertOnceStmt)
+				key, val, obj, once = ins.Key, ins.Value, ins.Object, true
+			}
+			o, isObj := v.(*vobject)
+			k, ok1 := constOp(key)
+			x, ok2 := constOp(val)
+			if obj != t || !isObj || !ok1 || !ok2 {
+				break loop
+			}
+			if cur := o.get(k); once && cur != nil && !equal(cur, x) {
+				return instr{}, 0, false // a conflict: at run time
+			}
+			o.insert(k, x)
+		case *ir.ArrayAppendStmt:
+			a, isArr := v.(*varray)
+			x, ok := constOp(s.Value)
+			if s.Array != t || !isArr || !ok {
+				break loop
+			}
+			a.e = append(a.e, x)
+		case *ir.SetAddStmt:
+			set, isSet := v.(*vset)
+			x, ok := constOp(s.Value)
+			if s.Set != t || !isSet || !ok {
+				break loop
+			}
+			set.add(x)
+		default:
+			break loop
+		}
+	}
+	if c.mutatedElsewhere(t, n-1, map[ir.Local]bool{}) {
+		return instr{}, 0, false
+	}
+	switch x := v.(type) {
+	case *vobject:
+		x.sortedKeys()
+	case *vset:
+		x.sortedElems()
+	}
+	return instr{op: opMakeNumber, k: v, target: c.local(t)}, n, true
 }

@@ -2,12 +2,16 @@ package rego
 
 import (
 	"context"
+	"fmt"
 	"math/rand"
+	"reflect"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/rollplan/rollplan/internal/parity"
 	"github.com/rollplan/rollplan/internal/scenario"
+	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
 )
 
@@ -164,5 +168,48 @@ func TestVMParityPolicies(t *testing.T) {
 			}
 			t.Logf("%d rollouts: %d answered on the VM, %d fell back", len(rollouts), p.vmRuns, p.fallbacks)
 		})
+	}
+}
+
+// TestVMConcurrent: one engine deciding from several goroutines (as the
+// gate does) shares its program and constants without a race (go test
+// -race) and answers each as alone.
+func TestVMConcurrent(t *testing.T) {
+	rs, err := scenario.Rollouts("../../../testdata/scenarios", "sts-inplace-image-only", "ds-maxsurge", "deploy-rolling-10-25pct")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pc := range vmPolicies[:2] {
+		b, err := parseBundle(userPolicy(pc.src), []string{"test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := New(context.Background(), b, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]*engine.Decisions, len(rs))
+		for i, r := range rs {
+			if want[i], err = e.Decide(context.Background(), r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 4*len(rs))
+		for range 4 {
+			wg.Go(func() {
+				for i, r := range rs {
+					got, err := e.Decide(context.Background(), r)
+					if err != nil || !reflect.DeepEqual(got, want[i]) {
+						errs <- fmt.Errorf("%s: %s: %v %+v", pc.name, workloadID(r), err, got)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
 	}
 }
