@@ -353,7 +353,9 @@ const (
 
 // run evaluates prog over input; the answer is the result set's elements.
 func run(ctx context.Context, prog *program, input any) ([]any, error) {
-	m := &machine{ctx: ctx, memo: make([]any, len(prog.funcs)), changes: map[changesKey]*varray{}, stack: make([]any, 4096)}
+	// A small first stack: a workload of a few pods is the gate's common
+	// case; deeper calls get new segments (call).
+	m := &machine{ctx: ctx, memo: make([]any, len(prog.funcs)), changes: map[changesKey]*varray{}, stack: make([]any, 256)}
 	frame := make([]any, max(prog.nlocals, 2))
 	frame[ir.Input] = input
 	frame[ir.Data] = &vobject{}
