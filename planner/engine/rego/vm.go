@@ -328,7 +328,7 @@ func (c *compiler) stmt(s ir.Stmt) (instr, error) {
 	case *ir.CallDynamicStmt:
 		return instr{}, c.unsupported(s.GetLocation(), "a rule reference with a variable path")
 	case *ir.ObjectMergeStmt:
-		return instr{}, c.unsupported(s.GetLocation(), "an object merge")
+		return instr{}, c.unsupported(s.GetLocation(), "a package read as a whole document (an object merge)")
 	}
 	return instr{}, c.unsupported(s.GetLocation(), fmt.Sprintf("IR statement %T", s))
 }

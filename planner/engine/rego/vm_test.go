@@ -112,6 +112,14 @@ order(pod) := k if {
 	k := defaults.order(pod) with input.workload.kind as "DaemonSet"
 }
 `, false},
+	{"whole package", `
+import data.rollplan.defaults
+
+halt := ["no kind"] if {
+	x := data.rollplan.defaults
+	not x.kind
+} else := []
+`, false},
 }
 
 // TestVMParityPolicies compares the VM with the interpreter over the
