@@ -189,11 +189,30 @@ func vmOrder(v any, p *engine.PodDecision) bool {
 	if !ok {
 		return false
 	}
+	// Keys that are int64s and strings already are the answer: the array
+	// itself becomes the pod's keys (len == cap, and nothing writes to
+	// either afterwards).
+	plain := true
+	for _, x := range arr.e {
+		switch k := x.(type) {
+		case int64:
+		case string:
+			if formatted("order key", k) != nil {
+				return false
+			}
+		default:
+			plain = false
+		}
+	}
+	if plain {
+		p.Order = arr.e[:len(arr.e):len(arr.e)]
+		return true
+	}
 	p.Order = make([]any, len(arr.e))
 	for i, x := range arr.e {
 		switch k := x.(type) {
-		case int64:
-			p.Order[i] = x // boxed already
+		case int64, string:
+			p.Order[i] = x
 		case ast.Number:
 			if n, ok := k.Int64(); ok {
 				p.Order[i] = n
@@ -202,11 +221,6 @@ func vmOrder(v any, p *engine.PodDecision) bool {
 			} else {
 				return false
 			}
-		case string:
-			if formatted("order key", k) != nil {
-				return false
-			}
-			p.Order[i] = x
 		default:
 			return false
 		}
