@@ -314,9 +314,9 @@ func init() {
 		if start == 0 && stop >= l {
 			return x
 		}
-		out := newArray(int(stop - start))
-		out.e = append(out.e, x.e[start:stop]...)
-		return out
+		// A view of x: values are not written once built, and the capacity
+		// ends with the view, so an append copies.
+		return &varray{e: x.e[start:stop:stop]}
 	}
 }
 
