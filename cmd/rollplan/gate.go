@@ -146,6 +146,9 @@ or the kustomize base in deploy/; alone: 'rollplan gate manifests'.`,
 			for _, w := range engine.Warnings(eng) {
 				log.Warn("policy", "warning", w)
 			}
+			for _, n := range engine.Notes(eng) {
+				log.Info("policy", "note", n)
+			}
 			cl, err := connectCluster(&config)
 			if err != nil {
 				return err

@@ -215,6 +215,9 @@ func (f *planFlags) run(ctx context.Context, stderr io.Writer) (*planned, error)
 	for _, w := range engine.Warnings(eng) {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
+	for _, n := range engine.Notes(eng) {
+		fmt.Fprintf(stderr, "note: %s\n", n)
+	}
 	opts := planOptions()
 	opts.RecreateSeconds, opts.InPlaceSeconds, opts.TerminateSeconds = int(f.recreate/time.Second), int(f.inPlace/time.Second), int(f.terminate/time.Second)
 	res, err := plan.Run(ctx, in, eng, opts)

@@ -189,3 +189,31 @@ func TestMissingPolicyPath(t *testing.T) {
 		})
 	}
 }
+
+// A Rego rule the compiler leaves to OPA's interpreter is planned all the
+// same, with a note on stderr naming the rule and where it is; plan and
+// explain print it.
+func TestPlanPolicyNotes(t *testing.T) {
+	dir := t.TempDir()
+	src := "package rollplan.strategy\n\norder(pod) := [pod.name] if {\n\trand.intn(pod.name, 1) == 0\n}\n"
+	if err := os.WriteFile(filepath.Join(dir, "policy.rego"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := "note: rule data.rollplan.strategy.order (" + filepath.Join(dir, "policy.rego") + ":4) is interpreted, not compiled: builtin rand.intn is not a pure function of its arguments\n"
+	snap := "testdata/scenarios/deploy-rolling-10-25pct/snapshot.yaml"
+	for _, args := range [][]string{
+		{"plan", "-f", snap},
+		{"explain", "api-647569c96f-gn4hp", "-f", snap},
+	} {
+		out, errOut, err := run(t, append(args, "--now", "2026-03-01T12:00:00Z", "--policy", dir, "--kubernetes-version", "v1.36")...)
+		if err != nil {
+			t.Fatalf("%s: %v", args[0], err)
+		}
+		if errOut != want {
+			t.Errorf("%s: stderr %q, want %q", args[0], errOut, want)
+		}
+		if out == "" {
+			t.Errorf("%s: no output", args[0])
+		}
+	}
+}

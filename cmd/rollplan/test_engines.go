@@ -40,6 +40,7 @@ var (
 	_ engine.BudgetDecider = timeoutHint{}
 	_ engine.ClockFree     = timeoutHint{}
 	_ engine.Warner        = timeoutHint{}
+	_ engine.Noter         = timeoutHint{}
 )
 
 func (h timeoutHint) Decide(ctx context.Context, r *facts.Rollout) (*engine.Decisions, error) {
@@ -56,6 +57,9 @@ func (h timeoutHint) BudgetsIgnoreClock() bool { return engine.BudgetsIgnoreCloc
 
 // Warnings are the wrapped engine's.
 func (h timeoutHint) Warnings() []string { return engine.Warnings(h.Engine) }
+
+// Notes are the wrapped engine's.
+func (h timeoutHint) Notes() []string { return engine.Notes(h.Engine) }
 
 func hintTimeout(err error) error {
 	var te *engine.TimeoutError

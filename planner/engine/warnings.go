@@ -16,3 +16,19 @@ func Warnings(e Engine) []string {
 	}
 	return nil
 }
+
+// Noter is an Engine that says how it evaluates where that is worth knowing
+// but changes no answer: a Rego rule interpreted rather than compiled (a
+// builtin the compiler leaves to OPA, a construct it does not run), so
+// slower. Callers print the notes as the warnings, prefixed "note: ".
+type Noter interface {
+	Notes() []string
+}
+
+// Notes are e's notes when it is a Noter, else none.
+func Notes(e Engine) []string {
+	if n, ok := e.(Noter); ok {
+		return n.Notes()
+	}
+	return nil
+}

@@ -3,6 +3,7 @@ package native
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/rollplan/rollplan/internal/measure"
 	"github.com/rollplan/rollplan/internal/synth"
 	"github.com/rollplan/rollplan/planner/engine"
+	"github.com/rollplan/rollplan/planner/engine/rego"
 	"github.com/rollplan/rollplan/planner/facts"
 )
 
@@ -75,25 +77,51 @@ func BenchmarkDecide(b *testing.B) {
 	}
 }
 
-// BenchmarkDecideRego: the Rego engine with the default policy on the same
-// facts. It also times the native engine in the same run and reports the
-// ratio (x-native: Rego CPU / native CPU).
+// BenchmarkDecideRego: the Rego engine, with the default policy and with
+// each example policy (policies/examples), on the same facts. It also times
+// the native engine in the same run and reports the ratio (x-native: Rego
+// CPU / native CPU).
+//
+//	go test ./planner/engine/native -run '^$' -bench DecideRego -benchmem -benchtime 2x
 func BenchmarkDecideRego(b *testing.B) {
-	e := regoEngine(b)
+	policies := []struct {
+		name string
+		e    engine.Engine
+	}{{"default", regoEngine(b)}}
+	dirs, err := filepath.Glob("../../../policies/examples/*")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, d := range dirs {
+		e, err := rego.Load(context.Background(), []string{d}, time.Minute)
+		if err != nil {
+			b.Fatal(err)
+		}
+		policies = append(policies, struct {
+			name string
+			e    engine.Engine
+		}{filepath.Base(d), e})
+	}
 	for _, n := range benchSizes {
-		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
-			rs := benchRollouts(b, n)
-			regoCPU := cpuPerOp(b, e, rs)
-			b.StopTimer()
-			nat := New()
-			var nativeCPU time.Duration
-			runs := 0
-			for cpu0 := measure.CPU(); runs < 10 || (nativeCPU < 200*time.Millisecond && runs < 1000); runs++ {
-				decideAll(b, nat, rs)
-				nativeCPU = measure.CPU() - cpu0
-			}
-			b.ReportMetric((nativeCPU / time.Duration(runs)).Seconds(), "native-cpu-s/op")
-			b.ReportMetric(float64(regoCPU)/float64(nativeCPU/time.Duration(runs)), "x-native")
-		})
+		var nativeCPU time.Duration // per op, measured once per size
+		for _, p := range policies {
+			b.Run(fmt.Sprintf("pods=%d/%s", n, p.name), func(b *testing.B) {
+				rs := benchRollouts(b, n)
+				regoCPU := cpuPerOp(b, p.e, rs)
+				b.StopTimer()
+				if nativeCPU == 0 {
+					nat := New()
+					var total time.Duration
+					runs := 0
+					for cpu0 := measure.CPU(); runs < 10 || (total < 200*time.Millisecond && runs < 1000); runs++ {
+						decideAll(b, nat, rs)
+						total = measure.CPU() - cpu0
+					}
+					nativeCPU = total / time.Duration(runs)
+				}
+				b.ReportMetric(nativeCPU.Seconds(), "native-cpu-s/op")
+				b.ReportMetric(float64(regoCPU)/float64(nativeCPU), "x-native")
+			})
+		}
 	}
 }

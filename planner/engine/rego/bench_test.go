@@ -19,9 +19,11 @@ const constantPolicy = "../../../testdata/policies/constant"
 // does any work, over every workload of synth.Snapshot(n) (facts built
 // outside the timer):
 //
-//   - input: converting the facts to Rego input (AST), nothing evaluated;
-//   - constant: Decide with constantPolicy (convert, evaluate one call per
-//     pod and per-pod decision point, decode the answers);
+//   - input: converting the facts to OPA's input (AST), nothing evaluated:
+//     what the interpreter, the fallback, pays first (the VM reads the
+//     facts in place);
+//   - constant: Decide with constantPolicy (on the VM: one call per pod and
+//     per-pod decision point, decode the answers);
 //   - default: Decide with the default strategy.
 //
 // CPU is the process's (both cores, collector included) per op.

@@ -28,12 +28,19 @@ type Engine struct {
 	noClock bool
 	// upstream: the points left to the shipped default strategy.
 	upstream engine.Point
+	// compiled and compiledBudgets run the queries on the VM (vm.go); nil:
+	// interpreted throughout, and notes say why.
+	compiled, compiledBudgets *program
+	notes                     []string
+	// interpret: the interpreter alone (tests compare both paths).
+	interpret bool
 }
 
 var (
 	_ engine.Engine        = (*Engine)(nil)
 	_ engine.BudgetDecider = (*Engine)(nil)
 	_ engine.ClockFree     = (*Engine)(nil)
+	_ engine.Noter         = (*Engine)(nil)
 )
 
 // New compiles the bundle once.
@@ -70,8 +77,20 @@ func New(ctx context.Context, b *Bundle, timeout time.Duration) (*Engine, error)
 	if err != nil {
 		return nil, fmt.Errorf("policy %s: %w", strings.Join(b.Sources, ", "), err)
 	}
-	return &Engine{bundle: b, query: pq, budgets: bq, timeout: timeout, noClock: noClock, upstream: b.upstream()}, nil
+	e := &Engine{bundle: b, query: pq, budgets: bq, timeout: timeout, noClock: noClock, upstream: b.upstream()}
+	var note string
+	if e.compiled, note = compile(ctx, b, "data."+resolverPackage+".decisions"); note != "" {
+		e.notes = append(e.notes, note)
+	}
+	if e.compiledBudgets, note = compile(ctx, b, "data."+resolverPackage+".probe_budgets"); note != "" && e.compiled != nil {
+		e.notes = append(e.notes, note)
+	}
+	return e, nil
 }
+
+// Notes are what the engine evaluates with OPA's interpreter rather than
+// compiled, and why (engine.Noter): the answers are the same, only slower.
+func (e *Engine) Notes() []string { return e.notes }
 
 // Load parses the policy files under paths (none: the default strategy
 // alone) and compiles them: LoadBundle, then New.
@@ -91,6 +110,12 @@ func (e *Engine) BudgetsIgnoreClock() bool { return e.noClock }
 func (e *Engine) DecideBudgets(parent context.Context, r *facts.Rollout) ([]engine.Budget, error) {
 	ctx, cancel := context.WithTimeout(parent, e.timeout)
 	defer cancel()
+	if e.compiledBudgets != nil && !e.interpret && !engine.Stopped(ctx) {
+		// Anything the VM leaves (errFallback) is evaluated again below.
+		if out, err := e.budgetsCompiled(ctx, r); err == nil {
+			return out, nil
+		}
+	}
 	in, err := inputValue(r)
 	if err != nil {
 		return nil, fmt.Errorf("%s: convert facts: %w", workloadID(r), err)
@@ -159,6 +184,14 @@ func workloadID(r *facts.Rollout) string {
 func (e *Engine) Decide(parent context.Context, r *facts.Rollout) (*engine.Decisions, error) {
 	ctx, cancel := context.WithTimeout(parent, e.timeout)
 	defer cancel()
+	if e.compiled != nil && !e.interpret && !engine.Stopped(ctx) {
+		// Anything the VM leaves (errFallback: an error, a conflict, an
+		// answer that breaks the contract, the timeout) is evaluated again
+		// below, which gives the canonical answer or error.
+		if d, err := e.decideCompiled(ctx, r); err == nil {
+			return d, nil
+		}
+	}
 	in, err := inputValue(r)
 	if err != nil {
 		return nil, fmt.Errorf("%s: convert facts: %w", workloadID(r), err)

@@ -5,6 +5,15 @@
 // rollplan.strategy. Go generates a small resolver module that answers every
 // decision point from the entry package when it defines the rule and from the
 // defaults otherwise, so one prepared query per run answers everything.
+//
+// New compiles that query twice: for OPA's interpreter (topdown), and to
+// OPA's IR (plan.go), which a small Go VM (vm.go) runs over the facts
+// without converting the pods to OPA values (input.go's conversion costs
+// more than the whole VM evaluation). Decide runs the VM; whatever it does
+// not take on falls back to the interpreter, the reference: per workload, an
+// evaluation that fails or answers outside the contract (the interpreter
+// then words the error); per bundle, a construct the VM does not run (an
+// impure builtin, with), which Notes names.
 package rego
 
 import (
