@@ -19,7 +19,8 @@ func Warnings(e Engine) []string {
 
 // Noter is an Engine that says how it evaluates where that is worth knowing
 // but changes no answer: a Rego rule interpreted rather than compiled (a
-// builtin the compiler leaves to OPA, a construct it does not run), so
+// builtin the compiler leaves to OPA, a construct it does not run), a CEL
+// expression cel-go evaluates for every pod rather than the fast path, so
 // slower. Callers print the notes as the warnings, prefixed "note: ".
 type Noter interface {
 	Notes() []string

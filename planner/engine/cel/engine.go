@@ -34,6 +34,7 @@ type Engine struct {
 var (
 	_ engine.Engine    = (*Engine)(nil)
 	_ engine.ClockFree = (*Engine)(nil)
+	_ engine.Noter     = (*Engine)(nil)
 )
 
 // Options tune the engine.
