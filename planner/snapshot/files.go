@@ -210,6 +210,9 @@ type typeMeta struct {
 }
 
 func (l *loader) add(file string, data []byte) error {
+	if ok, err := l.addRawJSON(file, data); ok {
+		return err
+	}
 	return EachDocument(file, data, func(doc int, js []byte) error {
 		return l.addJSON(fmt.Sprintf("%s: document %d", file, doc), js)
 	})
@@ -310,6 +313,9 @@ func (l *loader) addJSON(where string, js []byte) error {
 	if got := jsonKind(js); got != "" {
 		return fmt.Errorf("%s: want a Kubernetes object (apiVersion, kind, metadata), got %s", where, got)
 	}
+	if head, items, ok := splitList(js); ok {
+		return l.addList(where, head, items)
+	}
 	var tm typeMeta
 	if err := strictUnmarshal(js, &tm); err != nil {
 		return fmt.Errorf("%s: not a Kubernetes object: %w", where, err)
@@ -328,86 +334,135 @@ func (l *loader) addJSON(where string, js []byte) error {
 		}
 		return nil
 	}
-	l.objects++
-	group := tm.APIVersion
+	return l.merge(where, decodeObject(where, js, &tm))
+}
+
+// object is one object of a document decoded off the loader (in parallel
+// for a List's items) and merged into the snapshot in document order.
+type object struct {
+	apiVersion, kind string
+	// obj is the typed object; nil for a kind rollplan does not read.
+	obj metav1.Object
+	// err is the object's decoding error, reported when it is merged so
+	// that the first error in document order wins.
+	err error
+	// list is an item that is itself a List, read when merged.
+	list []byte
+}
+
+// newObject is the typed object of a kind rollplan reads, nil for others.
+func newObject(apiVersion, kind string) metav1.Object {
+	group := apiVersion
 	if i := strings.Index(group, "/"); i >= 0 {
 		group = group[:i]
 	} else {
 		group = ""
 	}
-	id := fmt.Sprintf("%s %s", tm.Kind, tm.Metadata.Name)
-	if tm.Metadata.Namespace != "" {
-		id = fmt.Sprintf("%s %s/%s", tm.Kind, tm.Metadata.Namespace, tm.Metadata.Name)
-	}
-	// decode reads the object into o and reports whether it is new: an
-	// object already read is left out when it is the same (see same), and
-	// an error when it is not.
-	decode := func(o metav1.Object) (bool, error) {
-		if tm.Metadata.Name == "" {
-			return false, fmt.Errorf("%s: %s has no metadata.name", where, tm.Kind)
-		}
-		if err := strictUnmarshal(js, o); err != nil {
-			return false, fmt.Errorf("%s: %s: %w", where, id, err)
-		}
-		l.read++
-		if prev, dup := l.names[id]; dup {
-			if same(prev.obj, o) {
-				return false, nil
-			}
-			return false, fmt.Errorf("%s: %s is defined twice with different content (first in %s%s): keep one copy, or capture the objects once (rollplan snapshot -A, or one -l selector)", where, id, prev.where, versions(prev.obj, o))
-		}
-		l.names[id] = seen{where: where, obj: o}
-		return true, nil
-	}
-	var (
-		isNew bool
-		err   error
-	)
 	switch {
-	case tm.Kind == "Deployment" && group == "apps":
-		o := &appsv1.Deployment{}
-		if isNew, err = decode(o); isNew {
-			l.snap.Deployments = append(l.snap.Deployments, o)
-		}
-	case tm.Kind == "ReplicaSet" && group == "apps":
-		o := &appsv1.ReplicaSet{}
-		if isNew, err = decode(o); isNew {
-			l.snap.ReplicaSets = append(l.snap.ReplicaSets, o)
-		}
-	case tm.Kind == "StatefulSet" && group == "apps":
-		o := &appsv1.StatefulSet{}
-		if isNew, err = decode(o); isNew {
-			l.snap.StatefulSets = append(l.snap.StatefulSets, o)
-		}
-	case tm.Kind == "DaemonSet" && group == "apps":
-		o := &appsv1.DaemonSet{}
-		if isNew, err = decode(o); isNew {
-			l.snap.DaemonSets = append(l.snap.DaemonSets, o)
-		}
-	case tm.Kind == "ControllerRevision" && group == "apps":
-		o := &appsv1.ControllerRevision{}
-		if isNew, err = decode(o); isNew {
-			l.snap.ControllerRevisions = append(l.snap.ControllerRevisions, o)
-		}
-	case tm.Kind == "Pod" && group == "":
-		o := &corev1.Pod{}
-		if isNew, err = decode(o); isNew {
-			l.snap.Pods = append(l.snap.Pods, o)
-		}
-	case tm.Kind == "Node" && group == "":
-		o := &corev1.Node{}
-		if isNew, err = decode(o); isNew {
-			l.snap.Nodes = append(l.snap.Nodes, o)
-		}
-	case tm.Kind == "PodDisruptionBudget" && group == "policy":
-		o := &policyv1.PodDisruptionBudget{}
-		if isNew, err = decode(o); isNew {
-			l.snap.PDBs = append(l.snap.PDBs, o)
-		}
-	default:
-		l.skipped[tm.APIVersion+" "+tm.Kind]++
+	case kind == "Deployment" && group == "apps":
+		return &appsv1.Deployment{}
+	case kind == "ReplicaSet" && group == "apps":
+		return &appsv1.ReplicaSet{}
+	case kind == "StatefulSet" && group == "apps":
+		return &appsv1.StatefulSet{}
+	case kind == "DaemonSet" && group == "apps":
+		return &appsv1.DaemonSet{}
+	case kind == "ControllerRevision" && group == "apps":
+		return &appsv1.ControllerRevision{}
+	case kind == "Pod" && group == "":
+		return &corev1.Pod{}
+	case kind == "Node" && group == "":
+		return &corev1.Node{}
+	case kind == "PodDisruptionBudget" && group == "policy":
+		return &policyv1.PodDisruptionBudget{}
 	}
-	return err
+	return nil
+}
+
+// decodeObject decodes one document or List item (JSON) whose type
+// metadata tm has been read and is not a List. It touches no loader state.
+func decodeObject(where string, js []byte, tm *typeMeta) object {
+	d := object{apiVersion: tm.APIVersion, kind: tm.Kind, obj: newObject(tm.APIVersion, tm.Kind)}
+	if d.obj == nil {
+		return d
+	}
+	if tm.Metadata.Name == "" {
+		d.err = fmt.Errorf("%s: %s has no metadata.name", where, tm.Kind)
+		return d
+	}
+	if err := strictUnmarshal(js, d.obj); err != nil {
+		d.err = fmt.Errorf("%s: %s: %w", where, objectID(tm.Kind, tm.Metadata.Namespace, tm.Metadata.Name), err)
+	}
+	return d
+}
+
+// decodeItem is decodeObject for a List item, type metadata included.
+func decodeItem(where string, js []byte) object {
+	if got := jsonKind(js); got != "" {
+		return object{err: fmt.Errorf("%s: want a Kubernetes object (apiVersion, kind, metadata), got %s", where, got)}
+	}
+	var tm typeMeta
+	if err := strictUnmarshal(js, &tm); err != nil {
+		return object{err: fmt.Errorf("%s: not a Kubernetes object: %w", where, err)}
+	}
+	if tm.Kind == "" {
+		return object{err: fmt.Errorf("%s: object has no kind", where)}
+	}
+	if strings.HasSuffix(tm.Kind, "List") {
+		return object{list: js}
+	}
+	return decodeObject(where, js, &tm)
+}
+
+func objectID(kind, ns, name string) string {
+	if ns != "" {
+		return kind + " " + ns + "/" + name
+	}
+	return kind + " " + name
+}
+
+// merge adds a decoded object to the snapshot: an object already read is
+// left out when it is the same (see same), and an error when it is not.
+func (l *loader) merge(where string, d object) error {
+	if d.list != nil {
+		return l.addJSON(where, d.list)
+	}
+	if d.err != nil {
+		return d.err
+	}
+	l.objects++
+	if d.obj == nil {
+		l.skipped[d.apiVersion+" "+d.kind]++
+		return nil
+	}
+	l.read++
+	id := objectID(d.kind, d.obj.GetNamespace(), d.obj.GetName())
+	if prev, dup := l.names[id]; dup {
+		if same(prev.obj, d.obj) {
+			return nil
+		}
+		return fmt.Errorf("%s: %s is defined twice with different content (first in %s%s): keep one copy, or capture the objects once (rollplan snapshot -A, or one -l selector)", where, id, prev.where, versions(prev.obj, d.obj))
+	}
+	l.names[id] = seen{where: where, obj: d.obj}
+	switch o := d.obj.(type) {
+	case *appsv1.Deployment:
+		l.snap.Deployments = append(l.snap.Deployments, o)
+	case *appsv1.ReplicaSet:
+		l.snap.ReplicaSets = append(l.snap.ReplicaSets, o)
+	case *appsv1.StatefulSet:
+		l.snap.StatefulSets = append(l.snap.StatefulSets, o)
+	case *appsv1.DaemonSet:
+		l.snap.DaemonSets = append(l.snap.DaemonSets, o)
+	case *appsv1.ControllerRevision:
+		l.snap.ControllerRevisions = append(l.snap.ControllerRevisions, o)
+	case *corev1.Pod:
+		l.snap.Pods = append(l.snap.Pods, o)
+	case *corev1.Node:
+		l.snap.Nodes = append(l.snap.Nodes, o)
+	case *policyv1.PodDisruptionBudget:
+		l.snap.PDBs = append(l.snap.PDBs, o)
+	}
+	return nil
 }
 
 // same reports whether two decoded copies of one object (same kind,
