@@ -213,8 +213,16 @@ func (l *loader) add(file string, data []byte) error {
 	if ok, err := l.addRawJSON(file, data); ok {
 		return err
 	}
-	return EachDocument(file, data, func(doc int, js []byte) error {
-		return l.addJSON(fmt.Sprintf("%s: document %d", file, doc), js)
+	return eachRawDocument(file, data, func(doc int, raw []byte) error {
+		where := fmt.Sprintf("%s: document %d", file, doc)
+		if ok, err := l.addYAMLList(where, raw); ok {
+			return err
+		}
+		js, err := documentJSON(file, doc, raw)
+		if err != nil || js == nil {
+			return err
+		}
+		return l.addJSON(where, js)
 	})
 }
 
@@ -224,6 +232,18 @@ func (l *loader) add(file string, data []byte) error {
 // files, CEL policies and policy tests all read their files through it, so
 // that "file: document N" means the same everywhere.
 func EachDocument(file string, data []byte, fn func(doc int, js []byte) error) error {
+	return eachRawDocument(file, data, func(doc int, raw []byte) error {
+		js, err := documentJSON(file, doc, raw)
+		if err != nil || js == nil {
+			return err
+		}
+		return fn(doc, js)
+	})
+}
+
+// eachRawDocument calls fn with each document of a multi-document file as
+// it is written, numbered from 1, empty ones left out.
+func eachRawDocument(file string, data []byte, fn func(doc int, raw []byte) error) error {
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for doc := 1; ; doc++ {
 		raw, err := r.Read()
@@ -236,17 +256,22 @@ func EachDocument(file string, data []byte, fn func(doc int, js []byte) error) e
 		if len(bytes.TrimSpace(raw)) == 0 {
 			continue
 		}
-		js, err := yaml.YAMLToJSONStrict(raw)
-		if err != nil {
-			return fmt.Errorf("%s: document %d: not valid YAML or JSON: %s", file, doc, strings.Join(strings.Fields(err.Error()), " "))
-		}
-		if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
-			continue
-		}
-		if err := fn(doc, js); err != nil {
+		if err := fn(doc, raw); err != nil {
 			return err
 		}
 	}
+}
+
+// documentJSON converts a document to JSON; nil for a comment-only one.
+func documentJSON(file string, doc int, raw []byte) ([]byte, error) {
+	js, err := yaml.YAMLToJSONStrict(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: document %d: not valid YAML or JSON: %s", file, doc, strings.Join(strings.Fields(err.Error()), " "))
+	}
+	if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
+		return nil, nil
+	}
+	return js, nil
 }
 
 // capturedAt reads a List's AnnCapturedAt annotation (written by rollplan

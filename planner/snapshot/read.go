@@ -14,9 +14,9 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// readRawJSON and readParallel are off in tests that compare the two
+// readRawJSON, readYAMLItems and readParallel are off in tests that compare the two
 // ways of reading.
-var readRawJSON, readParallel = true, true
+var readRawJSON, readYAMLItems, readParallel = true, true, true
 
 // item is one element of a List's items, as bytes of its document.
 type item struct {

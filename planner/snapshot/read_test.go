@@ -176,6 +176,43 @@ func TestReadWaysLists(t *testing.T) {
 	}
 }
 
+// TestReadWaysYAML: a YAML List whose items are converted one by one
+// reads as the List converted whole, or fails alike.
+func TestReadWaysYAML(t *testing.T) {
+	const node = "- apiVersion: v1\n  kind: Node\n  metadata:\n    name: n1\n"
+	const pod = "- apiVersion: v1\n  kind: Pod\n  metadata:\n    name: p\n    namespace: default\n"
+	for _, in := range []string{
+		"apiVersion: v1\nitems:\n" + node + pod + "kind: List\nmetadata:\n  resourceVersion: \"\"\n",
+		"apiVersion: v1\nkind: List\nitems:\n" + node + pod,
+		"apiVersion: v1\nkind: List\nitems:\n" + node + "\n\n" + pod + "\n",
+		"apiVersion: v1\nkind: List\nitems:\n  " + strings.ReplaceAll(node, "\n", "\n  ") + "\n",
+		"apiVersion: v1\nkind: List\nitems:\n" + node + "# a comment\n" + pod,
+		"apiVersion: v1\nkind: List\nitems:\n" + node + "  # a comment\n" + pod,
+		"apiVersion: v1\nkind: List\nitems:\n" + node + "items:\n" + pod,
+		"apiVersion: v1\nkind: List\nitems: []\n",
+		"apiVersion: v1\nkind: List\nitems:\n",
+		"apiVersion: v1\nkind: List\nItems:\n" + node,
+		"apiVersion: v1\nkind: List\nmetadata: {name: 5}\nitems:\n" + node,
+		"apiVersion: v1\nkind: List\nmetadata:\n  annotations:\n    rollplan.dev/captured-at: yesterday\nitems:\n" + node,
+		"apiVersion: v1\nkind: Node\nmetadata: {name: n2}\nitems:\n" + node,
+		"apiVersion: v1\nkind: List\nitems:\n- &n\n  apiVersion: v1\n  kind: Node\n  metadata:\n    name: n1\n- *n\n",
+		"apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Node\n  metadata:\n    name: 'n1\nn2'\n",
+		"apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Node\n  metadata:\n    name: n1\n    annotations:\n      a: |+\n        text\n\n\n" + pod,
+		"apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Node\n  metadata:\n    name: n1\n    name: n2\n",
+		"apiVersion: v1\nkind: List\nitems:\n" + node + node,
+		"apiVersion: v1\nkind: List\nitems:\n" + node + strings.Replace(node, "n1", "n1\n    labels: {a: b}", 1),
+		"apiVersion: v1\nkind: List\nitems:\n- 1\n- null\n",
+		"apiVersion: v1\nkind: List\nitems:\n- kind: List\n  items:\n  " + strings.ReplaceAll(node, "\n", "\n  ") + "\n",
+		"apiVersion: v1\nkind: List\nitems:\n-\n  apiVersion: v1\n  kind: Node\n  metadata: {name: n1}\n",
+		"apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n\tkind: Node\n",
+		"apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: p}\n  spec: {containers: 5}\n" + node,
+		"apiVersion: v1\r\nkind: List\r\nitems:\r\n" + node,
+		"kind: List\nitems:\n" + node + "---\nkind: List\nitems:\n" + pod,
+	} {
+		readBothWays(t, "in.yaml", []byte(in))
+	}
+}
+
 // FuzzReadWays: any input reads alike both ways.
 func FuzzReadWays(f *testing.F) {
 	for _, rest := range readCases {
@@ -183,6 +220,10 @@ func FuzzReadWays(f *testing.F) {
 	}
 	snap, err := capture.Marshal(synth.Snapshot(30), capture.FormatJSON)
 	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(snap)
+	if snap, err = capture.Marshal(synth.Snapshot(30), capture.FormatYAML); err != nil {
 		f.Fatal(err)
 	}
 	f.Add(snap)
