@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"encoding/json"
@@ -37,7 +38,28 @@ const Stdin = "-"
 
 // LoadFilesFrom is LoadFiles reading the path "-" from stdin (once).
 func LoadFilesFrom(paths []string, stdin io.Reader) (*Snapshot, []string, error) {
+	return LoadFilesReporting(paths, stdin, nil)
+}
+
+// Status is where a load is: reading a file (Done of Total bytes; Total
+// is 0 for the standard input) or decoding its objects (Done of Total).
+type Status struct {
+	File        string
+	Stage       string // StageReading or StageDecoding
+	Done, Total int64
+}
+
+// The stages of a load.
+const (
+	StageReading  = "reading"
+	StageDecoding = "decoding"
+)
+
+// LoadFilesReporting is LoadFilesFrom telling report, when not nil, where
+// it is (from the goroutines that decode, too), for a progress line.
+func LoadFilesReporting(paths []string, stdin io.Reader, report func(Status)) (*Snapshot, []string, error) {
 	l := newLoader()
+	l.report = report
 	var all, empty []string
 	readStdin := false
 	for _, p := range paths {
@@ -56,12 +78,13 @@ func LoadFilesFrom(paths []string, stdin io.Reader) (*Snapshot, []string, error)
 			if f == Stdin {
 				readStdin = true
 				f = "<stdin>"
-				if data, err = io.ReadAll(stdin); err != nil {
+				if data, err = l.readAll(f, stdin, 0); err != nil {
 					return nil, nil, fmt.Errorf("read the standard input: %w", err)
 				}
-			} else if data, err = os.ReadFile(f); err != nil {
+			} else if data, err = l.readFile(f); err != nil {
 				return nil, nil, pathError(f, err)
 			}
+			l.file = f
 			before := l.objects
 			if err := l.add(f, data); err != nil {
 				return nil, nil, err
@@ -178,6 +201,67 @@ type loader struct {
 	// objects counts every object read (skipped kinds too); read counts
 	// those of the kinds rollplan reads.
 	objects, read int
+	// report, when not nil, is told where the load is; file is the file
+	// being decoded.
+	report func(Status)
+	file   string
+}
+
+// readFile is os.ReadFile, reporting the bytes read.
+func (l *loader) readFile(name string) ([]byte, error) {
+	if l.report == nil {
+		return os.ReadFile(name)
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var size int64
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+		size = st.Size()
+	}
+	return l.readAll(name, f, size)
+}
+
+// readChunk: progress is reported every readChunk bytes.
+const readChunk = 4 << 20
+
+// readAll reads r whole (size bytes, when known), reporting the bytes read.
+func (l *loader) readAll(name string, r io.Reader, size int64) ([]byte, error) {
+	if l.report == nil {
+		return io.ReadAll(r)
+	}
+	data := make([]byte, 0, max(size+1, 512))
+	for {
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)]
+		}
+		n, err := r.Read(data[len(data):min(cap(data), len(data)+readChunk)])
+		data = data[:len(data)+n]
+		l.report(Status{File: name, Stage: StageReading, Done: int64(len(data)), Total: size})
+		if err == io.EOF {
+			return data, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// decoded returns what a decoding worker calls after each of total
+// objects; it reports every 256 objects and the last.
+func (l *loader) decoded(total int) func() {
+	if l.report == nil {
+		return func() {}
+	}
+	var done atomic.Int64
+	file := l.file
+	return func() {
+		if n := done.Add(1); n%256 == 0 || n == int64(total) {
+			l.report(Status{File: file, Stage: StageDecoding, Done: n, Total: int64(total)})
+		}
+	}
 }
 
 // seen is an object already in the snapshot.

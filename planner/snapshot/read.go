@@ -113,8 +113,10 @@ func (l *loader) addList(where string, head []byte, items []item) error {
 		return err
 	}
 	objs := make([]object, len(items))
+	tick := l.decoded(len(items))
 	parallel(len(items), func(i int) {
 		objs[i] = decodeItem(itemWhere(where, i), items[i].raw)
+		tick()
 	})
 	return l.mergeAll(where, objs)
 }
@@ -211,6 +213,7 @@ func (l *loader) addRawJSON(file string, data []byte) (bool, error) {
 	where := fmt.Sprintf("%s: document 1", file)
 	objs := make([]object, len(items))
 	var failed atomic.Bool
+	tick := l.decoded(len(items))
 	parallel(len(items), func(i int) {
 		if failed.Load() {
 			return
@@ -220,6 +223,7 @@ func (l *loader) addRawJSON(file string, data []byte) (bool, error) {
 			failed.Store(true)
 		}
 		objs[i] = d
+		tick()
 	})
 	if failed.Load() {
 		return false, nil

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/rollplan/rollplan/internal/synth"
@@ -231,4 +232,53 @@ func FuzzReadWays(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		readBothWays(t, "fuzz.json", data)
 	})
+}
+
+// TestLoadFilesReporting: a load reports the bytes it read and the objects
+// it decoded, ending with the whole file and every object, and reads the
+// same snapshot as without reports.
+func TestLoadFilesReporting(t *testing.T) {
+	snap := synth.Snapshot(3000)
+	dir := t.TempDir()
+	for _, format := range []string{capture.FormatJSON, capture.FormatYAML} {
+		data, err := capture.Marshal(snap, format)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(dir, "snap."+format)
+		if err := os.WriteFile(file, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		last := map[string]snapshot.Status{}
+		got, _, err := snapshot.LoadFilesReporting([]string{file}, nil, func(st snapshot.Status) {
+			mu.Lock()
+			defer mu.Unlock()
+			if prev, ok := last[st.Stage]; ok && prev.Done > st.Done && st.Stage == snapshot.StageReading {
+				t.Errorf("%s: read %d bytes after %d", file, st.Done, prev.Done)
+			}
+			if prev := last[st.Stage]; st.Done > prev.Done {
+				last[st.Stage] = st
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _, err := snapshot.LoadFiles([]string{file})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: reporting changed the snapshot", file)
+		}
+		objects := int64(len(want.Deployments) + len(want.ReplicaSets) + len(want.StatefulSets) + len(want.DaemonSets) + len(want.ControllerRevisions) + len(want.Pods) + len(want.Nodes) + len(want.PDBs))
+		for stage, w := range map[string]snapshot.Status{
+			snapshot.StageReading:  {File: file, Stage: snapshot.StageReading, Done: int64(len(data)), Total: int64(len(data))},
+			snapshot.StageDecoding: {File: file, Stage: snapshot.StageDecoding, Done: objects, Total: objects},
+		} {
+			if last[stage] != w {
+				t.Errorf("%s: last %s report %+v, want %+v", file, stage, last[stage], w)
+			}
+		}
+	}
 }

@@ -37,6 +37,7 @@ func (l *loader) addYAMLList(where string, doc []byte) (bool, error) {
 	}
 	objs := make([]object, len(chunks))
 	var failed atomic.Bool
+	tick := l.decoded(len(chunks))
 	parallel(len(chunks), func(i int) {
 		if failed.Load() {
 			return
@@ -47,6 +48,7 @@ func (l *loader) addYAMLList(where string, doc []byte) (bool, error) {
 			return
 		}
 		objs[i] = decodeItem(itemWhere(where, i), js)
+		tick()
 	})
 	if failed.Load() {
 		return false, nil
