@@ -218,7 +218,7 @@ func (l *loader) addRawJSON(file string, data []byte) (bool, error) {
 		if failed.Load() {
 			return
 		}
-		d, ok := decodeRaw(itemWhere(where, i), items[i])
+		d, ok := decodeRaw(itemWhere(where, i), items[i], false)
 		if !ok {
 			failed.Store(true)
 		}
@@ -261,23 +261,29 @@ func rawItem(raw []byte, odd bool) item {
 	return it
 }
 
-// decodeRaw decodes one item of a raw JSON List; false when the file is
-// to be read the old way.
-func decodeRaw(where string, it item) (object, bool) {
+// decodeRaw decodes one item of a raw JSON List (converted: of JSON
+// converted from YAML); false when the file is to be read the old way.
+// sigs.k8s.io/json reads it when its keys are exactly the fields'
+// (otherwise encoding/json, which the old way used, might match them
+// without regard to case) and none is repeated.
+func decodeRaw(where string, it item, converted bool) (object, bool) {
 	if !it.odd && it.kind != "" && !strings.HasSuffix(it.kind, "List") {
 		if o := newObject(it.apiVersion, it.kind); o != nil {
 			strict, err := kjson.UnmarshalStrict(it.raw, o)
 			if err == nil && len(strict) == 0 && o.GetName() != "" {
-				if normalizeRaw(o) != nil {
+				if !converted && normalizeRaw(o) != nil {
 					return object{}, false
 				}
 				return object{apiVersion: it.apiVersion, kind: it.kind, obj: o}, true
 			}
 		}
 	}
-	js, err := yaml.YAMLToJSONStrict(it.raw)
-	if err != nil {
-		return object{}, false
+	js := it.raw
+	if !converted {
+		var err error
+		if js, err = yaml.YAMLToJSONStrict(it.raw); err != nil {
+			return object{}, false
+		}
 	}
 	d := decodeItem(where, js)
 	return d, d.err == nil

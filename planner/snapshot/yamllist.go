@@ -47,7 +47,12 @@ func (l *loader) addYAMLList(where string, doc []byte) (bool, error) {
 			failed.Store(true)
 			return
 		}
-		objs[i] = decodeItem(itemWhere(where, i), js)
+		d, ok := decodeRaw(itemWhere(where, i), rawItem(js, false), true)
+		if !ok {
+			failed.Store(true)
+			return
+		}
+		objs[i] = d
 		tick()
 	})
 	if failed.Load() {
