@@ -24,8 +24,9 @@ import (
 // (LoadFiles: read, decode, strict checks, merge, then Digest) side by side
 // with client-go's deserializer decoding the same bytes (the v1 List, then
 // each item, into typed objects), for JSON and YAML at 20k and 150k pods.
-// rollplan reports x-client-go, its time over client-go's measured in the
-// same run, peak-x-file its peak heap over the file's size, and
+// rollplan reports x-client-go, its wall time over client-go's measured
+// in the same run, cpu-x-client-go the same for CPU time (steadier on a
+// shared machine; rollplan decodes on every core), peak-x-file its peak heap over the file's size, and
 // live-x-file the heap the snapshot keeps (the typed objects) over it.
 //
 //	go test ./planner/snapshot -run '^$' -bench 'Read/20k' -benchtime 3x
@@ -46,32 +47,34 @@ func BenchmarkRead(b *testing.B) {
 				}
 				size := len(data)
 				data = nil
-				// clientGo is client-go's mean time, for the ratio.
-				var clientGo time.Duration
+				// clientGo and clientGoCPU are client-go's mean wall and
+				// CPU times, for the ratios.
+				var clientGo, clientGoCPU time.Duration
 				b.Run(format+"/client-go", func(b *testing.B) {
-					var total time.Duration
+					var total, cpu time.Duration
 					n := 0
 					for b.Loop() {
-						start := time.Now()
+						start, cpu0 := time.Now(), measure.CPU()
 						if err := clientGoDecode(file); err != nil {
 							b.Fatal(err)
 						}
 						total += time.Since(start)
+						cpu += measure.CPU() - cpu0
 						n++
 					}
-					clientGo = total / time.Duration(n)
+					clientGo, clientGoCPU = total/time.Duration(n), cpu/time.Duration(n)
 					b.ReportMetric(float64(size)/(1<<20), "MiB-file")
 				})
 				b.Run(format+"/rollplan", func(b *testing.B) {
 					var peak, live uint64
-					var took time.Duration
+					var took, cpu time.Duration
 					n := 0
 					for b.Loop() {
 						b.StopTimer()
 						runtime.GC()
 						b.StartTimer()
 						heap := measure.SampleHeap()
-						start := time.Now()
+						start, cpu0 := time.Now(), measure.CPU()
 						s, _, err := snapshot.LoadFiles([]string{file})
 						if err != nil {
 							b.Fatal(err)
@@ -80,6 +83,7 @@ func BenchmarkRead(b *testing.B) {
 							b.Fatal(err)
 						}
 						took += time.Since(start)
+						cpu += measure.CPU() - cpu0
 						n++
 						peak = max(peak, heap())
 						b.StopTimer()
@@ -94,6 +98,7 @@ func BenchmarkRead(b *testing.B) {
 					b.ReportMetric(float64(live)/float64(size), "live-x-file")
 					if clientGo > 0 {
 						b.ReportMetric(float64(took)/float64(n)/float64(clientGo), "x-client-go")
+						b.ReportMetric(float64(cpu)/float64(n)/float64(clientGoCPU), "cpu-x-client-go")
 					}
 				})
 			}
