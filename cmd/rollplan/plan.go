@@ -177,7 +177,14 @@ func (f *planFlags) run(ctx context.Context, stderr io.Writer) (*planned, error)
 	if stdin == nil {
 		stdin = os.Stdin
 	}
-	snap, warnings, err := snapshot.LoadFilesFrom(f.files, stdin)
+	stage, stopStage := planStageLine(stderr)
+	defer stopStage()
+	var report func(snapshot.Status)
+	if stage != nil {
+		report = func(st snapshot.Status) { stage.set("%s", loadStatus(st)) }
+		stderr = stage.line // warnings scroll above the line
+	}
+	snap, warnings, err := snapshot.LoadFilesReporting(f.files, stdin, report)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("-f %w: pass an existing snapshot file or directory", err)
 	}
@@ -200,6 +207,7 @@ func (f *planFlags) run(ctx context.Context, stderr io.Writer) (*planned, error)
 	if req.Cluster, err = f.clusterOptions(snap.KubernetesVersion, "the snapshot", stderr); err != nil {
 		return nil, err
 	}
+	stage.set("reading the workloads' pods and revisions")
 	in, err := req.Facts()
 	if err != nil {
 		return nil, err
@@ -220,6 +228,11 @@ func (f *planFlags) run(ctx context.Context, stderr io.Writer) (*planned, error)
 	}
 	opts := planOptions()
 	opts.RecreateSeconds, opts.InPlaceSeconds, opts.TerminateSeconds = int(f.recreate/time.Second), int(f.inPlace/time.Second), int(f.terminate/time.Second)
+	if stage != nil {
+		stage.set("hashing the snapshot")
+		progress := plan.ProgressFunc(func(done, total int) { stage.set("planning workloads: %d of %d", done, total) })
+		opts.Progress = &progress
+	}
 	res, err := plan.Run(ctx, in, eng, opts)
 	if err != nil {
 		return nil, err

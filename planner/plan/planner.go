@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -32,7 +33,14 @@ type Options struct {
 	// Nil: such a workload is planned with the policy's answers and a
 	// warning that its controller could not be modelled.
 	Upstream engine.Engine
+	// Progress, when set, is told how many workloads are planned, after
+	// each (from the goroutines that plan them): rollplan plan's progress
+	// line. A pointer, so that Options stays comparable.
+	Progress *ProgressFunc
 }
+
+// ProgressFunc is told that done of total workloads are planned.
+type ProgressFunc func(done, total int)
 
 // DefaultOptions are conservative estimates for a typical pod.
 var DefaultOptions = Options{RecreateSeconds: 60, InPlaceSeconds: 20, TerminateSeconds: 30}
@@ -71,8 +79,12 @@ func Build(ctx context.Context, rollouts []*facts.Rollout, eng engine.Engine, me
 	errs := make([]error, len(rollouts))
 	var g errgroup.Group
 	g.SetLimit(max(1, runtime.GOMAXPROCS(0)))
+	var done atomic.Int64
 	for i, r := range rollouts {
 		g.Go(func() error {
+			if o.Progress != nil {
+				defer func() { (*o.Progress)(int(done.Add(1)), len(rollouts)) }()
+			}
 			d, err := eng.Decide(ctx, r)
 			if err != nil {
 				errs[i] = err

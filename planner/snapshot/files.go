@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"encoding/json"
@@ -37,7 +38,28 @@ const Stdin = "-"
 
 // LoadFilesFrom is LoadFiles reading the path "-" from stdin (once).
 func LoadFilesFrom(paths []string, stdin io.Reader) (*Snapshot, []string, error) {
+	return LoadFilesReporting(paths, stdin, nil)
+}
+
+// Status is where a load is: reading a file (Done of Total bytes; Total
+// is 0 for the standard input) or decoding its objects (Done of Total).
+type Status struct {
+	File        string
+	Stage       string // StageReading or StageDecoding
+	Done, Total int64
+}
+
+// The stages of a load.
+const (
+	StageReading  = "reading"
+	StageDecoding = "decoding"
+)
+
+// LoadFilesReporting is LoadFilesFrom telling report, when not nil, where
+// it is (from the goroutines that decode, too), for a progress line.
+func LoadFilesReporting(paths []string, stdin io.Reader, report func(Status)) (*Snapshot, []string, error) {
 	l := newLoader()
+	l.report = report
 	var all, empty []string
 	readStdin := false
 	for _, p := range paths {
@@ -56,12 +78,13 @@ func LoadFilesFrom(paths []string, stdin io.Reader) (*Snapshot, []string, error)
 			if f == Stdin {
 				readStdin = true
 				f = "<stdin>"
-				if data, err = io.ReadAll(stdin); err != nil {
+				if data, err = l.readAll(f, stdin, 0); err != nil {
 					return nil, nil, fmt.Errorf("read the standard input: %w", err)
 				}
-			} else if data, err = os.ReadFile(f); err != nil {
+			} else if data, err = l.readFile(f); err != nil {
 				return nil, nil, pathError(f, err)
 			}
+			l.file = f
 			before := l.objects
 			if err := l.add(f, data); err != nil {
 				return nil, nil, err
@@ -178,6 +201,67 @@ type loader struct {
 	// objects counts every object read (skipped kinds too); read counts
 	// those of the kinds rollplan reads.
 	objects, read int
+	// report, when not nil, is told where the load is; file is the file
+	// being decoded.
+	report func(Status)
+	file   string
+}
+
+// readFile is os.ReadFile, reporting the bytes read.
+func (l *loader) readFile(name string) ([]byte, error) {
+	if l.report == nil {
+		return os.ReadFile(name)
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var size int64
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+		size = st.Size()
+	}
+	return l.readAll(name, f, size)
+}
+
+// readChunk: progress is reported every readChunk bytes.
+const readChunk = 4 << 20
+
+// readAll reads r whole (size bytes, when known), reporting the bytes read.
+func (l *loader) readAll(name string, r io.Reader, size int64) ([]byte, error) {
+	if l.report == nil {
+		return io.ReadAll(r)
+	}
+	data := make([]byte, 0, max(size+1, 512))
+	for {
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)]
+		}
+		n, err := r.Read(data[len(data):min(cap(data), len(data)+readChunk)])
+		data = data[:len(data)+n]
+		l.report(Status{File: name, Stage: StageReading, Done: int64(len(data)), Total: size})
+		if err == io.EOF {
+			return data, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// decoded returns what a decoding worker calls after each of total
+// objects; it reports every 256 objects and the last.
+func (l *loader) decoded(total int) func() {
+	if l.report == nil {
+		return func() {}
+	}
+	var done atomic.Int64
+	file := l.file
+	return func() {
+		if n := done.Add(1); n%256 == 0 || n == int64(total) {
+			l.report(Status{File: file, Stage: StageDecoding, Done: n, Total: int64(total)})
+		}
+	}
 }
 
 // seen is an object already in the snapshot.
@@ -210,8 +294,19 @@ type typeMeta struct {
 }
 
 func (l *loader) add(file string, data []byte) error {
-	return EachDocument(file, data, func(doc int, js []byte) error {
-		return l.addJSON(fmt.Sprintf("%s: document %d", file, doc), js)
+	if ok, err := l.addRawJSON(file, data); ok {
+		return err
+	}
+	return eachRawDocument(file, data, func(doc int, raw []byte) error {
+		where := fmt.Sprintf("%s: document %d", file, doc)
+		if ok, err := l.addYAMLList(where, raw); ok {
+			return err
+		}
+		js, err := documentJSON(file, doc, raw)
+		if err != nil || js == nil {
+			return err
+		}
+		return l.addJSON(where, js)
 	})
 }
 
@@ -221,6 +316,24 @@ func (l *loader) add(file string, data []byte) error {
 // files, CEL policies and policy tests all read their files through it, so
 // that "file: document N" means the same everywhere.
 func EachDocument(file string, data []byte, fn func(doc int, js []byte) error) error {
+	return eachRawDocument(file, data, func(doc int, raw []byte) error {
+		js, err := documentJSON(file, doc, raw)
+		if err != nil || js == nil {
+			return err
+		}
+		return fn(doc, js)
+	})
+}
+
+// eachRawDocument calls fn with each document of a multi-document file as
+// it is written, numbered from 1, empty ones left out.
+func eachRawDocument(file string, data []byte, fn func(doc int, raw []byte) error) error {
+	if oneDocument(data) {
+		if len(bytes.TrimSpace(data)) == 0 {
+			return nil
+		}
+		return fn(1, data)
+	}
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for doc := 1; ; doc++ {
 		raw, err := r.Read()
@@ -233,17 +346,31 @@ func EachDocument(file string, data []byte, fn func(doc int, js []byte) error) e
 		if len(bytes.TrimSpace(raw)) == 0 {
 			continue
 		}
-		js, err := yaml.YAMLToJSONStrict(raw)
-		if err != nil {
-			return fmt.Errorf("%s: document %d: not valid YAML or JSON: %s", file, doc, strings.Join(strings.Fields(err.Error()), " "))
-		}
-		if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
-			continue
-		}
-		if err := fn(doc, js); err != nil {
+		if err := fn(doc, raw); err != nil {
 			return err
 		}
 	}
+}
+
+// oneDocument reports whether the YAML reader would return data as it is,
+// one document, so that it need not be copied (a 150,000-pod snapshot is
+// 120 MB): no line starts with "---", no CR (the reader writes CR LF as
+// LF), and the last line ends (the reader ends it).
+func oneDocument(data []byte) bool {
+	return len(data) > 0 && data[len(data)-1] == '\n' && bytes.IndexByte(data, '\r') < 0 &&
+		!bytes.HasPrefix(data, []byte("---")) && !bytes.Contains(data, []byte("\n---"))
+}
+
+// documentJSON converts a document to JSON; nil for a comment-only one.
+func documentJSON(file string, doc int, raw []byte) ([]byte, error) {
+	js, err := yaml.YAMLToJSONStrict(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: document %d: not valid YAML or JSON: %s", file, doc, strings.Join(strings.Fields(err.Error()), " "))
+	}
+	if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
+		return nil, nil
+	}
+	return js, nil
 }
 
 // capturedAt reads a List's AnnCapturedAt annotation (written by rollplan
@@ -310,6 +437,9 @@ func (l *loader) addJSON(where string, js []byte) error {
 	if got := jsonKind(js); got != "" {
 		return fmt.Errorf("%s: want a Kubernetes object (apiVersion, kind, metadata), got %s", where, got)
 	}
+	if head, items, ok := splitList(js); ok {
+		return l.addList(where, head, items)
+	}
 	var tm typeMeta
 	if err := strictUnmarshal(js, &tm); err != nil {
 		return fmt.Errorf("%s: not a Kubernetes object: %w", where, err)
@@ -328,86 +458,135 @@ func (l *loader) addJSON(where string, js []byte) error {
 		}
 		return nil
 	}
-	l.objects++
-	group := tm.APIVersion
+	return l.merge(where, decodeObject(where, js, &tm))
+}
+
+// object is one object of a document decoded off the loader (in parallel
+// for a List's items) and merged into the snapshot in document order.
+type object struct {
+	apiVersion, kind string
+	// obj is the typed object; nil for a kind rollplan does not read.
+	obj metav1.Object
+	// err is the object's decoding error, reported when it is merged so
+	// that the first error in document order wins.
+	err error
+	// list is an item that is itself a List, read when merged.
+	list []byte
+}
+
+// newObject is the typed object of a kind rollplan reads, nil for others.
+func newObject(apiVersion, kind string) metav1.Object {
+	group := apiVersion
 	if i := strings.Index(group, "/"); i >= 0 {
 		group = group[:i]
 	} else {
 		group = ""
 	}
-	id := fmt.Sprintf("%s %s", tm.Kind, tm.Metadata.Name)
-	if tm.Metadata.Namespace != "" {
-		id = fmt.Sprintf("%s %s/%s", tm.Kind, tm.Metadata.Namespace, tm.Metadata.Name)
-	}
-	// decode reads the object into o and reports whether it is new: an
-	// object already read is left out when it is the same (see same), and
-	// an error when it is not.
-	decode := func(o metav1.Object) (bool, error) {
-		if tm.Metadata.Name == "" {
-			return false, fmt.Errorf("%s: %s has no metadata.name", where, tm.Kind)
-		}
-		if err := strictUnmarshal(js, o); err != nil {
-			return false, fmt.Errorf("%s: %s: %w", where, id, err)
-		}
-		l.read++
-		if prev, dup := l.names[id]; dup {
-			if same(prev.obj, o) {
-				return false, nil
-			}
-			return false, fmt.Errorf("%s: %s is defined twice with different content (first in %s%s): keep one copy, or capture the objects once (rollplan snapshot -A, or one -l selector)", where, id, prev.where, versions(prev.obj, o))
-		}
-		l.names[id] = seen{where: where, obj: o}
-		return true, nil
-	}
-	var (
-		isNew bool
-		err   error
-	)
 	switch {
-	case tm.Kind == "Deployment" && group == "apps":
-		o := &appsv1.Deployment{}
-		if isNew, err = decode(o); isNew {
-			l.snap.Deployments = append(l.snap.Deployments, o)
-		}
-	case tm.Kind == "ReplicaSet" && group == "apps":
-		o := &appsv1.ReplicaSet{}
-		if isNew, err = decode(o); isNew {
-			l.snap.ReplicaSets = append(l.snap.ReplicaSets, o)
-		}
-	case tm.Kind == "StatefulSet" && group == "apps":
-		o := &appsv1.StatefulSet{}
-		if isNew, err = decode(o); isNew {
-			l.snap.StatefulSets = append(l.snap.StatefulSets, o)
-		}
-	case tm.Kind == "DaemonSet" && group == "apps":
-		o := &appsv1.DaemonSet{}
-		if isNew, err = decode(o); isNew {
-			l.snap.DaemonSets = append(l.snap.DaemonSets, o)
-		}
-	case tm.Kind == "ControllerRevision" && group == "apps":
-		o := &appsv1.ControllerRevision{}
-		if isNew, err = decode(o); isNew {
-			l.snap.ControllerRevisions = append(l.snap.ControllerRevisions, o)
-		}
-	case tm.Kind == "Pod" && group == "":
-		o := &corev1.Pod{}
-		if isNew, err = decode(o); isNew {
-			l.snap.Pods = append(l.snap.Pods, o)
-		}
-	case tm.Kind == "Node" && group == "":
-		o := &corev1.Node{}
-		if isNew, err = decode(o); isNew {
-			l.snap.Nodes = append(l.snap.Nodes, o)
-		}
-	case tm.Kind == "PodDisruptionBudget" && group == "policy":
-		o := &policyv1.PodDisruptionBudget{}
-		if isNew, err = decode(o); isNew {
-			l.snap.PDBs = append(l.snap.PDBs, o)
-		}
-	default:
-		l.skipped[tm.APIVersion+" "+tm.Kind]++
+	case kind == "Deployment" && group == "apps":
+		return &appsv1.Deployment{}
+	case kind == "ReplicaSet" && group == "apps":
+		return &appsv1.ReplicaSet{}
+	case kind == "StatefulSet" && group == "apps":
+		return &appsv1.StatefulSet{}
+	case kind == "DaemonSet" && group == "apps":
+		return &appsv1.DaemonSet{}
+	case kind == "ControllerRevision" && group == "apps":
+		return &appsv1.ControllerRevision{}
+	case kind == "Pod" && group == "":
+		return &corev1.Pod{}
+	case kind == "Node" && group == "":
+		return &corev1.Node{}
+	case kind == "PodDisruptionBudget" && group == "policy":
+		return &policyv1.PodDisruptionBudget{}
 	}
-	return err
+	return nil
+}
+
+// decodeObject decodes one document or List item (JSON) whose type
+// metadata tm has been read and is not a List. It touches no loader state.
+func decodeObject(where string, js []byte, tm *typeMeta) object {
+	d := object{apiVersion: tm.APIVersion, kind: tm.Kind, obj: newObject(tm.APIVersion, tm.Kind)}
+	if d.obj == nil {
+		return d
+	}
+	if tm.Metadata.Name == "" {
+		d.err = fmt.Errorf("%s: %s has no metadata.name", where, tm.Kind)
+		return d
+	}
+	if err := strictUnmarshal(js, d.obj); err != nil {
+		d.err = fmt.Errorf("%s: %s: %w", where, objectID(tm.Kind, tm.Metadata.Namespace, tm.Metadata.Name), err)
+	}
+	return d
+}
+
+// decodeItem is decodeObject for a List item, type metadata included.
+func decodeItem(where string, js []byte) object {
+	if got := jsonKind(js); got != "" {
+		return object{err: fmt.Errorf("%s: want a Kubernetes object (apiVersion, kind, metadata), got %s", where, got)}
+	}
+	var tm typeMeta
+	if err := strictUnmarshal(js, &tm); err != nil {
+		return object{err: fmt.Errorf("%s: not a Kubernetes object: %w", where, err)}
+	}
+	if tm.Kind == "" {
+		return object{err: fmt.Errorf("%s: object has no kind", where)}
+	}
+	if strings.HasSuffix(tm.Kind, "List") {
+		return object{list: js}
+	}
+	return decodeObject(where, js, &tm)
+}
+
+func objectID(kind, ns, name string) string {
+	if ns != "" {
+		return kind + " " + ns + "/" + name
+	}
+	return kind + " " + name
+}
+
+// merge adds a decoded object to the snapshot: an object already read is
+// left out when it is the same (see same), and an error when it is not.
+func (l *loader) merge(where string, d object) error {
+	if d.list != nil {
+		return l.addJSON(where, d.list)
+	}
+	if d.err != nil {
+		return d.err
+	}
+	l.objects++
+	if d.obj == nil {
+		l.skipped[d.apiVersion+" "+d.kind]++
+		return nil
+	}
+	l.read++
+	id := objectID(d.kind, d.obj.GetNamespace(), d.obj.GetName())
+	if prev, dup := l.names[id]; dup {
+		if same(prev.obj, d.obj) {
+			return nil
+		}
+		return fmt.Errorf("%s: %s is defined twice with different content (first in %s%s): keep one copy, or capture the objects once (rollplan snapshot -A, or one -l selector)", where, id, prev.where, versions(prev.obj, d.obj))
+	}
+	l.names[id] = seen{where: where, obj: d.obj}
+	switch o := d.obj.(type) {
+	case *appsv1.Deployment:
+		l.snap.Deployments = append(l.snap.Deployments, o)
+	case *appsv1.ReplicaSet:
+		l.snap.ReplicaSets = append(l.snap.ReplicaSets, o)
+	case *appsv1.StatefulSet:
+		l.snap.StatefulSets = append(l.snap.StatefulSets, o)
+	case *appsv1.DaemonSet:
+		l.snap.DaemonSets = append(l.snap.DaemonSets, o)
+	case *appsv1.ControllerRevision:
+		l.snap.ControllerRevisions = append(l.snap.ControllerRevisions, o)
+	case *corev1.Pod:
+		l.snap.Pods = append(l.snap.Pods, o)
+	case *corev1.Node:
+		l.snap.Nodes = append(l.snap.Nodes, o)
+	case *policyv1.PodDisruptionBudget:
+		l.snap.PDBs = append(l.snap.PDBs, o)
+	}
+	return nil
 }
 
 // same reports whether two decoded copies of one object (same kind,
