@@ -179,9 +179,14 @@ func (f *planFlags) run(ctx context.Context, stderr io.Writer) (*planned, error)
 	}
 	stage, stopStage := planStageLine(stderr)
 	defer stopStage()
-	var report func(snapshot.Status)
+	heap := newHeapBound()
+	report := func(st snapshot.Status) {
+		heap.observe(st)
+		if stage != nil {
+			stage.set("%s", loadStatus(st))
+		}
+	}
 	if stage != nil {
-		report = func(st snapshot.Status) { stage.set("%s", loadStatus(st)) }
 		stderr = stage.line // warnings scroll above the line
 	}
 	snap, warnings, err := snapshot.LoadFilesReporting(f.files, stdin, report)
