@@ -14,8 +14,8 @@ import (
 // 3× a JSON file and 6.5× a YAML one; with the collector's default
 // headroom the heap would reach twice that (a 119 MB YAML snapshot of
 // 150,000 pods: 1.37 GB of RSS). The limit makes the collector run sooner
-// instead, so that the process stays under 10× its input (8.6× for that
-// snapshot, at 7% more CPU; 9.8× for 20,000 pods in a 16 MB file, where
+// instead, so that the process stays under 10× its input (7.2× for that
+// snapshot, at 12% more CPU; 9.8× for 20,000 pods in a 16 MB file, where
 // the binary's own 49 MB counts for 3×). It is soft: a
 // snapshot whose objects need more only makes the collector run more often
 // (the runtime caps that at half the CPU), never fails. GOMEMLIMIT, when
