@@ -5,31 +5,11 @@ import (
 	"math/rand"
 	"testing"
 
+	"github.com/rollplan/rollplan/internal/parity"
 	"github.com/rollplan/rollplan/internal/scenario"
 	"github.com/rollplan/rollplan/internal/synth"
 	"github.com/rollplan/rollplan/planner/facts"
 )
-
-// variants returns r and copies of it with the workload switches the
-// default strategy branches on flipped (managed, pod update policy, the
-// StatefulSet gate, the progress deadline), so that real facts reach every
-// branch. Pods are shared: engines only read them.
-func variants(r *facts.Rollout) []*facts.Rollout {
-	out := []*facts.Rollout{r}
-	for _, managed := range []bool{false, true} {
-		for _, policy := range []string{"Recreate", "InPlaceIfPossible", "InPlaceOnly"} {
-			for _, gate := range []bool{false, true} {
-				v := *r
-				v.Workload.Managed = managed
-				v.Workload.PodUpdatePolicy = policy
-				v.FeatureGates = map[string]bool{"MaxUnavailableStatefulSet": gate}
-				v.Workload.ProgressDeadlineSeconds = 30
-				out = append(out, &v)
-			}
-		}
-	}
-	return out
-}
 
 // TestParityScenarios: every rollout of every scenario, and its variants.
 func TestParityScenarios(t *testing.T) {
@@ -44,7 +24,7 @@ func TestParityScenarios(t *testing.T) {
 				t.Fatal("no rollouts")
 			}
 			for _, r := range sc.Rollouts {
-				for i, v := range variants(r) {
+				for i, v := range parity.Variants(r) {
 					t.Run(fmt.Sprintf("%s/%s/v%d", r.Workload.Kind, r.Workload.Name, i), func(t *testing.T) {
 						requireParity(t, v)
 					})

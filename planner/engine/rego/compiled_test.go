@@ -99,25 +99,6 @@ func (p *pair) check(t *testing.T, r *facts.Rollout) {
 	}
 }
 
-// variants: r and copies with the workload switches the strategies branch
-// on flipped (pods shared: engines only read them).
-func variants(r *facts.Rollout) []*facts.Rollout {
-	out := []*facts.Rollout{r}
-	for _, managed := range []bool{false, true} {
-		for _, policy := range []string{"Recreate", "InPlaceIfPossible", "InPlaceOnly"} {
-			for _, gate := range []bool{false, true} {
-				v := *r
-				v.Workload.Managed = managed
-				v.Workload.PodUpdatePolicy = policy
-				v.FeatureGates = map[string]bool{"MaxUnavailableStatefulSet": gate}
-				v.Workload.ProgressDeadlineSeconds = 30
-				out = append(out, &v)
-			}
-		}
-	}
-	return out
-}
-
 func TestCompiledParityScenarios(t *testing.T) {
 	scenarios, err := scenario.All("../../../testdata/scenarios")
 	if err != nil {
@@ -127,7 +108,7 @@ func TestCompiledParityScenarios(t *testing.T) {
 		t.Run(p.name, func(t *testing.T) {
 			for _, sc := range scenarios {
 				for _, r := range sc.Rollouts {
-					for _, v := range variants(r) {
+					for _, v := range parity.Variants(r) {
 						p.check(t, v)
 					}
 				}
