@@ -199,7 +199,7 @@ func TestPlanPolicyNotes(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "policy.rego"), []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	want := "note: rule data.rollplan.strategy.order (" + filepath.Join(dir, "policy.rego") + ":4) is interpreted, not compiled: builtin rand.intn is not a pure function of its arguments\n"
+	want := "note: the policy is interpreted, not compiled (same answers, slower), because of rule data.rollplan.strategy.order (" + filepath.Join(dir, "policy.rego") + ":4): builtin rand.intn is not a pure function of its arguments\n"
 	snap := "testdata/scenarios/deploy-rolling-10-25pct/snapshot.yaml"
 	for _, args := range [][]string{
 		{"plan", "-f", snap},

@@ -16,7 +16,7 @@ import (
 func compile(ctx context.Context, b *Bundle, query string) (*program, string) {
 	p, err := planQuery(ctx, b, query)
 	if err != nil {
-		return nil, "policy " + query + " is interpreted, not compiled: " + oneLineError(err).Error()
+		return nil, "the policy is interpreted, not compiled (same answers, slower): planning " + query + ": " + oneLineError(err).Error()
 	}
 	prog, err := compileProgram(p)
 	if err != nil {

@@ -166,8 +166,8 @@ func TestCompiledNotes(t *testing.T) {
 	cases := []struct {
 		name, body, want string
 	}{
-		{"rand", "order(pod) := [pod.name] if {\n\trand.intn(pod.name, 1) == 0\n}", "rule data.rollplan.strategy.order (user/strategy.rego:4) is interpreted, not compiled: builtin rand.intn is not a pure function of its arguments"},
-		{"clock", "halt := [\"late\"] if {\n\ttime.now_ns() > 0\n}", "rule data.rollplan.strategy.halt (user/strategy.rego:4) is interpreted, not compiled: builtin time.now_ns is not a pure function of its arguments"},
+		{"rand", "order(pod) := [pod.name] if {\n\trand.intn(pod.name, 1) == 0\n}", "the policy is interpreted, not compiled (same answers, slower), because of rule data.rollplan.strategy.order (user/strategy.rego:4): builtin rand.intn is not a pure function of its arguments"},
+		{"clock", "halt := [\"late\"] if {\n\ttime.now_ns() > 0\n}", "the policy is interpreted, not compiled (same answers, slower), because of rule data.rollplan.strategy.halt (user/strategy.rego:4): builtin time.now_ns is not a pure function of its arguments"},
 	}
 	r := stsRollout()
 	for _, c := range cases {

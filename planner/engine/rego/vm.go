@@ -109,7 +109,7 @@ type unsupported struct {
 }
 
 func (u *unsupported) Error() string {
-	return fmt.Sprintf("rule %s (%s) is interpreted, not compiled: %s", u.rule, u.where, u.what)
+	return fmt.Sprintf("the policy is interpreted, not compiled (same answers, slower), because of rule %s (%s): %s", u.rule, u.where, u.what)
 }
 
 type compiler struct {
