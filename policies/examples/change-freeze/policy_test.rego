@@ -131,3 +131,14 @@ test_managed_without_pending_rollout_not_denied if {
 test_now_with_an_offset if {
 	strategy.halt == ["change freeze \"weekend\" until 2026-03-02T08:00:00+01:00 (Europe/Berlin)"] with input as at("2026-02-27T16:00:00+01:00")
 }
+
+# A window within one day (no wrap), in a zone west of UTC: from 09:00 to
+# 17:00 on Wednesdays in New York (2026-03-04 is a Wednesday, EST).
+train := [{"name": "release-train", "zone": "America/New_York", "from": "Wed 09:00", "to": "Wed 17:00"}]
+
+test_window_within_a_day if {
+	strategy.halt == [] with input as at("2026-03-04T13:59:59Z") with strategy.weekly as train with strategy.dated as []
+	strategy.halt == ["change freeze \"release-train\" until 2026-03-04T17:00:00-05:00 (America/New_York)"] with input as at("2026-03-04T14:00:00Z") with strategy.weekly as train with strategy.dated as []
+	strategy.halt == ["change freeze \"release-train\" until 2026-03-04T17:00:00-05:00 (America/New_York)"] with input as at("2026-03-04T21:59:59Z") with strategy.weekly as train with strategy.dated as []
+	strategy.halt == [] with input as at("2026-03-04T22:00:00Z") with strategy.weekly as train with strategy.dated as []
+}
