@@ -5,12 +5,28 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all build demo test test-go test-policies test-cluster cluster-bin lint fuzz bench golden clean
+.PHONY: all build install uninstall demo test test-go test-policies test-cluster cluster-bin lint fuzz bench golden clean
 
 all: build
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/rollplan ./cmd/rollplan
+
+## install: bin/rollplan into $(DESTDIR)$(PREFIX)/bin, with kubectl-rollplan
+## beside it (a relative link) so that `kubectl rollplan ...` finds it on
+## PATH, and kubectl_complete-rollplan, which kubectl >= 1.26 runs to
+## complete it; packagers set DESTDIR (a staging root) and PREFIX (default
+## /usr/local)
+PREFIX ?= /usr/local
+BINDIR := $(DESTDIR)$(PREFIX)/bin
+install: build
+	install -d "$(BINDIR)"
+	install -m 0755 bin/rollplan "$(BINDIR)/rollplan"
+	ln -sf rollplan "$(BINDIR)/kubectl-rollplan"
+	install -m 0755 deploy/kubectl_complete-rollplan "$(BINDIR)/kubectl_complete-rollplan"
+
+uninstall:
+	rm -f "$(BINDIR)/kubectl_complete-rollplan" "$(BINDIR)/kubectl-rollplan" "$(BINDIR)/rollplan"
 
 ## demo: plan two bundled scenarios and explain one pod's place in a third
 demo: build

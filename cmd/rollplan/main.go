@@ -70,7 +70,9 @@ func (c codedError) Error() string { return c.err.Error() }
 func (c codedError) Unwrap() error { return c.err }
 
 func main() {
-	cmd, err := newRootCommand().ExecuteC()
+	root := newRootCommand()
+	nameFromArgv0(root, os.Args[0])
+	cmd, err := root.ExecuteC()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, errorLine(cmd, err))
 	}

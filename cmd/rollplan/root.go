@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -52,6 +54,40 @@ func newRootCommand() *cobra.Command {
 	withExitCodes(root)
 	return root
 }
+
+// kubectlPlugin is the prefix kubectl looks for on PATH: `kubectl rollplan`
+// runs the executable kubectl-rollplan (make install links it).
+const kubectlPlugin = "kubectl-"
+
+// nameFromArgv0 makes the help of root and every command under it say
+// `kubectl rollplan` when the binary was started as kubectl-rollplan, so
+// that what the help suggests can be typed as shown. Any other name
+// leaves the help as it is.
+func nameFromArgv0(root *cobra.Command, argv0 string) {
+	base := filepath.Base(argv0)
+	if !strings.HasPrefix(base, kubectlPlugin) {
+		return
+	}
+	display := "kubectl " + strings.TrimPrefix(base, kubectlPlugin)
+	if root.Annotations == nil {
+		root.Annotations = map[string]string{}
+	}
+	// Usage lines and "Use ... --help" hints go through CommandPath, which
+	// starts from this name; the examples are text, rewritten below.
+	root.Annotations[cobra.CommandDisplayNameAnnotation] = display
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.Example = exampleCommand.ReplaceAllString(c.Example, "${1}"+display+" ")
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+}
+
+// exampleCommand finds "rollplan " where an example line, a pipe or an &&
+// starts a command (not inside a path such as /etc/rollplan/).
+var exampleCommand = regexp.MustCompile(`(^|\s)rollplan `)
 
 // unknownCommand is the usage error of "rollplan NAME" when rollplan has no
 // command NAME, with cobra's suggestion if one is close.
