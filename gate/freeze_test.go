@@ -2,15 +2,12 @@ package gate
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/engine/cel"
@@ -40,15 +37,7 @@ func TestChangeFreezeExample(t *testing.T) {
 			objs := statefulSet(3)
 			f := newFixture(t, Options{Engine: eng}, objs...)
 			set := objs[0].(*appsv1.StatefulSet)
-			update := func(change func(*appsv1.StatefulSet)) *admissionv1.AdmissionRequest {
-				old, cur := set.DeepCopy(), set.DeepCopy()
-				change(cur)
-				o, _ := json.Marshal(old)
-				n, _ := json.Marshal(cur)
-				return &admissionv1.AdmissionRequest{UID: "u", Namespace: ns, Name: "db", Operation: admissionv1.Update,
-					Resource:  metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"},
-					OldObject: runtime.RawExtension{Raw: o}, Object: runtime.RawExtension{Raw: n}}
-			}
+			update := func(change func(*appsv1.StatefulSet)) *admissionv1.AdmissionRequest { return stsUpdate(set, change) }
 			image := func(s *appsv1.StatefulSet) { s.Spec.Template.Spec.Containers[0].Image = "example.com/db:v2" }
 			label := func(s *appsv1.StatefulSet) { s.Labels["team"] = "x" }
 			at := func(s string) {

@@ -618,6 +618,18 @@ func TestPolicyErrorDeniesDisruptions(t *testing.T) {
 	}
 }
 
+// stsUpdate is the admission request of an update of set that change
+// makes (to a copy).
+func stsUpdate(set *appsv1.StatefulSet, change func(*appsv1.StatefulSet)) *admissionv1.AdmissionRequest {
+	old, cur := set.DeepCopy(), set.DeepCopy()
+	change(cur)
+	o, _ := json.Marshal(old)
+	n, _ := json.Marshal(cur)
+	return &admissionv1.AdmissionRequest{UID: "u", Namespace: set.Namespace, Name: set.Name, Operation: admissionv1.Update,
+		Resource:  metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"},
+		OldObject: runtime.RawExtension{Raw: o}, Object: runtime.RawExtension{Raw: n}}
+}
+
 func TestWorkloadUpdates(t *testing.T) {
 	guard, err := rego.LoadBundle([]string{"../policies/examples/guard-critical"})
 	if err != nil {
@@ -630,15 +642,7 @@ func TestWorkloadUpdates(t *testing.T) {
 	objs := statefulSet(10)
 	f := newFixture(t, Options{Engine: eng}, objs...)
 	set := objs[0].(*appsv1.StatefulSet)
-	update := func(change func(*appsv1.StatefulSet)) *admissionv1.AdmissionRequest {
-		old, cur := set.DeepCopy(), set.DeepCopy()
-		change(cur)
-		o, _ := json.Marshal(old)
-		n, _ := json.Marshal(cur)
-		return &admissionv1.AdmissionRequest{UID: "u", Namespace: ns, Name: "db", Operation: admissionv1.Update,
-			Resource:  metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"},
-			OldObject: runtime.RawExtension{Raw: o}, Object: runtime.RawExtension{Raw: n}}
-	}
+	update := func(change func(*appsv1.StatefulSet)) *admissionv1.AdmissionRequest { return stsUpdate(set, change) }
 	resp, _ := f.review(update(func(s *appsv1.StatefulSet) { s.Spec.Template.Spec.Containers[0].Image = "example.com/db:v2" }))
 	if !resp.Allowed {
 		t.Fatalf("image change denied: %v", resp.Result)
