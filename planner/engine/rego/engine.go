@@ -46,16 +46,7 @@ var (
 // New compiles the bundle once.
 func New(ctx context.Context, b *Bundle, timeout time.Duration) (*Engine, error) {
 	prepare := func(query string) (rego.PreparedEvalQuery, error) {
-		opts := []func(*rego.Rego){
-			rego.Query(query),
-			rego.StrictBuiltinErrors(true),
-			rego.SetRegoVersion(ast.RegoV1),
-			rego.ParsedModule(mustParse(b.resolver())),
-		}
-		for _, m := range b.Modules {
-			opts = append(opts, rego.ParsedModule(m))
-		}
-		pq, err := rego.New(opts...).PrepareForEval(ctx)
+		pq, err := rego.New(b.options(query, rego.StrictBuiltinErrors(true))...).PrepareForEval(ctx)
 		if err != nil {
 			if where, msg, ok := regoError(err); ok && where != "" && !strings.HasPrefix(where, resolverFile+":") {
 				return pq, fmt.Errorf("policy %s: %w", where, &lineError{line: msg, err: err})
@@ -158,6 +149,16 @@ func (e *Engine) evalError(parent, ctx context.Context, r *facts.Rollout, err er
 	return fmt.Errorf("policy evaluation for %s: %w", id, oneLineError(err))
 }
 
+// options are the rego options of query over the bundle (Rego v1, the
+// generated resolver and every module) and extra.
+func (b *Bundle) options(query string, extra ...func(*rego.Rego)) []func(*rego.Rego) {
+	opts := append([]func(*rego.Rego){rego.Query(query), rego.SetRegoVersion(ast.RegoV1), rego.ParsedModule(mustParse(b.resolver()))}, extra...)
+	for _, m := range b.Modules {
+		opts = append(opts, rego.ParsedModule(m))
+	}
+	return opts
+}
+
 func mustParse(src string) *ast.Module {
 	m, err := ast.ParseModuleWithOpts(resolverFile, src, ast.ParserOptions{RegoVersion: ast.RegoV1})
 	if err != nil {
@@ -253,11 +254,7 @@ func jsonFields(t reflect.Type) []string {
 }
 
 func (e *Engine) defined(ctx context.Context, in ast.Value, query string) bool {
-	opts := []func(*rego.Rego){rego.Query(query), rego.ParsedInput(in), rego.SetRegoVersion(ast.RegoV1), rego.ParsedModule(mustParse(e.bundle.resolver()))}
-	for _, m := range e.bundle.Modules {
-		opts = append(opts, rego.ParsedModule(m))
-	}
-	rs, err := rego.New(opts...).Eval(ctx)
+	rs, err := rego.New(e.bundle.options(query, rego.ParsedInput(in))...).Eval(ctx)
 	return err == nil && len(rs) > 0
 }
 

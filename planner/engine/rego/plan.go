@@ -42,16 +42,7 @@ func (irPlugin) Eval(context.Context, *rego.EvalContext, ast.Value) (ast.Value, 
 // planQuery plans query over the bundle to OPA's IR.
 func planQuery(ctx context.Context, b *Bundle, query string) (*ir.Policy, error) {
 	c := &planCapture{}
-	opts := []func(*rego.Rego){
-		rego.Query(query),
-		rego.Target(planTarget),
-		rego.SetRegoVersion(ast.RegoV1),
-		rego.ParsedModule(mustParse(b.resolver())),
-	}
-	for _, m := range b.Modules {
-		opts = append(opts, rego.ParsedModule(m))
-	}
-	if _, err := rego.New(opts...).PrepareForEval(context.WithValue(ctx, planKey{}, c)); err != nil {
+	if _, err := rego.New(b.options(query, rego.Target(planTarget))...).PrepareForEval(context.WithValue(ctx, planKey{}, c)); err != nil {
 		return nil, fmt.Errorf("plan %s: %w", query, err)
 	}
 	if c.policy == nil {
