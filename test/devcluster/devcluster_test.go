@@ -38,6 +38,10 @@ type check struct {
 	output []string
 	// also checks more, given the output; nil: nothing more.
 	also func(t *testing.T, out string)
+	// alongside, when set, matches an earlier command this one runs
+	// beside, as the README says (a third terminal): it starts first, the
+	// other once it printed a line, and both are checked once both ended.
+	alongside string
 }
 
 // checks are the README session's commands, each found by its match; a
@@ -60,7 +64,15 @@ var checks = []check{
 		}
 	}},
 	{match: "rollplan apply ", output: []string{"StatefulSet demo/web: done: 6 InPlaceUpdate", "6/6 pods updated, 6 available, 0 held, 0 in flight"}},
-	{match: "rollplan status ", output: []string{"StatefulSet demo/web: rolled out; 6/6 pods updated, 6 available"}},
+	{match: "rollplan status ", alongside: "rollplan apply ", output: []string{
+		// Started before apply: it watched the waves go by.
+		"StatefulSet demo/web: in progress: wave 1 of 3; 0/6 pods updated",
+		"StatefulSet demo/web: rolled out; 6/6 pods updated, 6 available",
+	}, also: func(t *testing.T, out string) {
+		if n := strings.Count(out, "in progress: wave "); n < 3 {
+			t.Errorf("status --watch printed %d in-progress lines during apply, want at least 3 (one per wave)", n)
+		}
+	}},
 	{match: " delete pod web-0 web-1 web-2", exit: 1, output: []string{
 		`pod "web-0" deleted`, `pod "web-1" deleted`,
 		`admission webhook "pods.gate.rollplan.dev" denied the request: rollplan gate: deletion of pod demo/web-2 denied: StatefulSet demo/web budget maxUnavailable allows 2 pods unavailable`,
@@ -232,47 +244,112 @@ func TestDevClusterSession(t *testing.T) {
 }
 
 // runSession runs the commands in order from root, each after the export
-// lines before it, and checks each against its check.
+// lines before it, and checks each against its check; a command whose
+// check runs it alongside an earlier one starts right before that one.
 func runSession(ctx context.Context, t *testing.T, root string, commands []string) {
 	var exports []string
-	for _, line := range commands {
+	find := func(line string) *check {
+		for i := range checks {
+			if strings.Contains(line, checks[i].match) {
+				return &checks[i]
+			}
+		}
+		return nil
+	}
+	started := map[string]bool{}
+	for i, line := range commands {
 		if strings.HasPrefix(line, "export ") {
 			exports = append(exports, line)
 			continue
 		}
-		var c *check
-		for i := range checks {
-			if strings.Contains(line, checks[i].match) {
-				c = &checks[i]
-			}
+		if started[line] {
+			continue
 		}
+		c := find(line)
 		if c == nil {
 			t.Errorf("README command %q has no check in this test: add one", line)
 			continue
 		}
-		start := time.Now()
-		cmd := exec.CommandContext(ctx, "sh", "-c", strings.Join(append(exports, line), "\n"))
-		cmd.Dir = root
-		out, err := cmd.CombinedOutput()
-		code := 0
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			code = exit.ExitCode()
-		} else if err != nil {
-			t.Fatalf("%s: %v", line, err)
-		}
-		t.Logf("$ %s  (exit %d, %s)\n%s", line, code, time.Since(start).Round(time.Millisecond), out)
-		if code != c.exit {
-			t.Errorf("%s: exit code %d, want %d", line, code, c.exit)
-		}
-		for _, want := range c.output {
-			if !strings.Contains(string(out), want) {
-				t.Errorf("%s: the output lacks %q", line, want)
+		// A later command that runs beside this one starts first.
+		var beside *running
+		for _, later := range commands[i+1:] {
+			if lc := find(later); lc != nil && lc.alongside != "" && strings.Contains(line, lc.alongside) {
+				beside = start(ctx, t, root, exports, later, lc)
+				started[later] = true
+				beside.waitOutput(t)
 			}
 		}
-		if c.also != nil {
-			c.also(t, string(out))
+		start(ctx, t, root, exports, line, c).check(t)
+		if beside != nil {
+			beside.check(t)
 		}
+	}
+}
+
+// running is a README command started by start.
+type running struct {
+	line  string
+	c     *check
+	begun time.Time
+	out   *harness.SyncBuffer
+	done  chan error
+}
+
+func start(ctx context.Context, t *testing.T, root string, exports []string, line string, c *check) *running {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "sh", "-c", strings.Join(append(exports, line), "\n"))
+	cmd.Dir = root
+	r := &running{line: line, c: c, begun: time.Now(), out: &harness.SyncBuffer{}, done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = r.out, r.out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%s: %v", line, err)
+	}
+	go func() { r.done <- cmd.Wait() }()
+	return r
+}
+
+// waitOutput waits until the command printed something (a watch has its
+// caches synced), or ended.
+func (r *running) waitOutput(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); r.out.String() == "" && time.Now().Before(deadline); {
+		select {
+		case err := <-r.done:
+			r.done <- err
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// check waits for the command to end (a minute at most) and checks it.
+func (r *running) check(t *testing.T) {
+	t.Helper()
+	var err error
+	select {
+	case err = <-r.done:
+	case <-time.After(time.Minute):
+		t.Fatalf("%s: still running after a minute:\n%s", r.line, r.out.String())
+	}
+	code := 0
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		code = exit.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%s: %v", r.line, err)
+	}
+	out := r.out.String()
+	t.Logf("$ %s  (exit %d, %s)\n%s", r.line, code, time.Since(r.begun).Round(time.Millisecond), out)
+	if code != r.c.exit {
+		t.Errorf("%s: exit code %d, want %d", r.line, code, r.c.exit)
+	}
+	for _, want := range r.c.output {
+		if !strings.Contains(out, want) {
+			t.Errorf("%s: the output lacks %q", r.line, want)
+		}
+	}
+	if r.c.also != nil {
+		r.c.also(t, out)
 	}
 }
 

@@ -230,6 +230,15 @@ func (c *cluster) prepareDir() error {
 			}
 		}
 	}
+	// Emptied only when it is a dev cluster's folder (its log or pid file
+	// is there) or empty: --dir . must not wipe a checkout.
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		_, errLog := os.Stat(filepath.Join(dir, "devcluster.log"))
+		_, errPid := os.Stat(pidFile)
+		if errLog != nil && errPid != nil {
+			return fmt.Errorf("--dir %s holds files but no devcluster.log: it is not a dev cluster's folder, which each start empties; pass a new or empty folder", dir)
+		}
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("empty %s: %w", dir, err)
 	}
