@@ -21,10 +21,7 @@ type try struct {
 // dir are the paths to run them with from the working directory.
 func (c *cluster) tries() []try {
 	kubectl := c.rel(filepath.Join(c.cp.BinDir, "kubectl"))
-	rollplan := c.rel(c.opts.rollplan)
-	if !filepath.IsAbs(rollplan) && !strings.HasPrefix(rollplan, ".") {
-		rollplan = "./" + rollplan
-	}
+	rollplan := c.rollplanPath()
 	snapshot := c.rel(filepath.Join(c.opts.dir, "snapshot.yaml"))
 	ns := c.opts.namespace
 	sts := "sts/" + stsName
@@ -48,6 +45,26 @@ func (c *cluster) tries() []try {
 	}
 }
 
+// gateCommand is the gate's command line as a shell would take it.
+func (c *cluster) gateCommand() string {
+	args := append([]string{c.rollplanPath()}, c.gate.Args[1:]...)
+	for i, a := range args {
+		if a == "" {
+			args[i] = `""`
+		}
+	}
+	return strings.Join(args, " ")
+}
+
+// rollplanPath is the rollplan binary as the printed commands name it.
+func (c *cluster) rollplanPath() string {
+	rollplan := c.rel(c.opts.rollplan)
+	if !filepath.IsAbs(rollplan) && !strings.HasPrefix(rollplan, ".") {
+		rollplan = "./" + rollplan
+	}
+	return rollplan
+}
+
 // printReady prints the ready block: where the cluster is, what runs on
 // it, and the commands to try.
 func (c *cluster) printReady() {
@@ -68,7 +85,8 @@ func (c *cluster) printReady() {
 	fmt.Fprintf(w, "    StatefulSet %-5s %d pods  driven by rollplan: managed, InPlaceIfPossible, max-unavailable 2, OnDelete\n", stsName, stsReplicas)
 	fmt.Fprintf(w, "    DaemonSet   %-5s %d pods  rolled by its controller: RollingUpdate, maxUnavailable 1\n", dsName, len(c.nodes))
 	fmt.Fprintf(w, "    Deployment  %-5s %d pods  rolled by its controller: RollingUpdate, 25%% surge, 25%% unavailable\n", deployName, deployScale)
-	fmt.Fprintf(w, "  gate        rollplan gate at %s for namespace %s (log %s)\n", c.gateURL, c.opts.namespace, c.rel(c.gateLog))
+	fmt.Fprintf(w, "  gate        rollplan gate at %s for namespace %s (log %s), run as\n", c.gateURL, c.opts.namespace, c.rel(c.gateLog))
+	fmt.Fprintf(w, "              %s\n", c.gateCommand())
 	fmt.Fprintf(w, "\n%s\n\n", tryHeader)
 	kc := kubeconfig
 	if !filepath.IsAbs(kc) {
