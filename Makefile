@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all build install uninstall demo test test-go test-policies test-cluster cluster-bin lint fuzz bench golden clean
+.PHONY: all build install uninstall demo dev-cluster test test-go test-policies test-cluster cluster-bin lint fuzz bench golden clean
 
 all: build
 
@@ -123,6 +123,17 @@ test-cluster: $(CLUSTER_STAMPS)
 		echo "test-cluster: control-plane processes left behind:"; \
 		pgrep -af '$(CLUSTER_PROCS)'; \
 		pkill -KILL -f '$(CLUSTER_PROCS)'; exit 1; fi
+
+## dev-cluster: README "Try it on a cluster": the newest control plane
+## (built first if needed), the test kubelet with 6 nodes in 3 zones,
+## bin/rollplan's gate and three demo workloads, as local processes; prints
+## the kubeconfig and the commands to try, and runs until Ctrl-C, which stops
+## every process it started. Not part of `make test` (it never ends); its
+## test, test/devcluster, is (make test-cluster).
+DEV_VERSION := $(call minor,$(firstword $(CLUSTER_VERSIONS)))
+dev-cluster: build $(CLUSTER_BIN)/$(DEV_VERSION)/.built
+	$(GO) build -o bin/devcluster ./test/devcluster
+	ROLLPLAN_CLUSTER_BIN=$(CLUSTER_BIN) ./bin/devcluster --kubernetes-version $(DEV_VERSION) --rollplan ./bin/rollplan --dir bin/dev-cluster
 
 clean:
 	rm -rf bin $(CLUSTER_BIN)

@@ -8,8 +8,10 @@
 // started here with the rollout controllers rollplan predicts.
 //
 // Every process is stopped by Stop, which tests register with t.Cleanup or
-// call from TestMain; the controller-manager also dies with the test binary
-// (Pdeathsig), and `make test-cluster` fails if any process outlives it.
+// call from TestMain (and test/devcluster, a program, calls on Ctrl-C); the
+// controller-manager also dies with the test binary (Pdeathsig), a reaper
+// stops etcd and the apiserver when the process that started them dies
+// without Stop, and `make test-cluster` fails if any process outlives it.
 package controlplane
 
 import (
@@ -79,6 +81,11 @@ type Options struct {
 	// Output receives the processes' logs; nil discards them, unless
 	// ROLLPLAN_CLUSTER_LOGS=1 sends them to stderr.
 	Output io.Writer
+	// Progress, when set, is called as each component starts ("etcd and
+	// kube-apiserver v1.37", "kube-controller-manager"); the function it
+	// returns is called once that component is ready (nil) or failed. A
+	// program uses it for its progress lines (test/devcluster).
+	Progress func(component string) (done func(error))
 }
 
 // ControlPlane is a running control plane.
@@ -304,7 +311,9 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 		env.ControlPlane.GetAPIServer().Configure().Set("feature-gates", gates)
 	}
 	cp.env = env
+	done := opts.progress("etcd and kube-apiserver " + version)
 	cfg, err := env.Start()
+	done(err)
 	if err != nil {
 		cp.env = nil
 		// envtest stops what it started when Start fails part way.
@@ -327,10 +336,21 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	if err := os.WriteFile(cp.Kubeconfig, env.KubeConfig, 0o600); err != nil {
 		return nil, fmt.Errorf("write kubeconfig: %w", err)
 	}
-	if err := cp.startControllerManager(ctx, bin, gates, out); err != nil {
+	done = opts.progress("kube-controller-manager")
+	err = cp.startControllerManager(ctx, bin, gates, out)
+	done(err)
+	if err != nil {
 		return nil, err
 	}
 	return cp, nil
+}
+
+// progress calls o.Progress, or does nothing without one.
+func (o Options) progress(component string) func(error) {
+	if o.Progress == nil {
+		return func(error) {}
+	}
+	return o.Progress(component)
 }
 
 func (cp *ControlPlane) startControllerManager(ctx context.Context, bin, gates string, out io.Writer) error {
@@ -457,7 +477,9 @@ func (cp *ControlPlane) Stop() error {
 		cp.env = nil
 	}
 	if cp.reaper != nil {
-		_ = cp.reaper.Kill()
+		// Its process group: the shell and the sleep it waits on, so that
+		// nothing of it is left running, not even for a second.
+		_ = syscall.Kill(-cp.reaper.Pid, syscall.SIGKILL)
 		cp.reaper = nil
 	}
 	if cp.dir != "" {

@@ -1,13 +1,15 @@
 // Package harness is what the cluster test packages under test/ (e2e,
 // controller, controllerscale) share: one control plane per test binary,
 // the rollplan binary built once per test binary, the gate's serving
-// certificate and webhook configuration, and small helpers. Only the
-// _test.go files of those packages import it.
+// certificate and webhook configuration, and small helpers. The _test.go
+// files of those packages import it, and test/devcluster (a program) uses
+// the helpers that take no *testing.T (WriteServingCert, NamespaceWebhook).
 package harness
 
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -117,19 +119,30 @@ func RollplanBinary(t *testing.T) string {
 // returns the CA and the two files.
 func ServingCert(t *testing.T) (ca []byte, certFile, keyFile string) {
 	t.Helper()
-	ca, cert, key, err := certs.ForHosts(nil, []net.IP{net.IPv4(127, 0, 0, 1)}, time.Hour, time.Now())
+	ca, certFile, keyFile, err := WriteServingCert(t.TempDir(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
+	return ca, certFile, keyFile
+}
+
+// WriteServingCert makes a CA and a serving certificate for 127.0.0.1,
+// valid for validity, writes the certificate and its key into dir as
+// tls.crt and tls.key, and returns the CA and the two files: ServingCert
+// for a program (test/devcluster).
+func WriteServingCert(dir string, validity time.Duration) (ca []byte, certFile, keyFile string, err error) {
+	ca, cert, key, err := certs.ForHosts(nil, []net.IP{net.IPv4(127, 0, 0, 1)}, validity, time.Now())
+	if err != nil {
+		return nil, "", "", fmt.Errorf("serving certificate for 127.0.0.1: %w", err)
+	}
 	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	if err := os.WriteFile(certFile, cert, 0o600); err != nil {
-		t.Fatal(err)
+		return nil, "", "", fmt.Errorf("serving certificate: %w", err)
 	}
 	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
-		t.Fatal(err)
+		return nil, "", "", fmt.Errorf("serving certificate key: %w", err)
 	}
-	return ca, certFile, keyFile
+	return ca, certFile, keyFile, nil
 }
 
 // ServeGate serves g, through handler, with gate.Server over TLS on a
@@ -157,9 +170,20 @@ func ServeGate(ctx context.Context, t *testing.T, g *gate.Gate, handler http.Han
 // ns only (the other tests keep their own), named after ns.
 func WebhookConfiguration(t *testing.T, ca []byte, url, ns string) *admissionregistrationv1.ValidatingWebhookConfiguration {
 	t.Helper()
-	raw, err := deploy.Render(deploy.Options{CABundle: ca})
+	vwc, err := NamespaceWebhook(ca, url, ns)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return vwc
+}
+
+// NamespaceWebhook is WebhookConfiguration for a program
+// (test/devcluster): the webhook configuration of a gate at url serving
+// with ca, for namespace ns only, named rollplan-gate-NS.
+func NamespaceWebhook(ca []byte, url, ns string) (*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+	raw, err := deploy.Render(deploy.Options{CABundle: ca})
+	if err != nil {
+		return nil, fmt.Errorf("render deploy/ manifests: %w", err)
 	}
 	for _, doc := range strings.Split(string(raw), "\n---\n") {
 		if !strings.Contains(doc, "kind: ValidatingWebhookConfiguration") {
@@ -167,7 +191,7 @@ func WebhookConfiguration(t *testing.T, ca []byte, url, ns string) *admissionreg
 		}
 		var vwc admissionregistrationv1.ValidatingWebhookConfiguration
 		if err := yaml.UnmarshalStrict([]byte(doc), &vwc); err != nil {
-			t.Fatal(err)
+			return nil, fmt.Errorf("deploy/ ValidatingWebhookConfiguration: %w", err)
 		}
 		vwc.Name = "rollplan-gate-" + ns
 		for i := range vwc.Webhooks {
@@ -175,10 +199,9 @@ func WebhookConfiguration(t *testing.T, ca []byte, url, ns string) *admissionreg
 			w.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: ca}
 			w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}
 		}
-		return &vwc
+		return &vwc, nil
 	}
-	t.Fatal("deploy.Render has no ValidatingWebhookConfiguration")
-	return nil
+	return nil, errors.New("deploy.Render has no ValidatingWebhookConfiguration")
 }
 
 // PodHandlers are what WatchPods calls; each does its own locking.

@@ -1,0 +1,544 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rollplan/rollplan/test/controlplane"
+	"github.com/rollplan/rollplan/test/harness"
+)
+
+// README markers: each is the line right before a fenced block of the
+// section "Try it on a cluster".
+const (
+	markOutput  = "<!-- dev-cluster: output -->"  // what make dev-cluster prints, to the commands
+	markSession = "<!-- dev-cluster: session -->" // the commands in order, with their output as comments
+	markStop    = "<!-- dev-cluster: stop -->"    // what Ctrl-C prints
+)
+
+// check is what one README command must do.
+type check struct {
+	// match picks the command: a substring of it.
+	match string
+	// exit is the exit code wanted.
+	exit int
+	// output holds substrings the combined output must contain.
+	output []string
+	// also checks more, given the output; nil: nothing more.
+	also func(t *testing.T, out string)
+	// alongside, when set, matches an earlier command this one runs
+	// beside, as the README says (a third terminal): it starts first, the
+	// other once it printed a line, and both are checked once both ended.
+	alongside string
+}
+
+// checks are the README session's commands, each found by its match; a
+// command none matches fails the test, so a step added to the README
+// (and the ready block) comes with its check.
+var checks = []check{
+	{match: " set image sts/web ", output: []string{
+		"Warning: rollplan: will update 6 pods in 3 waves: 6 in place",
+		"statefulset.apps/web image updated",
+	}},
+	{match: "rollplan snapshot ", output: []string{"captured 3 workloads, 16 pods, 6 nodes, 0 PDBs", "bin/dev-cluster/snapshot.yaml"}},
+	{match: "rollplan plan ", output: []string{
+		"StatefulSet demo/web",
+		"6 pods: 0 updated, 6 to update (6 in place, 0 recreated), 0 held; 3 waves",
+		"DaemonSet demo/agent", "Deployment demo/api",
+	}, also: func(t *testing.T, out string) {
+		waves := regexp.MustCompile(`(?m)^\s+([0-9]+)\s+\S+\s+InPlaceUpdate web-[0-9] web-[0-9]$`).FindAllStringSubmatch(out, -1)
+		if len(waves) != 3 {
+			t.Errorf("plan: %d waves of 2 in-place updates, want 3:\n%s", len(waves), out)
+		}
+	}},
+	{match: "rollplan apply ", output: []string{"StatefulSet demo/web: done: 6 InPlaceUpdate", "6/6 pods updated, 6 available, 0 held, 0 in flight"}},
+	{match: "rollplan status ", alongside: "rollplan apply ", output: []string{
+		// Started before apply: it watched the waves go by.
+		"StatefulSet demo/web: in progress: wave 1 of 3; 0/6 pods updated",
+		"StatefulSet demo/web: rolled out; 6/6 pods updated, 6 available",
+	}, also: func(t *testing.T, out string) {
+		if n := strings.Count(out, "in progress: wave "); n < 3 {
+			t.Errorf("status --watch printed %d in-progress lines during apply, want at least 3 (one per wave)", n)
+		}
+	}},
+	{match: " delete pod web-0 web-1 web-2", exit: 1, output: []string{
+		`pod "web-0" deleted`, `pod "web-1" deleted`,
+		`admission webhook "pods.gate.rollplan.dev" denied the request: rollplan gate: deletion of pod demo/web-2 denied: StatefulSet demo/web budget maxUnavailable allows 2 pods unavailable`,
+	}},
+}
+
+// TestDevClusterSession is README "Try it on a cluster", run: it builds
+// bin/rollplan and the dev cluster into a folder laid out like a checkout
+// (test/cluster/bin links to $ROLLPLAN_CLUSTER_BIN), starts it as `make
+// dev-cluster` does, compares what it prints with the README, runs the
+// README's commands in order from that folder and checks each, then sends
+// SIGINT and checks that every process it started has exited and every
+// port they listened on is free.
+func TestDevClusterSession(t *testing.T) {
+	versionDir, err := controlplane.VersionDir(harness.Version)
+	if err != nil {
+		t.Skip(err)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOutput, session, wantStop := readmeBlock(t, readme, markOutput), readmeBlock(t, readme, markSession), readmeBlock(t, readme, markStop)
+
+	// About a minute on 2 cores, most of it the build (links two
+	// binaries); the bound leaves room for a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	root := t.TempDir()
+	// test/cluster/bin/<version>/ as make cluster-bin leaves it, each
+	// binary a link to the one the test was given.
+	binDir := filepath.Join(root, "test/cluster/bin", harness.Version)
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kubectl"} {
+		if err := os.Symlink(filepath.Join(versionDir, name), filepath.Join(binDir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(root, "bin")+"/",
+		"github.com/rollplan/rollplan/cmd/rollplan", "github.com/rollplan/rollplan/test/devcluster")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	t.Logf("built bin/rollplan and bin/devcluster in %s", time.Since(start).Round(time.Second/10))
+
+	// As the Makefile runs it.
+	start = time.Now()
+	dc := exec.Command("./bin/devcluster", "--kubernetes-version", harness.Version, "--rollplan", "./bin/rollplan", "--dir", "bin/dev-cluster")
+	dc.Dir = root
+	dc.Env = append(os.Environ(), controlplane.BinEnv+"=test/cluster/bin")
+	out := &harness.SyncBuffer{}
+	pipe, err := dc.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc.Stderr = out
+	if err := dc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			fmt.Fprintln(out, sc.Text())
+			if strings.HasPrefix(sc.Text(), "Ctrl-C here stops") {
+				close(ready)
+			}
+		}
+		exited <- dc.Wait()
+	}()
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = dc.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("dev cluster output:\n%s", out.String())
+			for _, log := range []string{"gate.log", "devcluster.log"} {
+				if b, err := os.ReadFile(filepath.Join(root, "bin/dev-cluster", log)); err == nil {
+					t.Logf("%s:\n%s", log, b)
+				}
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case err := <-exited:
+		stopped = true
+		t.Fatalf("the dev cluster exited before it was ready: %v", err)
+	case <-ctx.Done():
+		t.Fatal("the dev cluster was not ready within the test's time")
+	}
+	t.Logf("dev cluster ready in %s", time.Since(start).Round(time.Second/10))
+
+	printed := out.String()
+	if got, want := normalize(printed), normalize(wantOutput); got != want {
+		t.Errorf("make dev-cluster prints, normalised:\n%s\nREADME (%s) says:\n%s", got, markOutput, want)
+	}
+	commands := commandLines(session)
+	if tryAt := strings.Index(printed, tryHeader); tryAt < 0 {
+		t.Fatalf("no %q in the output", tryHeader)
+	} else if got := commandLines(printed[tryAt:]); strings.Join(got, "\n") != strings.Join(commands, "\n") {
+		t.Errorf("the commands printed:\n%s\nthe README session's:\n%s", strings.Join(got, "\n"), strings.Join(commands, "\n"))
+	}
+
+	procs := descendants(t, dc.Process.Pid)
+	for _, want := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "rollplan gate"} {
+		found := false
+		for _, cmd := range procs {
+			found = found || strings.Contains(cmd, want)
+		}
+		if !found {
+			t.Errorf("no %s among the dev cluster's processes: %v", want, procs)
+		}
+	}
+	ports := listening(t, procs)
+	apiserver := regexp.MustCompile(`at https://127\.0\.0\.1:([0-9]+)/`).FindStringSubmatch(printed)
+	if apiserver == nil || !ports[atoi(apiserver[1])] {
+		t.Errorf("the API server's port (%v) is not among the ports the processes listen on: %v", apiserver, ports)
+	}
+
+	runSession(ctx, t, root, commands)
+
+	start = time.Now()
+	if err := dc.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		stopped = true
+		if err != nil {
+			t.Errorf("the dev cluster after SIGINT: %v, want exit 0", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the dev cluster did not exit within a minute of SIGINT")
+	}
+	t.Logf("stopped in %s", time.Since(start).Round(time.Second/10))
+	stopOut := out.String()[len(printed):]
+	if got, want := normalize(stopOut), normalize(wantStop); got != want {
+		t.Errorf("on SIGINT the dev cluster prints, normalised:\n%s\nREADME (%s) says:\n%s", got, markStop, want)
+	}
+	var left []string
+	for pid, cmd := range procs {
+		if alive(pid) {
+			left = append(left, fmt.Sprintf("%d %s", pid, cmd))
+		}
+	}
+	if len(left) > 0 {
+		t.Errorf("processes left running after SIGINT:\n%s", strings.Join(left, "\n"))
+	}
+	for port := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			t.Errorf("port %d is still taken after SIGINT: %v", port, err)
+			continue
+		}
+		_ = l.Close()
+	}
+	for _, f := range []string{"kubeconfig", "gate", "devcluster.pid"} {
+		if _, err := os.Stat(filepath.Join(root, "bin/dev-cluster", f)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("bin/dev-cluster/%s is still there after the stop (%v): it is stale without the cluster", f, err)
+		}
+	}
+}
+
+// runSession runs the commands in order from root, each after the export
+// lines before it, and checks each against its check; a command whose
+// check runs it alongside an earlier one starts right before that one.
+func runSession(ctx context.Context, t *testing.T, root string, commands []string) {
+	var exports []string
+	find := func(line string) *check {
+		for i := range checks {
+			if strings.Contains(line, checks[i].match) {
+				return &checks[i]
+			}
+		}
+		return nil
+	}
+	started := map[string]bool{}
+	for i, line := range commands {
+		if strings.HasPrefix(line, "export ") {
+			exports = append(exports, line)
+			continue
+		}
+		if started[line] {
+			continue
+		}
+		c := find(line)
+		if c == nil {
+			t.Errorf("README command %q has no check in this test: add one", line)
+			continue
+		}
+		// A later command that runs beside this one starts first.
+		var beside *running
+		for _, later := range commands[i+1:] {
+			if lc := find(later); lc != nil && lc.alongside != "" && strings.Contains(line, lc.alongside) {
+				beside = start(ctx, t, root, exports, later, lc)
+				started[later] = true
+				beside.waitOutput(t)
+			}
+		}
+		start(ctx, t, root, exports, line, c).check(t)
+		if beside != nil {
+			beside.check(t)
+		}
+	}
+}
+
+// running is a README command started by start.
+type running struct {
+	line  string
+	c     *check
+	begun time.Time
+	out   *harness.SyncBuffer
+	done  chan error
+}
+
+func start(ctx context.Context, t *testing.T, root string, exports []string, line string, c *check) *running {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "sh", "-c", strings.Join(append(exports, line), "\n"))
+	cmd.Dir = root
+	r := &running{line: line, c: c, begun: time.Now(), out: &harness.SyncBuffer{}, done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = r.out, r.out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%s: %v", line, err)
+	}
+	go func() { r.done <- cmd.Wait() }()
+	return r
+}
+
+// waitOutput waits until the command printed something (a watch has its
+// caches synced), or ended.
+func (r *running) waitOutput(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); r.out.String() == "" && time.Now().Before(deadline); {
+		select {
+		case err := <-r.done:
+			r.done <- err
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// check waits for the command to end (a minute at most) and checks it.
+func (r *running) check(t *testing.T) {
+	t.Helper()
+	var err error
+	select {
+	case err = <-r.done:
+	case <-time.After(time.Minute):
+		t.Fatalf("%s: still running after a minute:\n%s", r.line, r.out.String())
+	}
+	code := 0
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		code = exit.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%s: %v", r.line, err)
+	}
+	out := r.out.String()
+	t.Logf("$ %s  (exit %d, %s)\n%s", r.line, code, time.Since(r.begun).Round(time.Millisecond), out)
+	if code != r.c.exit {
+		t.Errorf("%s: exit code %d, want %d", r.line, code, r.c.exit)
+	}
+	for _, want := range r.c.output {
+		if !strings.Contains(out, want) {
+			t.Errorf("%s: the output lacks %q", r.line, want)
+		}
+	}
+	if r.c.also != nil {
+		r.c.also(t, out)
+	}
+}
+
+// readmeBlock is the fenced block right after the marker line.
+func readmeBlock(t *testing.T, readme []byte, marker string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(string(readme), marker+"\n")
+	if !ok {
+		t.Fatalf("README.md has no %s", marker)
+	}
+	fence, rest, ok := strings.Cut(rest, "\n")
+	if !ok || !strings.HasPrefix(fence, "```") {
+		t.Fatalf("README.md: %s is not followed by a fenced block", marker)
+	}
+	block, _, ok := strings.Cut(rest, "\n```\n")
+	if !ok {
+		t.Fatalf("README.md: the block after %s does not end", marker)
+	}
+	return block + "\n"
+}
+
+// commandLines are the lines of text that are neither blank nor comments,
+// trimmed, from tryHeader on when text holds it (the ready block).
+func commandLines(text string) []string {
+	if _, rest, ok := strings.Cut(text, tryHeader); ok {
+		text = rest
+	}
+	var out []string
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, "Ctrl-C") || strings.HasPrefix(line, "stopping") || strings.HasPrefix(line, "stopped") {
+			continue
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+// normalize replaces what changes between runs: durations, ports.
+var (
+	durations = regexp.MustCompile(`\([0-9]+\.[0-9]s\)`)
+	portRe    = regexp.MustCompile(`127\.0\.0\.1:[0-9]+`)
+)
+
+func normalize(s string) string {
+	s = durations.ReplaceAllString(s, "(T)")
+	s = portRe.ReplaceAllString(s, "127.0.0.1:PORT")
+	return strings.TrimSpace(s)
+}
+
+// descendants are the processes under pid (children, theirs, ...), by
+// pid, with their command lines.
+func descendants(t *testing.T, pid int) map[int]string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so after ")".
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) > 1 {
+			children[atoi(fields[1])] = append(children[atoi(fields[1])], p)
+		}
+	}
+	out := map[int]string{}
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", c))
+			out[c] = strings.ReplaceAll(strings.TrimRight(string(cmd), "\x00"), "\x00", " ")
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
+
+// listening are the TCP ports the processes listen on: their sockets'
+// inodes, found in /proc/net/tcp{,6} in state LISTEN (0A).
+func listening(t *testing.T, procs map[int]string) map[int]bool {
+	t.Helper()
+	inodes := map[string]bool{}
+	for pid := range procs {
+		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		for _, fd := range fds {
+			link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+			if err == nil && strings.HasPrefix(link, "socket:[") {
+				inodes[strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")] = true
+			}
+		}
+	}
+	ports := map[int]bool{}
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		raw, err := os.ReadFile(table)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(raw), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "0A" || !inodes[f[9]] {
+				continue
+			}
+			_, hexPort, _ := strings.Cut(f[1], ":")
+			if p, err := strconv.ParseInt(hexPort, 16, 32); err == nil {
+				ports[int(p)] = true
+			}
+		}
+	}
+	if len(ports) == 0 {
+		t.Fatal("the dev cluster's processes listen on no TCP port")
+	}
+	return ports
+}
+
+// alive tells whether pid runs (a zombie has exited: it only waits to be
+// reaped).
+func alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z"
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+// TestReadmeSession checks, without a cluster, what TestDevClusterSession
+// relies on in README "Try it on a cluster": its three blocks, the same
+// commands in the printed output as in the session, each with a check.
+func TestReadmeSession(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	printed := commandLines(readmeBlock(t, readme, markOutput))
+	session := commandLines(readmeBlock(t, readme, markSession))
+	if strings.Join(printed, "\n") != strings.Join(session, "\n") {
+		t.Errorf("README: the commands of the printed block:\n%s\nand of the session:\n%s", strings.Join(printed, "\n"), strings.Join(session, "\n"))
+	}
+	if len(session) != len(checks)+1 {
+		t.Errorf("README session: %d commands, want the export and %d checked ones", len(session), len(checks))
+	}
+	for _, line := range session {
+		n := 0
+		for _, c := range checks {
+			if strings.Contains(line, c.match) {
+				n++
+			}
+		}
+		if n != 1 && !strings.HasPrefix(line, "export ") {
+			t.Errorf("README command %q matches %d checks, want 1", line, n)
+		}
+	}
+	if stop := readmeBlock(t, readme, markStop); !strings.Contains(stop, "stopped: every process") {
+		t.Errorf("README stop block:\n%s", stop)
+	}
+}
+
+func TestCommandLinesAndNormalize(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     []string
+	}{
+		{"ready block from its header", "Cluster ready\n  x\n" + tryHeader + "\n\n  export A=1\n  # 1. say\n  ./bin/rollplan plan\n\nCtrl-C here stops\n", []string{"export A=1", "./bin/rollplan plan"}},
+		{"session with outputs as comments", "export A=1\ncmd one\n# out\n\ncmd two\n# more\n", []string{"export A=1", "cmd one", "cmd two"}},
+		{"stop lines are not commands", "stopping x ... ok (1.0s)\nstopped: all\n", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := commandLines(tc.in); strings.Join(got, "|") != strings.Join(tc.want, "|") {
+				t.Errorf("commandLines = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if got, want := normalize(" at https://127.0.0.1:38313/ ... ok (7.3s)\n"), "at https://127.0.0.1:PORT/ ... ok (T)"; got != want {
+		t.Errorf("normalize = %q, want %q", got, want)
+	}
+}
