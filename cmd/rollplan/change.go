@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -185,18 +186,76 @@ func (c *changeSource) annotate(p *plan.Plan) {
 	if c == nil {
 		return
 	}
-	notes := map[string]string{}
+	notes := map[string][]string{}
 	for _, oc := range c.outcomes {
 		if oc.Status == change.Replaced {
-			notes[oc.Object.ID()] = oc.Note()
+			notes[oc.Object.ID()] = []string{oc.Note()}
+			if oc.TemplateChanged {
+				notes[oc.Object.ID()] = append(notes[oc.Object.ID()], templateChanges(oc.From, oc.To))
+			}
 		}
 	}
 	for i := range p.Workloads {
 		wp := &p.Workloads[i]
 		if n, ok := notes[fmt.Sprintf("%s %s/%s", wp.Kind, wp.Namespace, wp.Name)]; ok {
-			wp.Notes = append([]string{n}, wp.Notes...)
+			wp.Notes = append(n, wp.Notes...)
 		}
 	}
+}
+
+// templateChangesPrefix starts the note that lists a change's pod
+// template fields (-o markdown shows it as "What changes").
+const templateChangesPrefix = "pod template changes: "
+
+// templateChanges words what a change does to the pod template: each
+// field that differs (facts.Diff), images with their values, and whether
+// a running pod may take it.
+func templateChanges(from, to *corev1.PodTemplateSpec) string {
+	var out []string
+	for _, c := range facts.Diff(from, to) {
+		x := c.Path
+		if v1, v2, ok := imageValues(c.Path, from, to); ok {
+			x += fmt.Sprintf(" %s → %s", v1, v2)
+		}
+		switch {
+		case c.InPlace:
+			x += " (a running pod can take it)"
+		case c.Detail != "":
+			x += " (" + c.Detail + ")"
+		}
+		out = append(out, x)
+	}
+	if len(out) == 0 {
+		return templateChangesPrefix + "none that a pod sees (the new revision differs in fields the pods do not carry)"
+	}
+	return templateChangesPrefix + strings.Join(out, "; ")
+}
+
+// imageValues are the images before and after of a path
+// spec.containers[NAME].image or spec.initContainers[NAME].image.
+func imageValues(path string, from, to *corev1.PodTemplateSpec) (string, string, bool) {
+	for _, list := range []struct {
+		prefix   string
+		from, to []corev1.Container
+	}{{"spec.containers[", from.Spec.Containers, to.Spec.Containers}, {"spec.initContainers[", from.Spec.InitContainers, to.Spec.InitContainers}} {
+		name, ok := strings.CutPrefix(path, list.prefix)
+		if !ok {
+			continue
+		}
+		if name, ok = strings.CutSuffix(name, "].image"); !ok {
+			return "", "", false
+		}
+		image := func(cs []corev1.Container) string {
+			for _, c := range cs {
+				if c.Name == name {
+					return c.Image
+				}
+			}
+			return "(none)"
+		}
+		return image(list.from), image(list.to), true
+	}
+	return "", "", false
 }
 
 // changeOutcome is plan's exit status with --change: a change the

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -30,6 +31,8 @@ type Outcome struct {
 	// TemplateChanged: the pod template differs (a rollout follows);
 	// else only other spec fields (replicas, strategy) or nothing.
 	TemplateChanged bool
+	// From and To: the pod template before and after (Replaced only).
+	From, To *corev1.PodTemplateSpec
 }
 
 // Note is the outcome in words, for stderr and the plan's notes.
@@ -76,6 +79,7 @@ func Apply(s *snapshot.Snapshot, objs []*Object, mode Mode, gates map[string]boo
 			if i := find(s.Deployments, o); i >= 0 {
 				cur := s.Deployments[i]
 				oc.Status, oc.TemplateChanged = compare(&cur.Spec, &p.Spec, &cur.Spec.Template, &p.Spec.Template)
+				oc.From, oc.To = &cur.Spec.Template, &p.Spec.Template
 				if mode == FromFiles {
 					next := cur.DeepCopy()
 					next.Spec = p.Spec
@@ -91,6 +95,7 @@ func Apply(s *snapshot.Snapshot, objs []*Object, mode Mode, gates map[string]boo
 					dropDisabled(p, cur, gates)
 				}
 				oc.Status, oc.TemplateChanged = compare(&cur.Spec, &p.Spec, &cur.Spec.Template, &p.Spec.Template)
+				oc.From, oc.To = &cur.Spec.Template, &p.Spec.Template
 				if mode == FromFiles {
 					next := cur.DeepCopy()
 					next.Spec = p.Spec
@@ -103,6 +108,7 @@ func Apply(s *snapshot.Snapshot, objs []*Object, mode Mode, gates map[string]boo
 			if i := find(s.DaemonSets, o); i >= 0 {
 				cur := s.DaemonSets[i]
 				oc.Status, oc.TemplateChanged = compare(&cur.Spec, &p.Spec, &cur.Spec.Template, &p.Spec.Template)
+				oc.From, oc.To = &cur.Spec.Template, &p.Spec.Template
 				if mode == FromFiles {
 					next := cur.DeepCopy()
 					next.Spec = p.Spec
