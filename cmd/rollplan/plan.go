@@ -234,6 +234,10 @@ func (f *planFlags) run(ctx context.Context, stderr io.Writer) (*planned, error)
 			warnings = append(warnings, ws...)
 		}
 	}
+	if changed != nil && f.workload == "" {
+		// -n was the manifests' namespace; the change selects the workloads.
+		ref.Namespace = ""
+	}
 	req := &request.Request{Snapshot: snap, Warnings: warnings, Workload: ref, Cluster: cluster}
 	if f.now != "" {
 		if req.Now, err = time.Parse(time.RFC3339, f.now); err != nil {
