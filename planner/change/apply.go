@@ -3,6 +3,7 @@ package change
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/rollplan/rollplan/planner/kubeversion"
 	"github.com/rollplan/rollplan/planner/snapshot"
+	"github.com/rollplan/rollplan/planner/snapshot/capture"
 )
 
 // What a proposed object does to the snapshot.
@@ -33,6 +35,10 @@ type Outcome struct {
 	TemplateChanged bool
 	// From and To: the pod template before and after (Replaced only).
 	From, To *corev1.PodTemplateSpec
+	// Redacted: the snapshot's env values are redacted (rollplan
+	// snapshot), so the proposed ones were too: the plan compares like
+	// with like, but its toRevision is not the name the controller gives.
+	Redacted bool
 }
 
 // Note is the outcome in words, for stderr and the plan's notes.
@@ -45,6 +51,9 @@ func (o Outcome) Note() string {
 	case Replaced:
 		if !o.TemplateChanged {
 			return fmt.Sprintf("previewed from the change in %s: the spec changes but not the pod template, so no pod is replaced", o.Object.Where)
+		}
+		if o.Redacted {
+			return fmt.Sprintf("previewed from the change in %s; the snapshot's env values are redacted, so the proposed ones are too: the waves are right, but the new revision's name is not the one the controller will give (preview against the cluster for it)", o.Object.Where)
 		}
 		return fmt.Sprintf("previewed from the change in %s", o.Object.Where)
 	}
@@ -78,6 +87,9 @@ func Apply(s *snapshot.Snapshot, objs []*Object, mode Mode, gates map[string]boo
 		case *appsv1.Deployment:
 			if i := find(s.Deployments, o); i >= 0 {
 				cur := s.Deployments[i]
+				if mode == FromFiles {
+					oc.Redacted = redactLike(&cur.Spec.Template, &p.Spec.Template)
+				}
 				oc.Status, oc.TemplateChanged = compare(&cur.Spec, &p.Spec, &cur.Spec.Template, &p.Spec.Template)
 				oc.From, oc.To = &cur.Spec.Template, &p.Spec.Template
 				if mode == FromFiles {
@@ -94,6 +106,9 @@ func Apply(s *snapshot.Snapshot, objs []*Object, mode Mode, gates map[string]boo
 				if mode == FromFiles {
 					dropDisabled(p, cur, gates)
 				}
+				if mode == FromFiles {
+					oc.Redacted = redactLike(&cur.Spec.Template, &p.Spec.Template)
+				}
 				oc.Status, oc.TemplateChanged = compare(&cur.Spec, &p.Spec, &cur.Spec.Template, &p.Spec.Template)
 				oc.From, oc.To = &cur.Spec.Template, &p.Spec.Template
 				if mode == FromFiles {
@@ -107,6 +122,9 @@ func Apply(s *snapshot.Snapshot, objs []*Object, mode Mode, gates map[string]boo
 		case *appsv1.DaemonSet:
 			if i := find(s.DaemonSets, o); i >= 0 {
 				cur := s.DaemonSets[i]
+				if mode == FromFiles {
+					oc.Redacted = redactLike(&cur.Spec.Template, &p.Spec.Template)
+				}
 				oc.Status, oc.TemplateChanged = compare(&cur.Spec, &p.Spec, &cur.Spec.Template, &p.Spec.Template)
 				oc.From, oc.To = &cur.Spec.Template, &p.Spec.Template
 				if mode == FromFiles {
@@ -232,4 +250,42 @@ func merge[T metav1.Object](dst, src []T) []T {
 		}
 	}
 	return dst
+}
+
+// redactLike redacts the env values of the proposed template as rollplan
+// snapshot redacted the stored one's (capture.Redact), when it did: a
+// value against its own hash would read as a change. It reports whether
+// it redacted.
+func redactLike(stored, proposed *corev1.PodTemplateSpec) bool {
+	if !redacted(&stored.Spec) {
+		return false
+	}
+	each(&proposed.Spec, func(e *corev1.EnvVar) {
+		if !strings.HasPrefix(e.Value, capture.RedactedPrefix) {
+			e.Value = capture.Redact(e.Value)
+		}
+	})
+	return true
+}
+
+func redacted(s *corev1.PodSpec) bool {
+	found := false
+	each(s, func(e *corev1.EnvVar) { found = found || strings.HasPrefix(e.Value, capture.RedactedPrefix) })
+	return found
+}
+
+// each calls fn with every env var of the pod spec's containers.
+func each(s *corev1.PodSpec, fn func(*corev1.EnvVar)) {
+	for _, cs := range [][]corev1.Container{s.InitContainers, s.Containers} {
+		for i := range cs {
+			for j := range cs[i].Env {
+				fn(&cs[i].Env[j])
+			}
+		}
+	}
+	for i := range s.EphemeralContainers {
+		for j := range s.EphemeralContainers[i].Env {
+			fn(&s.EphemeralContainers[i].Env[j])
+		}
+	}
 }

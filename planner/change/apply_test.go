@@ -8,7 +8,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/snapshot"
+	"github.com/rollplan/rollplan/planner/snapshot/capture"
 )
 
 func defaulted(t *testing.T, manifest string) *Object {
@@ -125,5 +127,32 @@ func TestMerge(t *testing.T) {
 	Merge(a, b)
 	if len(a.StatefulSets) != 2 || a.StatefulSets[1].Namespace != "b" {
 		t.Errorf("merged %d StatefulSets, want a/s and b/s", len(a.StatefulSets))
+	}
+}
+
+// Against a snapshot whose env values rollplan snapshot redacted, the
+// proposed values are redacted alike: an unchanged value is no change.
+func TestApplyRedactsLikeTheSnapshot(t *testing.T) {
+	withEnv := func(image, value string) *Object {
+		m := strings.Replace(strings.Replace(dsManifest, "IMAGE", image, 1), `image: "agent:`+image+`"}`, `image: "agent:`+image+`", env: [{name: MODE, value: `+value+`}]}`, 1)
+		return defaulted(t, m)
+	}
+	cur := withEnv("1", capture.Redact("blue")).Obj.(*appsv1.DaemonSet)
+	snap := &snapshot.Snapshot{DaemonSets: []*appsv1.DaemonSet{cur}}
+	oc := Apply(snap, []*Object{withEnv("2", "blue")}, FromFiles, nil)
+	if !oc[0].Redacted || !strings.Contains(oc[0].Note(), "the new revision's name is not the one the controller will give") {
+		t.Errorf("outcome %+v, note %q: want it redacted and saying so", oc[0], oc[0].Note())
+	}
+	if got := snap.DaemonSets[0].Spec.Template.Spec.Containers[0].Env[0].Value; got != capture.Redact("blue") {
+		t.Errorf("env value %q, want the snapshot's redaction of blue", got)
+	}
+	if d := facts.Diff(oc[0].From, oc[0].To); len(d) != 1 || d[0].Path != "spec.containers[a].image" {
+		t.Errorf("template changes %+v, want the image alone", d)
+	}
+	// A snapshot without redacted values keeps the proposed ones.
+	plain := withEnv("1", "green").Obj.(*appsv1.DaemonSet)
+	snap = &snapshot.Snapshot{DaemonSets: []*appsv1.DaemonSet{plain}}
+	if oc := Apply(snap, []*Object{withEnv("2", "blue")}, FromFiles, nil); oc[0].Redacted || snap.DaemonSets[0].Spec.Template.Spec.Containers[0].Env[0].Value != "blue" {
+		t.Errorf("unredacted snapshot: %+v, env %q", oc[0], snap.DaemonSets[0].Spec.Template.Spec.Containers[0].Env[0].Value)
 	}
 }
