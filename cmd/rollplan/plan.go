@@ -73,7 +73,7 @@ func newPlanCommand() *cobra.Command {
 	var f planFlags
 	var output string
 	cmd := &cobra.Command{
-		Use:   "plan -f SNAPSHOT... [--policy DIR]",
+		Use:   "plan -f SNAPSHOT... [--change FILE|DIR] [--policy DIR]",
 		Short: "Preview, wave by wave, what a rollout will do",
 		Long: `Preview, wave by wave, what a rollout will do: which pod changes, how
 (in place or recreated), in which wave, and why, for every Deployment,
@@ -84,10 +84,25 @@ is reported with its error (the table's ERROR line, the "error" field of
 -o json|yaml) and the others are planned; the exit code is then 1. A
 halted rollout exits 3 and a stalled one (it cannot start or finish within
 its budgets: "stalled" in -o json|yaml) exits 4, unless --allow-halted
-(the table below).`,
+(the table below).
+
+--change FILE|DIR previews the rollout a change would cause: the
+Deployments, StatefulSets and DaemonSets of the files (a directory: every
+*.yaml, *.yml and *.json in it; multi-document YAML and v1 Lists; other
+kinds are left out with a warning) replace the workloads of the same kind,
+namespace and name (a manifest without a namespace takes -n, else
+"default"), and only those are planned. With -f, the manifests get the API
+server's defaults locally; without -f, they are sent to the cluster
+(--kubeconfig, --context) as a server-side dry-run apply and the workloads
+they replace are read from it, so defaults and admission are the cluster's
+(a refusal exits 1, naming the object). A change the policy's guard rails
+deny exits 3, --allow-halted or not. -o markdown prints a pull-request
+comment.`,
 		Example: `  rollplan plan -f testdata/scenarios/deploy-rolling-10-25pct/snapshot.yaml
   kubectl get deploy,rs,sts,ds,controllerrevisions,pods,nodes,pdb -A -o yaml > snap.yaml && rollplan plan -f snap.yaml -o json
-  rollplan plan -f snap/ --policy policies/examples/leader-last --workload StatefulSet/web`,
+  rollplan plan -f snap/ --policy policies/examples/leader-last --workload StatefulSet/web
+  rollplan plan -f snap.yaml --change deploy/ -o markdown > comment.md
+  rollplan plan --change deploy/web.yaml -n prod --context staging`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			r, err := render.Get(output)
