@@ -96,7 +96,8 @@ func (f *planFlags) liveChange(ctx context.Context, stderr io.Writer) (*snapshot
 	if err != nil {
 		return nil, facts.Options{}, nil, nil, err
 	}
-	// The stored objects first: what exists is captured, the rest is new.
+	// The stored objects first: what exists is captured before the
+	// dry-run, the rest is new.
 	byNS := map[string][]capture.Ref{}
 	for _, o := range objs {
 		exists, err := workloadExists(ctx, cl.client, o)
@@ -107,9 +108,6 @@ func (f *planFlags) liveChange(ctx context.Context, stderr io.Writer) (*snapshot
 			byNS[o.Namespace] = append(byNS[o.Namespace], capture.Ref{Kind: o.Kind, Name: o.Name})
 		}
 	}
-	if err := change.DryRun(ctx, cl.client, objs); err != nil {
-		return nil, facts.Options{}, nil, nil, codedError{exitError, err}
-	}
 	snap := &snapshot.Snapshot{}
 	for _, ns := range slices.Sorted(maps.Keys(byNS)) {
 		s, ws, err := capture.Capture(ctx, cl.client, capture.Options{Namespace: ns, Workloads: byNS[ns], Now: captureClock})
@@ -118,6 +116,9 @@ func (f *planFlags) liveChange(ctx context.Context, stderr io.Writer) (*snapshot
 		}
 		warnings = append(warnings, ws...)
 		change.Merge(snap, s)
+	}
+	if err := change.DryRun(ctx, cl.client, objs); err != nil {
+		return nil, facts.Options{}, nil, nil, codedError{exitError, err}
 	}
 	if snap.CapturedAt.IsZero() {
 		snap.CapturedAt = captureClock().UTC()

@@ -5,6 +5,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/rollplan/rollplan/planner/change"
 )
 
 // The -o markdown goldens: testdata/markdown/NAME.md is the plan of the
@@ -133,5 +138,49 @@ spec:
 				t.Errorf("error %v, want it to contain %q", err, tc.inError)
 			}
 		})
+	}
+}
+
+// Without -f, the change goes to the cluster the kubeconfig flags name:
+// the proposed object is what the API answers to the apply, the workload
+// it replaces is read from the cluster, and the plan is the one the same
+// change previews from a snapshot file. (test/e2e runs it on a real API
+// server, whose dry-run stores nothing and whose defaults apply.)
+func TestChangeLive(t *testing.T) {
+	dir := "testdata/scenarios/change-sts-inplace"
+	fakeCluster(t, time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), filepath.Join(dir, "snapshot.yaml"))
+	// The fake clientset neither defaults nor honours dryRun: send it the
+	// manifest as the API server would default it.
+	objs, _, err := change.Read([]string{filepath.Join(dir, "change")}, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := change.Default(objs[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	b, err := yaml.Marshal(objs[0].Obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proposed := filepath.Join(t.TempDir(), "web.yaml")
+	if err := os.WriteFile(proposed, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--now", "2026-03-01T12:00:00Z", "--kubernetes-version", "v1.36", "-o", "yaml"}
+	live, stderr, err := run(t, append([]string{"plan", "--change", proposed, "--context", "test"}, args...)...)
+	if err != nil {
+		t.Fatalf("live preview: %v\n%s", err, stderr)
+	}
+	files, _ := runScenario(t, dir, "plan", "-f", filepath.Join(dir, "snapshot.yaml"), "--change", proposed, "-o", "yaml", "--now", "2026-03-01T12:00:00Z", "--kubernetes-version", "v1.36")
+	if digestLine.ReplaceAllString(live, "$1 X") != digestLine.ReplaceAllString(files, "$1 X") {
+		t.Errorf("the live preview plans differently from the preview of the snapshot file:\n%s", diff(files, live))
+	}
+	for _, want := range []string{"toRevision: web-59c59f4f75", "type: InPlaceUpdate", "previewed from the change in " + proposed} {
+		if !strings.Contains(live, want) {
+			t.Errorf("live preview lacks %q:\n%s", want, live)
+		}
+	}
+	if strings.Count(live, "type: InPlaceUpdate") != 4 {
+		t.Errorf("live preview: want 4 in-place updates:\n%s", live)
 	}
 }
