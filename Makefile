@@ -61,6 +61,7 @@ FUZZTIME ?= 30s
 fuzz:
 	$(GO) test ./planner/snapshot -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME) -fuzzminimizetime 200x
 	$(GO) test ./planner/facts -run '^$$' -fuzz FuzzParseIntOrPercentString -fuzztime $(FUZZTIME)
+	$(GO) test ./planner/change -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) -fuzzminimizetime 0
 	$(GO) test ./planner/plan -run '^$$' -fuzz FuzzPlan -fuzztime $(FUZZTIME) -fuzzminimizetime 0
 	$(GO) test ./planner/engine/rego -run '^$$' -fuzz FuzzPolicy -fuzztime $(FUZZTIME) -fuzzminimizetime 0
 	$(GO) test ./planner/engine/cel -run '^$$' -fuzz FuzzPolicy -fuzztime $(FUZZTIME) -fuzzminimizetime 0

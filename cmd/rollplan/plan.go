@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/engine/engines"
@@ -40,6 +41,12 @@ type planFlags struct {
 	allowHalted bool
 	// stdin: what -f - reads (the command's input).
 	stdin io.Reader
+	// changes: --change FILE|DIR (change.go); config, kubeFlagNames and
+	// flags: the live cluster a change without -f is previewed against.
+	changes       []string
+	config        kubeFlags
+	kubeFlagNames []string
+	flags         *pflag.FlagSet
 }
 
 func (f *planFlags) register(cmd *cobra.Command) {
@@ -59,13 +66,14 @@ func (f *planFlags) register(cmd *cobra.Command) {
 	// be, collapsing waves past the budgets.
 	durationVarOff(fl, &f.terminate, "terminate-duration", time.Duration(plan.DefaultOptions.TerminateSeconds)*time.Second, zeroOrSeconds, "pods that go at once", "estimated time for a deleted pod that is not replaced to go (at least 1s; 0: at once)")
 	durationVar(fl, &f.timeout, "policy-timeout", time.Minute, positive, "deadline for evaluating the policy for one workload")
+	f.registerChange(fl)
 }
 
 func newPlanCommand() *cobra.Command {
 	var f planFlags
 	var output string
 	cmd := &cobra.Command{
-		Use:   "plan -f SNAPSHOT... [--policy DIR]",
+		Use:   "plan -f SNAPSHOT... [--change FILE|DIR] [--policy DIR]",
 		Short: "Preview, wave by wave, what a rollout will do",
 		Long: `Preview, wave by wave, what a rollout will do: which pod changes, how
 (in place or recreated), in which wave, and why, for every Deployment,
@@ -76,10 +84,25 @@ is reported with its error (the table's ERROR line, the "error" field of
 -o json|yaml) and the others are planned; the exit code is then 1. A
 halted rollout exits 3 and a stalled one (it cannot start or finish within
 its budgets: "stalled" in -o json|yaml) exits 4, unless --allow-halted
-(the table below).`,
+(the table below).
+
+--change FILE|DIR previews the rollout a change would cause: the
+Deployments, StatefulSets and DaemonSets of the files (a directory: every
+*.yaml, *.yml and *.json in it; multi-document YAML and v1 Lists; other
+kinds are left out with a warning) replace the workloads of the same kind,
+namespace and name (a manifest without a namespace takes -n, else
+"default"), and only those are planned. With -f, the manifests get the API
+server's defaults locally; without -f, they are sent to the cluster
+(--kubeconfig, --context) as a server-side dry-run apply and the workloads
+they replace are read from it, so defaults and admission are the cluster's
+(a refusal exits 1, naming the object). A change the policy's guard rails
+deny exits 3, --allow-halted or not. -o markdown prints a pull-request
+comment.`,
 		Example: `  rollplan plan -f testdata/scenarios/deploy-rolling-10-25pct/snapshot.yaml
   kubectl get deploy,rs,sts,ds,controllerrevisions,pods,nodes,pdb -A -o yaml > snap.yaml && rollplan plan -f snap.yaml -o json
-  rollplan plan -f snap/ --policy policies/examples/leader-last --workload StatefulSet/web`,
+  rollplan plan -f snap/ --policy policies/examples/leader-last --workload StatefulSet/web
+  rollplan plan -f snap.yaml --change deploy/ -o markdown > comment.md
+  rollplan plan --change deploy/web.yaml -n prod --context staging`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			r, err := render.Get(output)
@@ -97,7 +120,7 @@ its budgets: "stalled" in -o json|yaml) exits 4, unless --allow-halted
 			if err := r.Render(cmd.OutOrStdout(), &p); err != nil {
 				return err
 			}
-			return planOutcome(&p, f.allowHalted)
+			return changeOutcome(&p, planOutcome(&p, f.allowHalted), len(f.changes) > 0)
 		},
 	}
 	f.register(cmd)
@@ -163,8 +186,11 @@ func (f *planFlags) run(ctx context.Context, stderr io.Writer) (*planned, error)
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if len(f.files) == 0 {
-		return nil, usageError{fmt.Errorf("no snapshot: pass -f with a file or directory of Kubernetes objects")}
+	if len(f.files) == 0 && len(f.changes) == 0 {
+		return nil, usageError{fmt.Errorf("no snapshot: pass -f with a file or directory of Kubernetes objects (or --change FILE to preview a change against the live cluster)")}
+	}
+	if err := f.checkSource(); err != nil {
+		return nil, err
 	}
 	if err := f.checkCluster(); err != nil {
 		return nil, err
@@ -189,18 +215,45 @@ func (f *planFlags) run(ctx context.Context, stderr io.Writer) (*planned, error)
 	if stage != nil {
 		stderr = stage.line // warnings scroll above the line
 	}
-	snap, warnings, err := snapshot.LoadFilesReporting(f.files, stdin, report)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("-f %w: pass an existing snapshot file or directory", err)
+	var (
+		snap     *snapshot.Snapshot
+		warnings []string
+		cluster  facts.Options
+		changed  *changeSource
+	)
+	if f.live() {
+		stage.set("previewing the change on the cluster (server-side dry-run)")
+		if snap, cluster, changed, warnings, err = f.liveChange(ctx, stderr); err != nil {
+			return nil, err
+		}
+	} else {
+		snap, warnings, err = snapshot.LoadFilesReporting(f.files, stdin, report)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("-f %w: pass an existing snapshot file or directory", err)
+		}
+		if err != nil {
+			// Every load error starts with the path it is about.
+			return nil, err
+		}
+		for _, w := range warnings {
+			fmt.Fprintf(stderr, "warning: %s\n", w)
+		}
+		if cluster, err = f.clusterOptions(snap.KubernetesVersion, "the snapshot", stderr); err != nil {
+			return nil, err
+		}
+		if len(f.changes) > 0 {
+			var ws []string
+			if changed, ws, err = f.fileChange(snap, cluster, stderr); err != nil {
+				return nil, err
+			}
+			warnings = append(warnings, ws...)
+		}
 	}
-	if err != nil {
-		// Every load error starts with the path it is about.
-		return nil, err
+	if changed != nil && f.workload == "" {
+		// -n was the manifests' namespace; the change selects the workloads.
+		ref.Namespace = ""
 	}
-	for _, w := range warnings {
-		fmt.Fprintf(stderr, "warning: %s\n", w)
-	}
-	req := &request.Request{Snapshot: snap, Warnings: warnings, Workload: ref}
+	req := &request.Request{Snapshot: snap, Warnings: warnings, Workload: ref, Cluster: cluster}
 	if f.now != "" {
 		if req.Now, err = time.Parse(time.RFC3339, f.now); err != nil {
 			return nil, usageError{fmt.Errorf("--now %q: want an RFC 3339 time such as 2026-03-01T12:00:00Z", f.now)}
@@ -209,14 +262,12 @@ func (f *planFlags) run(ctx context.Context, stderr io.Writer) (*planned, error)
 	if _, err := req.Time(); err != nil {
 		return nil, fmt.Errorf("%w: pass --now, e.g. --now 2026-03-01T12:00:00Z", err)
 	}
-	if req.Cluster, err = f.clusterOptions(snap.KubernetesVersion, "the snapshot", stderr); err != nil {
-		return nil, err
-	}
 	stage.set("reading the workloads' pods and revisions")
 	in, err := req.Facts()
 	if err != nil {
 		return nil, err
 	}
+	changed.scope(in)
 	kind, err := f.engineKind()
 	if err != nil {
 		return nil, err
@@ -242,6 +293,7 @@ func (f *planFlags) run(ctx context.Context, stderr io.Writer) (*planned, error)
 	if err != nil {
 		return nil, err
 	}
+	changed.annotate(res.Plan)
 	return &planned{Result: res, failed: in.Failed}, nil
 }
 

@@ -1,8 +1,8 @@
 // Package scenario reads the golden scenarios of testdata/scenarios the
 // way cmd/rollplan plans them, for the tests of the engines and the
 // planner: the snapshot, and the flags of its args file (--now, else the
-// snapshot's latest time; --feature-gates; --workload; --policy), as a
-// planning request (planner/request) whose facts it keeps. The scenarios
+// snapshot's latest time; --feature-gates; --workload; --policy; --change,
+// put in the snapshot as plan --change puts it from files), as a planning request (planner/request) whose facts it keeps. The scenarios
 // are planned for the newest Kubernetes version whatever their
 // --kubernetes-version says: the tests compare engines and the planner on
 // the same facts, not with the golden plans.
@@ -12,10 +12,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/rollplan/rollplan/planner/change"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/request"
 	"github.com/rollplan/rollplan/planner/snapshot"
@@ -47,11 +49,13 @@ func Load(dir string) (*Scenario, error) {
 	var now time.Time
 	gates := map[string]bool{}
 	workload := ""
+	var changes []string
+	var changed []request.Workload
 	args := strings.Fields(string(b))
 	for i := 0; i < len(args); i++ {
 		flag, val, hasVal := strings.Cut(args[i], "=")
 		switch flag {
-		case "--now", "--feature-gates", "--workload", "--policy", "-n", "--namespace":
+		case "--now", "--feature-gates", "--workload", "--policy", "-n", "--namespace", "--change":
 			if !hasVal {
 				if i+1 == len(args) {
 					return nil, fmt.Errorf("scenario %s: args: %s without a value", dir, flag)
@@ -76,11 +80,33 @@ func Load(dir string) (*Scenario, error) {
 			workload = val
 		case "--policy":
 			s.Policies = append(s.Policies, val)
+		case "--change":
+			// Relative to the repository root, as the scenario's dir is
+			// root/testdata/scenarios/NAME.
+			changes = append(changes, filepath.Join(dir, "..", "..", "..", val))
 		}
 	}
 	snap, _, err := snapshot.LoadFiles([]string{filepath.Join(dir, "snapshot.yaml")})
 	if err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", dir, err)
+	}
+	if len(changes) > 0 {
+		// plan --change: the proposed workloads, defaulted, in place of
+		// the snapshot's; only those are planned.
+		objs, _, err := change.Read(changes, "")
+		if err != nil {
+			return nil, fmt.Errorf("scenario %s: %w", dir, err)
+		}
+		for _, o := range objs {
+			if err := change.Default(o, gates); err != nil {
+				return nil, fmt.Errorf("scenario %s: %w", dir, err)
+			}
+		}
+		for _, oc := range change.Apply(snap, objs, change.FromFiles, gates) {
+			if oc.Status == change.Replaced {
+				changed = append(changed, request.Workload{Kind: oc.Object.Kind, Namespace: oc.Object.Namespace, Name: oc.Object.Name})
+			}
+		}
 	}
 	req := &request.Request{Snapshot: snap, Now: now, Cluster: facts.Options{FeatureGates: gates}}
 	if workload != "" {
@@ -95,6 +121,11 @@ func Load(dir string) (*Scenario, error) {
 		return nil, fmt.Errorf("scenario %s: build facts: %w", dir, err)
 	}
 	s.Rollouts, s.Failed = in.Rollouts, in.Failed
+	if len(changes) > 0 {
+		s.Rollouts = slices.DeleteFunc(s.Rollouts, func(r *facts.Rollout) bool {
+			return !slices.Contains(changed, request.Workload{Kind: r.Workload.Kind, Namespace: r.Workload.Namespace, Name: r.Workload.Name})
+		})
+	}
 	return s, nil
 }
 

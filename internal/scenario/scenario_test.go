@@ -68,3 +68,15 @@ func TestLoadErrors(t *testing.T) {
 		t.Error("Load without snapshot.yaml succeeded")
 	}
 }
+
+// A scenario's --change is in its facts as plan --change puts it: only the
+// changed workload, at the change's update revision.
+func TestLoadChange(t *testing.T) {
+	s, err := Load("../../testdata/scenarios/change-sts-inplace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Rollouts) != 1 || s.Rollouts[0].Workload.UpdateRevision != "web-59c59f4f75" || s.Rollouts[0].Workload.CurrentRevision != "web-6545fdd768" {
+		t.Fatalf("rollouts %d, want StatefulSet web from web-6545fdd768 to web-59c59f4f75", len(s.Rollouts))
+	}
+}

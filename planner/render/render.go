@@ -26,6 +26,7 @@ var formats = []struct {
 	{"wide", Table{Wide: true}},
 	{"json", JSON{}},
 	{"yaml", YAML{}},
+	{"markdown", Markdown{}},
 }
 
 // Formats lists the names Get accepts, the default first.

@@ -9,7 +9,7 @@ import (
 
 // The format list is the one source of the help text, Get and Check.
 func TestFormats(t *testing.T) {
-	if got := List(); got != "table, wide, json or yaml" {
+	if got := List(); got != "table, wide, json, yaml or markdown" {
 		t.Errorf("List() = %q", got)
 	}
 	for _, f := range append(Formats, "") {
@@ -17,7 +17,7 @@ func TestFormats(t *testing.T) {
 			t.Errorf("Get(%q): %v", f, err)
 		}
 	}
-	if _, err := Get("xml"); err == nil || !strings.HasSuffix(err.Error(), "want table, wide, json or yaml") {
+	if _, err := Get("xml"); err == nil || !strings.HasSuffix(err.Error(), "want table, wide, json, yaml or markdown") {
 		t.Errorf("Get(xml) = %v", err)
 	}
 	if !Check("yaml") || !Check("wide") || Check("") || Check("xml") {
