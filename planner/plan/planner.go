@@ -195,7 +195,9 @@ func Workload(r *facts.Rollout, d *engine.Decisions, o Options) (WorkloadPlan, *
 	} else {
 		sim = simulatePods(r, d, o)
 	}
-	wp.Waves = sim.waves
+	if sim.waves != nil {
+		wp.Waves = sim.waves // else [] (as set above), never null
+	}
 	det.Waited = sim.waited
 	wp.Notes = append(wp.Notes, sim.notes...)
 	wp.Stalled = sim.stalled
