@@ -91,9 +91,9 @@ func TestSchemaRejectsBrokenPlans(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := []struct {
-		name   string
+		name    string
 		breakIt func(p map[string]any)
-		want   string
+		want    string
 	}{
 		{"workload without waves", func(p map[string]any) { delete(workload(p), "waves") }, "missing property 'waves'"},
 		{"wave without budgets", func(p map[string]any) { delete(wave(p), "budgets") }, "missing property 'budgets'"},
