@@ -236,3 +236,41 @@ func TestWaveBudgetsInvariants(t *testing.T) {
 		t.Error("no rolling wave of any scenario is bound by maxUnavailable at its limit")
 	}
 }
+
+// A Deployment's advisory budgets: an ungrouped one is counted wave by
+// wave (the native Deployment under a policy's tighter budget goes past
+// it: 2 unavailable against 1), one per group is not (the scheduler
+// places the new pods): uncounted, in use 0.
+func TestDeploymentAdvisoryWaveBudgets(t *testing.T) {
+	rs, err := scenario.Rollouts("../../testdata/scenarios", "deploy-rolling-10-25pct")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := regoPolicy(t, `package rollplan.strategy
+import data.rollplan.defaults
+budgets := array.concat(defaults.budgets, [{"name": "one", "maxUnavailable": 1}, {"name": "zone", "maxUnavailable": 1, "groupBy": "zone"}])
+`)
+	d, err := eng.Decide(context.Background(), rs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	wp, _ := Workload(rs[0], d, testOptions)
+	if len(wp.Waves) == 0 {
+		t.Fatal("no waves")
+	}
+	for _, w := range wp.Waves {
+		use := map[string]WaveBudget{}
+		for _, u := range w.Budgets {
+			use[u.Name] = u
+		}
+		if u := use["one"]; u.Uncounted || u.InUse != 2 {
+			t.Errorf("wave %d: budget one %+v, want 2 in use, counted", w.Index, u)
+		}
+		if u := use["zone"]; !u.Uncounted || u.InUse != 0 {
+			t.Errorf("wave %d: budget zone %+v, want uncounted", w.Index, u)
+		}
+		if u := use["maxUnavailable"]; u.Uncounted || u.InUse != 2 || u.Limit != 2 {
+			t.Errorf("wave %d: maxUnavailable %+v, want 2/2", w.Index, u)
+		}
+	}
+}
