@@ -37,7 +37,9 @@
 //
 // Every field under expect is optional and only the fields given are
 // compared, except plan.workloads, which must equal the plan's workloads
-// exactly. Name suite files *_test.yaml: policy loaders (the CEL engine's)
+// exactly (but for a wave's budgets and binding, compared only when the
+// expected wave has budgets: suites written before the plan carried them
+// still pass). Name suite files *_test.yaml: policy loaders (the CEL engine's)
 // skip them, so a suite can sit next to the policy it tests.
 package policytest
 
