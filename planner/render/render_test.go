@@ -12,15 +12,18 @@ func TestFormats(t *testing.T) {
 	if got := List(); got != "table, wide, json or yaml" {
 		t.Errorf("List() = %q", got)
 	}
-	for _, f := range append(Formats, "") {
+	if got := PlanList(); got != "table, wide, json, yaml or html" {
+		t.Errorf("PlanList() = %q", got)
+	}
+	for _, f := range append(PlanFormats, "") {
 		if _, err := Get(f); err != nil {
 			t.Errorf("Get(%q): %v", f, err)
 		}
 	}
-	if _, err := Get("xml"); err == nil || !strings.HasSuffix(err.Error(), "want table, wide, json or yaml") {
+	if _, err := Get("xml"); err == nil || !strings.HasSuffix(err.Error(), "want table, wide, json, yaml or html") {
 		t.Errorf("Get(xml) = %v", err)
 	}
-	if !Check("yaml") || !Check("wide") || Check("") || Check("xml") {
+	if !Check("yaml") || !Check("wide") || Check("") || Check("xml") || Check("html") {
 		t.Error("Check accepts only the listed formats")
 	}
 }
