@@ -18,6 +18,7 @@ import (
 
 func newExplainCommand() *cobra.Command {
 	var f planFlags
+	var htmlFile string
 	cmd := &cobra.Command{
 		Use:   "explain POD -f SNAPSHOT...",
 		Short: "Print every decision that placed a pod in the plan",
@@ -45,10 +46,14 @@ func newExplainCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return explain(cmd.OutOrStdout(), res.Result, res.failed, args[0], f.namespace)
+			if err := explain(cmd.OutOrStdout(), res.Result, res.failed, args[0], f.namespace); err != nil || htmlFile == "" {
+				return err
+			}
+			return explainHTML(cmd.ErrOrStderr(), htmlFile, res, args[0], f.namespace)
 		},
 	}
 	f.register(cmd)
+	cmd.Flags().StringVar(&htmlFile, "html", "", "also write the plan as an HTML page (plan -o html) to this file, and print a file:// link that opens it at the pod")
 	return cmd
 }
 
