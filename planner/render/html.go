@@ -143,6 +143,8 @@ type workloadView struct {
 type tick struct {
 	X     float64
 	Label string
+	// End: the label ends at the tick (the last, at the track's end).
+	End bool
 }
 
 type waveView struct {
@@ -413,7 +415,7 @@ func buildWorkload(wp *plan.WorkloadPlan, det *plan.Detail) *workloadView {
 	if st := wp.Stalled; st != nil {
 		wv.Markers = append(wv.Markers, marker{Class: "stall", Label: "stalled after " + st.After, Title: "stalled after " + st.After + ": " + st.Reason, X: ts.x(seconds(st.After))})
 	}
-	wv.Charts = budgetCharts(wp, spans, ts)
+	wv.Charts = budgetCharts(wp, det, spans, ts)
 	wv.Zones, wv.Rows = podRows(wp, det, spans, ts)
 	wv.Steps = replicaSetSteps(wp)
 	return wv
@@ -457,7 +459,8 @@ func ticks(total float64) []tick {
 	}
 	var out []tick
 	for t := 0.0; t <= total+1e-9; t += step {
-		out = append(out, tick{X: round1(t / total * 1000), Label: formatSeconds(t)})
+		x := round1(t / total * 1000)
+		out = append(out, tick{X: x, Label: formatSeconds(t), End: x > 950})
 	}
 	return out
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/rollplan/rollplan/planner/engine"
+	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/plan"
 )
 
@@ -18,8 +20,8 @@ const (
 // budgetCharts draws each budget's use over time: a step line from the
 // use at snapshot time through every wave's use, and the limit as a
 // horizontal line.
-func budgetCharts(wp *plan.WorkloadPlan, spans []span, ts timeScale) []budgetChart {
-	use, estimated := waveBudgetUse(wp)
+func budgetCharts(wp *plan.WorkloadPlan, det *plan.Detail, spans []span, ts timeScale) []budgetChart {
+	use, estimated := waveBudgetUse(wp, det)
 	out := make([]budgetChart, 0, len(wp.Budgets))
 	for bi, b := range wp.Budgets {
 		c := budgetChart{Name: b.Name, Type: b.Type, Source: b.Source, Limit: b.Limit, Peak: b.InUse, Advisory: b.Advisory, Estimated: estimated}
@@ -27,7 +29,8 @@ func budgetCharts(wp *plan.WorkloadPlan, spans []span, ts timeScale) []budgetCha
 			c.Peak = max(c.Peak, u[bi])
 		}
 		c.MaxY = max(c.Limit, c.Peak, 1)
-		y := func(v int) float64 { return round1(chartBase - float64(v)/float64(c.MaxY)*(chartBase-chartTop)) }
+		// A fifth of headroom: the limit line shows above a use at the limit.
+		y := func(v int) float64 { return round1(chartBase - float64(v)/(float64(c.MaxY)*1.2)*(chartBase-chartTop)) }
 		var path strings.Builder
 		fmt.Fprintf(&path, "M0 %s", fmtNum(y(b.InUse)))
 		for i, s := range spans {
@@ -57,13 +60,20 @@ func fmtNum(v float64) string { return fmt.Sprint(round1(v)) }
 // the waves' actions: the use at snapshot time plus what the wave's own
 // actions take (an unavailable budget: the pods it takes down, not the
 // surge ones; a surge budget: its surge pods and ReplicaSet scale-ups
-// over the desired count; a groups budget: the nodes its actions touch).
+// the surge ones; a surge budget: its surge pods; a groups budget: the
+// groups (engine.GroupKey of the pods the details know) its pods are in).
 // It is a lower bound: what earlier waves still hold is not counted.
-func waveBudgetUse(wp *plan.WorkloadPlan) ([][]int, bool) {
+func waveBudgetUse(wp *plan.WorkloadPlan, det *plan.Detail) ([][]int, bool) {
+	pods := map[string]*facts.Pod{}
+	if det != nil && det.Facts != nil {
+		for i := range det.Facts.Pods {
+			pods[det.Facts.Pods[i].Name] = &det.Facts.Pods[i]
+		}
+	}
 	out := make([][]int, len(wp.Waves))
 	for i, w := range wp.Waves {
 		var down, surge int
-		groups := map[string]bool{}
+		var named []string
 		for _, a := range w.Actions {
 			switch {
 			case a.Pod != "" && a.Surge:
@@ -73,8 +83,10 @@ func waveBudgetUse(wp *plan.WorkloadPlan) ([][]int, bool) {
 			case a.Type == plan.ActionScaleRS && a.From != nil && a.To != nil && *a.To < *a.From:
 				down += *a.From - *a.To
 			}
-			if a.Pod != "" || a.Node != "" {
-				groups[a.Node] = true
+			if a.Pod != "" {
+				named = append(named, a.Pod)
+			} else if a.Type == plan.ActionScaleRS {
+				named = append(named, a.Pods...)
 			}
 		}
 		row := make([]int, len(wp.Budgets))
@@ -83,6 +95,12 @@ func waveBudgetUse(wp *plan.WorkloadPlan) ([][]int, bool) {
 			case "surge":
 				row[bi] = b.InUse + surge
 			case "groups":
+				groups := map[string]bool{}
+				for _, name := range named {
+					if p, ok := pods[name]; ok {
+						groups[engine.GroupKey(p, b.GroupBy)] = true
+					}
+				}
 				row[bi] = b.InUse + len(groups)
 			default:
 				row[bi] = b.InUse + down
