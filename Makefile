@@ -79,7 +79,7 @@ bench:
 
 ## golden: rewrite the golden plans after checking a change
 golden:
-	$(GO) test ./cmd/rollplan -run TestGoldenScenarios -update
+	$(GO) test ./cmd/rollplan -run 'TestGoldenScenarios|TestGoldenHTML' -update
 
 ## cluster-bin: etcd, kube-apiserver, kube-controller-manager and kubectl of
 ## each tested Kubernetes version, built from the pinned sources in

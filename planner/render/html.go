@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"io"
 	"maps"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -215,11 +216,21 @@ func (r *podRow) Short() string {
 	return fmt.Sprintf("%s in wave %d, from %s", r.Label, r.Wave, r.Start)
 }
 
-type podLink struct{ ID, Name string }
+type podLink struct {
+	Href template.URL
+	Name string
+}
+
+// fragment is the link to an anchor of the page: "#" and the id with
+// what a URL fragment cannot hold escaped ("/" stays, so links read as
+// the ids do). A same-page fragment runs nothing, hence template.URL.
+func fragment(id string) template.URL {
+	return template.URL("#" + (&url.URL{Fragment: id}).EscapedFragment())
+}
 
 type rsStep struct {
 	Wave       int
-	WaveID     string
+	WaveHref   template.URL
 	ReplicaSet string
 	From, To   int
 	Removed    []podLink
@@ -667,10 +678,10 @@ func replicaSetSteps(wp *plan.WorkloadPlan) []rsStep {
 			if a.Type != plan.ActionScaleRS {
 				continue
 			}
-			st := rsStep{Wave: w.Index, WaveID: WaveAnchor(wp.Kind, wp.Namespace, wp.Name, w.Index), ReplicaSet: a.ReplicaSet,
+			st := rsStep{Wave: w.Index, WaveHref: fragment(WaveAnchor(wp.Kind, wp.Namespace, wp.Name, w.Index)), ReplicaSet: a.ReplicaSet,
 				From: deref(a.From), To: deref(a.To), Reasons: strings.Join(a.Reasons, "; ")}
 			for _, p := range a.Pods {
-				st.Removed = append(st.Removed, podLink{ID: PodAnchor(wp.Namespace, p), Name: p})
+				st.Removed = append(st.Removed, podLink{Href: fragment(PodAnchor(wp.Namespace, p)), Name: p})
 			}
 			out = append(out, st)
 		}
