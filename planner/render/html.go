@@ -137,6 +137,7 @@ type workloadView struct {
 	Charts                      []budgetChart
 	Zones                       []*zoneView
 	Steps                       []rsStep
+	ReplicaSets                 []rsLane
 	Collapsed                   bool
 	Rows                        int
 }
@@ -214,6 +215,18 @@ func (r *podRow) Short() string {
 		return r.Label
 	}
 	return fmt.Sprintf("%s in wave %d, from %s", r.Label, r.Wave, r.Start)
+}
+
+// rsLane is one ReplicaSet of a Deployment over the waves: per wave
+// that scales it, its replicas from the wave's first step to its last.
+type rsLane struct {
+	Name  string
+	Steps []rsBar
+}
+
+type rsBar struct {
+	Label, Title string
+	X, W         float64
 }
 
 type podLink struct {
@@ -429,6 +442,7 @@ func buildWorkload(wp *plan.WorkloadPlan, det *plan.Detail) *workloadView {
 	wv.Charts = budgetCharts(wp, det, spans, ts)
 	wv.Zones, wv.Rows = podRows(wp, det, spans, ts)
 	wv.Steps = replicaSetSteps(wp)
+	wv.ReplicaSets = replicaSetLanes(wp, spans, ts)
 	return wv
 }
 
@@ -668,6 +682,45 @@ func (c counts) String() string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// replicaSetLanes draws each ReplicaSet a Deployment's waves scale, in
+// the order they first scale it.
+func replicaSetLanes(wp *plan.WorkloadPlan, spans []span, ts timeScale) []rsLane {
+	var lanes []rsLane
+	index := map[string]int{}
+	for i, w := range wp.Waves {
+		type fromTo struct{ from, to, steps int }
+		scaled := map[string]*fromTo{}
+		var order []string
+		for _, a := range w.Actions {
+			if a.Type != plan.ActionScaleRS {
+				continue
+			}
+			if ft, ok := scaled[a.ReplicaSet]; ok {
+				ft.to, ft.steps = deref(a.To), ft.steps+1
+				continue
+			}
+			scaled[a.ReplicaSet] = &fromTo{deref(a.From), deref(a.To), 1}
+			order = append(order, a.ReplicaSet)
+		}
+		for _, rs := range order {
+			li, ok := index[rs]
+			if !ok {
+				li = len(lanes)
+				index[rs] = li
+				lanes = append(lanes, rsLane{Name: rs})
+			}
+			ft := scaled[rs]
+			x, width := ts.bar(spans[i])
+			lanes[li].Steps = append(lanes[li].Steps, rsBar{
+				Label: fmt.Sprintf("%d→%d", ft.from, ft.to),
+				Title: fmt.Sprintf("wave %d (%s): ReplicaSet %s from %d to %d replicas in %d steps", w.Index, w.Start, rs, ft.from, ft.to, ft.steps),
+				X:     x, W: width,
+			})
+		}
+	}
+	return lanes
 }
 
 // replicaSetSteps lists a Deployment's ScaleReplicaSet actions.

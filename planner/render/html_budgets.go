@@ -81,7 +81,9 @@ func waveBudgetUse(wp *plan.WorkloadPlan, det *plan.Detail) ([][]int, bool) {
 			case a.Pod != "":
 				down++
 			case a.Type == plan.ActionScaleRS && a.From != nil && a.To != nil && *a.To < *a.From:
-				down += *a.From - *a.To
+				// A scale-down waits for the pods a scale-up brought:
+				// the biggest step, not their sum, is what is down at once.
+				down = max(down, *a.From-*a.To)
 			}
 			if a.Pod != "" {
 				named = append(named, a.Pod)

@@ -122,4 +122,10 @@ func TestHTMLReplicaSetSteps(t *testing.T) {
 	if got := strings.Count(out, `<tr class="rs-step">`); got != 2 {
 		t.Errorf("%d ReplicaSet steps, want 2", got)
 	}
+	if got := strings.Count(out, `class="row rs-lane"`); got != 2 {
+		t.Errorf("%d ReplicaSet lanes, want 2", got)
+	}
+	if !strings.Contains(out, `>2→0</span>`) || !strings.Contains(out, `>0→1</span>`) {
+		t.Error("the ReplicaSet lanes do not label their steps from → to")
+	}
 }
