@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 
 	"github.com/rollplan/rollplan/internal/synth"
@@ -422,6 +423,39 @@ func selectPod(t *testing.T, pg *page, p *plan.Plan) {
 	pg.eval(t, row+`.classList.contains("selected")`, &selected)
 	if !selected {
 		t.Errorf("pod row %s is not selected after a click", got.ID)
+	}
+	// The mouse over another row shows that row's explain; keyboard focus
+	// (Tab) on a row selects it.
+	var other struct {
+		ID  string  `json:"id"`
+		Pod string  `json:"pod"`
+		X   float64 `json:"x"`
+		Y   float64 `json:"y"`
+	}
+	pg.eval(t, `(function () {
+	  var rows = Array.from(document.querySelectorAll(".pod-row")).filter(function (r) { return r.offsetParent !== null && !r.classList.contains("selected"); });
+	  var r = rows[rows.length - 1];
+	  if (!r) return {};
+	  r.scrollIntoView({ block: "center" });
+	  var b = r.querySelector(".label").getBoundingClientRect();
+	  return { id: r.id, pod: r.dataset.pod, x: b.left + b.width / 2, y: b.top + b.height / 2 };
+	})()`, &other)
+	if other.ID == "" {
+		return // a page of one pod
+	}
+	if err := chromedp.Do(pg.ctx, chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, other.X, other.Y)); err != nil {
+		t.Fatalf("move the mouse over %s: %v", other.ID, err)
+	}
+	if text, err = chromedp.Run(pg.ctx, chromedp.TextContent(chromedp.ID("explain-text"))); err != nil || !strings.Contains(text, other.Pod) {
+		t.Errorf("explain with the mouse over %s (err %v) does not name the pod:\n%s", other.ID, err, text)
+	}
+	other2 := fmt.Sprintf("document.getElementById(%q)", other.ID)
+	if err := chromedp.Do(pg.ctx, chromedp.Focus(chromedp.JSPath(other2))); err != nil {
+		t.Fatalf("focus %s: %v", other.ID, err)
+	}
+	pg.eval(t, other2+`.classList.contains("selected") && !`+row+`.classList.contains("selected")`, &selected)
+	if !selected {
+		t.Errorf("pod row %s is not the one selected after it gets the keyboard focus", other.ID)
 	}
 }
 
