@@ -7,9 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
-	"github.com/rollplan/rollplan/planner/facts"
+	explainpkg "github.com/rollplan/rollplan/planner/explain"
 	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/render"
 )
@@ -20,20 +19,12 @@ import (
 // with that pod selected and its explain shown. The link goes to stderr
 // so that what explain prints on stdout stays its own.
 func explainHTML(stderr io.Writer, path string, res *planned, arg, namespace string) error {
-	ns, name := namespace, arg
-	if before, after, ok := strings.Cut(arg, "/"); ok {
-		ns, name = before, after
+	wi, pi, err := explainpkg.FindPod(res.Result, res.failed, arg, namespace)
+	if err != nil {
+		return err
 	}
-	for _, det := range res.Details {
-		r := det.Facts
-		if ns != "" && r.Workload.Namespace != ns {
-			continue
-		}
-		if slices.ContainsFunc(r.Pods, func(p facts.Pod) bool { return p.Name == name }) {
-			ns = r.Workload.Namespace
-			break
-		}
-	}
+	r := res.Details[wi].Facts
+	anchor := render.PodAnchor(r.Workload.Namespace, r.Pods[pi].Name)
 	p := *res.Plan
 	p.Workloads = slices.Clone(p.Workloads)
 	plan.WithFailed(&p, res.failedPlans())
@@ -48,6 +39,6 @@ func explainHTML(stderr io.Writer, path string, res *planned, arg, namespace str
 	if err := os.WriteFile(abs, buf.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("--html %s: %w: pass a file in an existing, writable directory", path, err)
 	}
-	_, err = fmt.Fprintf(stderr, "plan: file://%s#%s\n", abs, render.PodAnchor(ns, name))
+	_, err = fmt.Fprintf(stderr, "plan: file://%s#%s\n", abs, anchor)
 	return err
 }

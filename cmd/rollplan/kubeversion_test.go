@@ -72,14 +72,14 @@ func TestVersionChangesTheStatefulSetWaves(t *testing.T) {
 	if err != nil || stderr != "" {
 		t.Fatalf("%v, stderr %q", err, stderr)
 	}
-	if !strings.Contains(v137, "1     0s     Recreate app-2 app-1\n") {
+	if !strings.Contains(v137, "1     0s     maxUnavailable 2/2  Recreate app-2 app-1\n") {
 		t.Errorf("v1.37 (recorded): want app-2 and app-1 in the first wave:\n%s", v137)
 	}
 	v136, _, err := run(t, append(args, "--kubernetes-version", "v1.36")...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(v136, "1     0s     Recreate app-2\n") || !strings.Contains(v136, "2     1m     Recreate app-1\n") {
+	if !strings.Contains(v136, "1     0s     maxUnavailable 1/1  Recreate app-2\n") || !strings.Contains(v136, "2     1m     maxUnavailable 1/1  Recreate app-1\n") {
 		t.Errorf("v1.36: want one pod per wave:\n%s", v136)
 	}
 }

@@ -109,21 +109,10 @@ its budgets: "stalled" in -o json|yaml) exits 4, unless --allow-halted
 // renderPlan prints p with r, with res's details where r draws them (the
 // HTML page: zones, nodes and every pod's explain).
 func renderPlan(w io.Writer, r render.Renderer, p *plan.Plan, res *plan.Result) error {
-	if h, ok := r.(render.HTML); ok && h.Explain == nil {
-		h.Explain = explainPod
-		r = h
-	}
 	if rr, ok := r.(render.ResultRenderer); ok {
 		return rr.RenderResult(w, p, res)
 	}
 	return r.Render(w, p)
-}
-
-// explainPod writes what `rollplan explain` prints for pod (an index into
-// the facts) of workload (an index into res.Details).
-func explainPod(w io.Writer, res *plan.Result, workload, pod int) error {
-	r := res.Details[workload].Facts
-	return explain(w, res, nil, r.Workload.Namespace+"/"+r.Pods[pod].Name, "")
 }
 
 // planOutcome is the exit status of a plan once it is printed (README "Exit

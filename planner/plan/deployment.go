@@ -28,6 +28,9 @@ type rsPod struct {
 	seq     int
 	// rank: a snapshot pod's position in policy (deletion) order.
 	rank int
+	// wave: the wave whose scale-up created a pod the simulation made
+	// up (0: taken from a ReplicaSet's status).
+	wave int
 }
 
 type simRS struct {
@@ -68,18 +71,41 @@ type deploySim struct {
 	advisory      []Budget
 	advisoryWaves map[string][]string // budget → waves that break it
 	unchecked     []string            // advisory grouped budgets, not checked
+	// Per wave: every resolved budget, how each is counted (counted),
+	// the most of each in use in the wave so far (use), and what the
+	// wave waits for. unavailName, surgeName: the budgets the
+	// controller paces by.
+	budgets                []Budget
+	counted                []int
+	use                    []int
+	waitsFor               []string
+	unavailName, surgeName string
+	waves                  int
+	prevWait               *Wait
 }
+
+// How a Deployment's budget is counted wave by wave.
+const (
+	uncounted          = iota // per group: the scheduler places the new pods
+	countedSurge              // pods beyond the desired replicas
+	countedUnavailable        // desired replicas not available (with a PDB's pods elsewhere)
+)
 
 func simulateDeployment(r *facts.Rollout, d *engine.Decisions, o Options) *simulation {
 	s := &deploySim{r: r, d: d, o: o, D: r.Workload.Replicas, advisoryWaves: map[string][]string{}}
-	for _, b := range ResolveBudgets(r, d.Budgets) {
+	s.budgets = ResolveBudgets(r, d.Budgets)
+	s.counted, s.use = make([]int, len(s.budgets)), make([]int, len(s.budgets))
+	for bi, b := range s.budgets {
 		switch {
 		case b.Name == "maxSurge" && b.Type == "surge" && !b.Advisory:
-			s.surge = b.Limit
+			s.surge, s.surgeName = b.Limit, b.Name
+			s.counted[bi] = countedSurge
 		case b.Name == "maxUnavailable" && b.Type == "unavailable" && !b.Advisory:
-			s.unavail = b.Limit
+			s.unavail, s.unavailName = b.Limit, b.Name
+			s.counted[bi] = countedUnavailable
 		case (b.PDB != "" || b.Advisory) && (b.Type == "unavailable" || b.Type == "surge") && b.GroupBy == "":
 			s.advisory = append(s.advisory, b)
+			s.counted[bi] = map[string]int{"unavailable": countedUnavailable, "surge": countedSurge}[b.Type]
 		case b.Advisory:
 			s.unchecked = append(s.unchecked, b.Name)
 		}
@@ -179,7 +205,7 @@ func (s *deploySim) reconcilePods(rs *simRS) []rsPod {
 	for len(rs.pods) < rs.spec {
 		s.created++
 		ready := s.t + float64(s.o.RecreateSeconds)
-		rs.pods = append(rs.pods, rsPod{name: fmt.Sprintf("%s-new-%d", rs.name, s.created), fact: -1, readyAt: ready, availableAt: ready + float64(rs.minReady), seq: s.created})
+		rs.pods = append(rs.pods, rsPod{name: fmt.Sprintf("%s-new-%d", rs.name, s.created), fact: -1, readyAt: ready, availableAt: ready + float64(rs.minReady), seq: s.created, wave: s.waves + 1})
 	}
 	return removed
 }
@@ -239,6 +265,8 @@ func (s *deploySim) scale(rs *simRS, to int, reason string) {
 		s.created0 = append(s.created0, reason)
 		return
 	}
+	s.measure()
+	defer s.measure()
 	rs.spec = to
 	reasons := []string{reason}
 	if rs == s.newRS && len(s.created0) > 0 {
@@ -382,7 +410,11 @@ func (s *deploySim) run(sim *simulation) {
 		if len(s.actions) == 0 {
 			return
 		}
-		sim.waves = append(sim.waves, Wave{Index: len(sim.waves) + 1, Start: formatDuration(waveStart), Actions: s.actions})
+		wave := Wave{Index: len(sim.waves) + 1, Start: formatDuration(waveStart), Actions: s.actions, Budgets: s.waveBudgets()}
+		wave.Binding = s.binding(recreate)
+		s.waited(sim, &wave)
+		sim.waves = append(sim.waves, wave)
+		s.waves = len(sim.waves)
 		s.checkAdvisory(len(sim.waves))
 		s.actions, waveStart = nil, -1
 	}
@@ -413,6 +445,7 @@ func (s *deploySim) run(sim *simulation) {
 			break
 		}
 		s.t = next
+		s.waitsFor = s.availableAt(next)
 	}
 	closeWave()
 	for _, b := range s.advisory {
@@ -458,4 +491,109 @@ func (s *deploySim) checkAdvisory(wave int) {
 			s.advisoryWaves[b.Name] = append(s.advisoryWaves[b.Name], fmt.Sprintf("%d (%d %s)", wave, use, map[string]string{"unavailable": "unavailable", "surge": "surge"}[b.Type]))
 		}
 	}
+}
+
+// measure counts the budgets the plan can count in the simulation's
+// state now, keeping the most of each in the wave (use).
+func (s *deploySim) measure() {
+	available, pods := 0, 0
+	for _, rs := range s.all() {
+		available += rs.avail(s.t)
+		pods += len(rs.pods)
+	}
+	for bi, b := range s.budgets {
+		n := 0
+		switch s.counted[bi] {
+		case countedSurge:
+			n = max(0, pods-s.D)
+		case countedUnavailable:
+			n = max(0, s.D-available) + UnavailableElsewhere(s.r, b.PDB)
+		}
+		s.use[bi] = max(s.use[bi], n)
+	}
+}
+
+// waveBudgets: the budgets' use in the wave that closes, and a fresh
+// count for the next.
+func (s *deploySim) waveBudgets() []WaveBudget {
+	out := make([]WaveBudget, len(s.budgets))
+	for bi, b := range s.budgets {
+		out[bi] = WaveBudget{Name: b.Name, Limit: b.Limit, InUse: s.use[bi], Uncounted: s.counted[bi] == uncounted}
+		s.use[bi] = 0
+	}
+	return out
+}
+
+// binding: what keeps the wave that closes from going further (the
+// old ReplicaSets cannot scale down: maxUnavailable is full, and maxSurge
+// too when the new one cannot scale up), and what it waited for.
+func (s *deploySim) binding(recreate bool) *Binding {
+	b := &Binding{WaitsFor: s.waitsFor}
+	if !recreate && sumSpec(s.old) > 0 {
+		available := 0
+		for _, rs := range s.all() {
+			available += rs.avail(s.t)
+		}
+		b.Budget = s.unavailName
+		b.Reason = fmt.Sprintf("maxUnavailable %d/%d: %d of %d desired pods available and at least %d must stay, so no old pod can go until a new one is available", max(0, s.D-available), s.unavail, available, s.D, s.D-s.unavail)
+		if all := sumSpec(s.all()); s.newRS != nil && s.newRS.spec < s.D && all >= s.D+s.surge {
+			b.Reason += fmt.Sprintf("; maxSurge %d/%d: %d pods, at most %d, so no new pod can be created either", all-s.D, s.surge, all, s.D+s.surge)
+		}
+	}
+	if b.Budget == "" && b.Reason == "" && len(b.WaitsFor) == 0 {
+		return nil
+	}
+	return b
+}
+
+// waited records, for the snapshot pods a scale-down of wave removes
+// (wave 2 on), what held them in the wave before; and keeps what holds
+// this wave's for the next.
+func (s *deploySim) waited(sim *simulation, wave *Wave) {
+	if w := s.prevWait; w != nil {
+		for _, a := range wave.Actions {
+			for _, p := range a.Pods {
+				if sim.waited == nil {
+					sim.waited = map[string]*Wait{}
+				}
+				sim.waited[p] = w
+			}
+		}
+	}
+	s.prevWait = nil
+	if b := wave.Binding; b != nil && b.Reason != "" {
+		s.prevWait = &Wait{Wave: wave.Index, Budget: b.Budget, Reason: b.Reason}
+	}
+}
+
+// availableAt: the pods that become available at t, as the next wave
+// names what it waits for: a snapshot pod by name, pods the simulation
+// made up by ReplicaSet and the wave that created them.
+func (s *deploySim) availableAt(t float64) []string {
+	var out []string
+	for _, rs := range s.all() {
+		made := map[int]int{}
+		for _, p := range rs.pods {
+			switch {
+			case p.availableAt != t:
+			case p.fact >= 0:
+				out = append(out, p.name)
+			default:
+				made[p.wave]++
+			}
+		}
+		waves := make([]int, 0, len(made))
+		for w := range made {
+			waves = append(waves, w)
+		}
+		sort.Ints(waves)
+		for _, w := range waves {
+			if w == 0 {
+				out = append(out, fmt.Sprintf("%d pod(s) of ReplicaSet %s (from its status)", made[w], rs.name))
+				continue
+			}
+			out = append(out, fmt.Sprintf("%d new pod(s) of ReplicaSet %s (wave %d)", made[w], rs.name, w))
+		}
+	}
+	return out
 }

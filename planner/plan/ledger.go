@@ -1,7 +1,10 @@
 package plan
 
 import (
+	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
@@ -470,8 +473,9 @@ func (s *podSim) unavailableAbove(bi int, ii int) int {
 }
 
 // fits reports whether starting the item now keeps every budget, and if
-// not, which budget binds.
-func (s *podSim) fits(ii int, surge bool) (bool, string) {
+// not, which budget binds (its index) and why, with the numbers the check
+// used.
+func (s *podSim) fits(ii int, surge bool) (bool, int, string) {
 	it := &s.items[ii]
 	for bi, b := range s.budgets {
 		if !it.relevant[bi] || b.Advisory {
@@ -485,8 +489,8 @@ func (s *podSim) fits(ii int, surge bool) (bool, string) {
 			}
 			if s.stsAbove {
 				// §4.5: the pod goes when nothing above it is unavailable.
-				if s.unavailableAbove(bi, ii)+s.elsewhere[bi]+1 > b.Limit {
-					return false, b.Name
+				if above := s.unavailableAbove(bi, ii); above+s.elsewhere[bi]+1 > b.Limit {
+					return false, bi, s.aboveReason(bi, ii, above)
 				}
 				continue
 			}
@@ -499,19 +503,88 @@ func (s *podSim) fits(ii int, surge bool) (bool, string) {
 				}
 			}
 			if cur+add > b.Limit {
-				return false, b.Name
+				return false, bi, s.unavailableReason(bi, ii, cur, add)
 			}
 		case "surge":
 			if surge && s.surgeUse[bi]+1 > b.Limit {
-				return false, b.Name
+				return false, bi, fmt.Sprintf("%s %d/%d: %d surge pod(s) in flight, and %s would make %d", b.Name, s.surgeUse[bi], b.Limit, s.surgeUse[bi], s.items[ii].name, s.surgeUse[bi]+1)
 			}
 		case "groups":
-			if s.inFlight[bi][g] == 0 && s.groupsInFlight(bi)+1 > b.Limit {
-				return false, b.Name
+			if n := s.groupsInFlight(bi); s.inFlight[bi][g] == 0 && n+1 > b.Limit {
+				return false, bi, fmt.Sprintf("%s %d/%d: %d group(s) by %s in flight, and %s (%s) would make %d", b.Name, n, b.Limit, n, strings.TrimPrefix(b.GroupBy, "label:"), s.items[ii].name, groupName(b.GroupBy, g), n+1)
 			}
 		}
 	}
-	return true, ""
+	return true, -1, ""
+}
+
+// unavailableReason: why unavailable budget bi keeps item ii out, cur
+// being what it holds in the item's group and add what the item would
+// cost.
+func (s *podSim) unavailableReason(bi, ii, cur, add int) string {
+	b, it := s.budgets[bi], &s.items[ii]
+	where := ""
+	if b.GroupBy != "" {
+		where = " in " + groupName(b.GroupBy, it.groups[bi])
+	}
+	if b.PDB != "" {
+		where += " selected by PodDisruptionBudget " + b.PDB
+	}
+	if n := s.elsewhere[bi]; n > 0 {
+		where += fmt.Sprintf(" (%d outside the workload)", n)
+	}
+	cost := ""
+	if add > 1 {
+		cost = fmt.Sprintf(" (replacing an unavailable pod spends budget too, %d already this wave, §4.7)", add-1)
+	}
+	return fmt.Sprintf("%s %d/%d: %d pod(s)%s unavailable, and %s would make %d%s", b.Name, cur, b.Limit, cur, where, it.name, cur+add, cost)
+}
+
+// aboveReason: why budget bi keeps item ii out of a StatefulSet its
+// controller updates from the top (stsAbove).
+func (s *podSim) aboveReason(bi, ii, above int) string {
+	b, it := s.budgets[bi], &s.items[ii]
+	n := above + s.elsewhere[bi]
+	return fmt.Sprintf("%s %d/%d: %d replica(s) above %s unavailable, and it would make %d (the StatefulSet controller replaces a pod only while no replica above it is unavailable, §4.5)", b.Name, n, b.Limit, above, it.name, n+1)
+}
+
+// groupName prints the group g of a budget grouped by by for a sentence:
+// zone "a", node "n1", label app="x".
+func groupName(by, g string) string {
+	what := strings.TrimPrefix(by, "label:")
+	if what != by {
+		return fmt.Sprintf("label %s=%s", what, strconv.Quote(g))
+	}
+	return what + " " + strconv.Quote(g)
+}
+
+// inUse: what budget bi holds now, as its limit counts it: its fullest
+// group's unavailable pods (with its PDB's pods elsewhere), its surge pods,
+// or its groups in flight.
+func (l *ledger) inUse(bi int) int {
+	b := l.budgets[bi]
+	switch b.Type {
+	case "unavailable":
+		n := 0
+		for g := range l.unavail[bi] {
+			n = max(n, l.unavail[bi][g])
+		}
+		return n + l.elsewhere[bi]
+	case "surge":
+		return l.surgeUse[bi]
+	case "groups":
+		return l.groupsInFlight(bi)
+	}
+	return 0
+}
+
+// use: every budget's use now, in the plan's order.
+func (l *ledger) use() []WaveBudget {
+	out := make([]WaveBudget, len(l.budgets))
+	for bi, b := range l.budgets {
+		out[bi] = WaveBudget{Name: b.Name, Limit: b.Limit, InUse: l.inUse(bi)}
+	}
+	return out
 }
 
 // fenwick counts per position 0..n-1 (a binary indexed tree, sparse).

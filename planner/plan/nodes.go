@@ -155,7 +155,7 @@ func (s *podSim) prepareNodes(sim *simulation) {
 		return
 	}
 	if len(sim.waves) == 0 {
-		sim.waves = []Wave{{Index: 1, Start: formatDuration(0), Actions: leftover}}
+		sim.waves = []Wave{{Index: 1, Start: formatDuration(0), Actions: leftover, Budgets: s.initial}}
 		return
 	}
 	sim.waves[0].Actions = append(leftover, sim.waves[0].Actions...)

@@ -58,6 +58,10 @@ type Detail struct {
 	Wave map[string]int
 	// Overrides: pod name → why Go changed the policy's answer.
 	Overrides map[string]string
+	// Waited: pod name → why a pod the plan places in wave N > 1 was not
+	// in wave N-1 (the budget that was full, or what else held it). Pods
+	// of the first wave, and of no wave, have none.
+	Waited map[string]*Wait
 }
 
 // Result is a plan with the details behind it.
@@ -192,6 +196,7 @@ func Workload(r *facts.Rollout, d *engine.Decisions, o Options) (WorkloadPlan, *
 		sim = simulatePods(r, d, o)
 	}
 	wp.Waves = sim.waves
+	det.Waited = sim.waited
 	wp.Notes = append(wp.Notes, sim.notes...)
 	wp.Stalled = sim.stalled
 	wp.Warnings = append(wp.Warnings, sim.warnings...)

@@ -92,6 +92,13 @@ type podSim struct {
 	prep bool
 	// advisoryWaves: per advisory budget, the waves that break it.
 	advisoryWaves map[int][]int
+	// done: items completed by completeDue since the wave before (what
+	// the next wave waits for); prev: what held the last wave packed;
+	// initial: the budgets' use at the start, for a wave of node actions
+	// alone (prepareNodes).
+	done    []int
+	prev    kept
+	initial []WaveBudget
 }
 
 func simulatePods(r *facts.Rollout, d *engine.Decisions, o Options) *simulation {
@@ -433,6 +440,9 @@ func (s *podSim) run(sim *simulation) {
 	// Every step sees the state at its time: what is due by then (here:
 	// pods available again at 0s) is complete before the step starts.
 	s.completeDue(t)
+	s.done = s.done[:0]
+	s.initial = s.use()
+	var waitsFor []string // what the next wave waits for
 	// The waves' actions share one array, sized for one action per pod.
 	arena := make([]Action, 0, len(pending)+len(noExecute)+len(queue))
 	for step := 0; (step == 0 && len(noExecute) > 0) || len(pending) > 0 || len(replacing) > 0 || actionable(); step++ {
@@ -467,6 +477,10 @@ func (s *podSim) run(sim *simulation) {
 			if reason, ok := s.replacedReason(pi, t); ok {
 				waveEnd = math.Max(waveEnd, s.retire(pi, t))
 				actions = append(actions, s.deleteAction(pi, reason))
+				if len(sim.waves) > 0 {
+					np := &r.Pods[s.replaced[pi]]
+					s.wait(sim, r.Pods[pi].Name, &Wait{Wave: len(sim.waves), Reason: fmt.Sprintf("%s, its replacement beside it on node %s, was not available yet: the DaemonSet controller deletes the old pod once it is, outside any budget (§3.4, §3.7)", np.Name, np.Node)})
+				}
 				continue
 			}
 			waiting = append(waiting, pi)
@@ -485,6 +499,9 @@ func (s *podSim) run(sim *simulation) {
 				if act[ii] {
 					waveEnd = math.Max(waveEnd, end)
 					actions = append(actions, s.deleteAction(s.items[ii].pod, s.condemnedReason(&r.Pods[s.items[ii].pod])))
+					if len(sim.waves) > 0 {
+						s.wait(sim, s.items[ii].name, &Wait{Wave: len(sim.waves), Reason: "an OrderedReady StatefulSet deletes condemned pods one at a time from the highest ordinal, each once every replica is available and the one before is gone (processCondemned, §4.4)"})
+					}
 				}
 			}
 			if !r.Workload.Managed {
@@ -505,6 +522,10 @@ func (s *podSim) run(sim *simulation) {
 		// count in the sync that creates their pod, §3.7).
 		var laterSurge []int
 		blocked, blockedPod := "", -1
+		held := kept{hold: hold != "", budget: -1, blockedPod: -1}
+		if hold != "" {
+			held.reason = s.holdReason(hold)
+		}
 		var phase1 []string // stsPhase1 pods this wave
 		downBefore := s.replicasDown
 		if hold != "" {
@@ -544,17 +565,22 @@ func (s *podSim) run(sim *simulation) {
 			switch {
 			case misscheduled:
 				if s.availNodes <= r.Workload.Replicas {
+					if blocked == "" && held.reason == "" {
+						held.reason = fmt.Sprintf("pod %s waits until more nodes hold an available pod (%d now) than should run one (%d): a surge DaemonSet deletes the pod of a node that should no longer run it only then (§3.7 rule 3)", p.Name, s.availNodes, r.Workload.Replicas)
+					}
 					rest = append(rest, pi)
 					continue
 				}
 			case !forced:
-				ok, binding := s.fits(pi, surge)
+				ok, bi, why := s.fits(pi, surge)
 				if !ok {
-					blocked, blockedPod = binding, pi
+					blocked, blockedPod = s.budgets[bi].Name, pi
+					held.budget, held.blockedPod, held.reason = bi, pi, why
 					rest = append(rest, pi)
 					continue
 				}
 			}
+			s.waited(sim, pi, misscheduled)
 			if s.upstreamSTS && it.unavailable && !unheld {
 				for bi := range s.budgets {
 					if it.relevant[bi] {
@@ -614,7 +640,10 @@ func (s *podSim) run(sim *simulation) {
 			arena = arena[:len(arena)+len(actions)]
 		}
 		if len(actions) > 0 {
-			sim.waves = append(sim.waves, Wave{Index: len(sim.waves) + 1, Start: formatDuration(t), Actions: slices.Clip(actions)})
+			wave := Wave{Index: len(sim.waves) + 1, Start: formatDuration(t), Actions: slices.Clip(actions), Budgets: s.use()}
+			wave.Binding = s.binding(held, waitsFor)
+			s.prev = s.keptRecord(held, wave.Index)
+			sim.waves = append(sim.waves, wave)
 			s.checkAdvisory(len(sim.waves))
 		}
 		if len(pending) == 0 && len(replacing) == 0 && !actionable() {
@@ -637,6 +666,7 @@ func (s *podSim) run(sim *simulation) {
 			break
 		}
 		s.completeDue(next)
+		waitsFor = s.doneNames()
 		t = math.Max(t, next)
 	}
 	// The rollout ends when the last pod in flight is available.

@@ -20,6 +20,9 @@ type simulation struct {
 	// stalled: the same as the plan says it (WorkloadPlan.Stalled).
 	stalled *Stall
 	blocked map[string]string
+	// waited: why each pod placed in wave N > 1 was not in wave N-1
+	// (Detail.Waited).
+	waited map[string]*Wait
 	// removed: pods to update that a controller deletes outside the
 	// plan's actions, and nothing replaces (a ReplicaSet holding more
 	// pods than its replicas).
@@ -205,7 +208,10 @@ func (s *podSim) release(ii int) {
 func (s *podSim) completeDue(t float64) {
 	for s.heap.Len() > 0 && s.heap[0].at <= t {
 		e := heap.Pop(&s.heap).(event)
-		if s.items[e.item].until == e.at {
+		if it := &s.items[e.item]; it.until == e.at {
+			if it.unavailable || it.surging {
+				s.done = append(s.done, e.item)
+			}
 			s.complete(e.item)
 		}
 	}

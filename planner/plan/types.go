@@ -132,6 +132,49 @@ type Wave struct {
 	// Start: when the wave starts, as an offset from the beginning of the rollout.
 	Start   string   `json:"start"`
 	Actions []Action `json:"actions"`
+	// Budgets: per budget of the workload (the names and order of
+	// WorkloadPlan.Budgets), the most of it in use while the wave runs:
+	// once every action of the wave has started, before any of them is
+	// available again.
+	Budgets []WaveBudget `json:"budgets"`
+	// Binding: what kept the next pods out of this wave (the budget that
+	// was full, or what else held them), and what this wave waited for
+	// to start. Omitted for a first wave that every pod fits in.
+	Binding *Binding `json:"binding,omitempty"`
+}
+
+// WaveBudget is one budget's use while a wave runs.
+type WaveBudget struct {
+	Name string `json:"name"`
+	// Limit: the budget's number, as WorkloadPlan.Budgets has it.
+	Limit int `json:"limit"`
+	// InUse: the most of the budget in use while the wave runs (pods
+	// unavailable, surge pods, or groups in flight; a budget per group
+	// counts its fullest group). Above Limit only for an advisory budget,
+	// or where the controller goes past it whatever the budget (an
+	// unavailable old pod it replaces, say).
+	InUse int `json:"inUse"`
+	// Uncounted: the plan cannot count this budget wave by wave (a
+	// Deployment's budget per group: the scheduler places the new pods);
+	// InUse is then 0.
+	Uncounted bool `json:"uncounted,omitempty"`
+}
+
+// Binding says what held a wave: why the next pods are not in it, and
+// what it waited for to start.
+type Binding struct {
+	// Budget: the name of the budget that was full when the wave was
+	// packed and kept the next pod out of it; "" when something other
+	// than a budget held the pods (Reason says what) or nothing did.
+	Budget string `json:"budget,omitempty"`
+	// Reason: a sentence saying what held the next pods out of this wave,
+	// with the budget's numbers; "" when nothing did (the last wave).
+	Reason string `json:"reason,omitempty"`
+	// WaitsFor: what of the earlier waves had to become available (or be
+	// gone) for this wave to start: pod names, a DaemonSet node's pod as
+	// node/NAME, a Deployment's new pods by ReplicaSet and wave. Empty
+	// for the first wave.
+	WaitsFor []string `json:"waitsFor,omitempty"`
 }
 
 // Action is one change. Each updated pod appears in exactly one action;

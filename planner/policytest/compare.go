@@ -162,6 +162,10 @@ func comparePlan(want json.RawMessage, got []plan.WorkloadPlan) (string, error) 
 	if err := json.Unmarshal(gotJS, &g); err != nil {
 		return "", err
 	}
+	g = withoutNewWaveFields(w, g)
+	if gotJS, err = json.Marshal(g); err != nil {
+		return "", err
+	}
 	if reflect.DeepEqual(w, g) {
 		return "", nil
 	}
@@ -257,4 +261,37 @@ func plainStyle(n *yamlv3.Node) {
 	for _, c := range n.Content {
 		plainStyle(c)
 	}
+}
+
+// withoutNewWaveFields drops a wave's budgets and binding from got where
+// the expected wave has no budgets: suites written before the plan
+// carried them still pass (the Plan is changed by adding fields; a suite
+// that writes them compares them).
+func withoutNewWaveFields(want, got any) any {
+	ws, ok1 := want.([]any)
+	gs, ok2 := got.([]any)
+	if !ok1 || !ok2 {
+		return got
+	}
+	for i := range min(len(ws), len(gs)) {
+		ww, ok1 := ws[i].(map[string]any)
+		gw, ok2 := gs[i].(map[string]any)
+		if !ok1 || !ok2 {
+			continue
+		}
+		wwaves, ok1 := ww["waves"].([]any)
+		gwaves, ok2 := gw["waves"].([]any)
+		if !ok1 || !ok2 {
+			continue
+		}
+		for j := range min(len(wwaves), len(gwaves)) {
+			wv, ok1 := wwaves[j].(map[string]any)
+			gv, ok2 := gwaves[j].(map[string]any)
+			if _, has := wv["budgets"]; ok1 && ok2 && !has {
+				delete(gv, "budgets")
+				delete(gv, "binding")
+			}
+		}
+	}
+	return got
 }

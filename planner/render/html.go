@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rollplan/rollplan/planner/explain"
 	"github.com/rollplan/rollplan/planner/plan"
 )
 
@@ -27,12 +28,7 @@ import (
 // Render draws the plan alone (pods grouped by the node an action names);
 // RenderResult adds what only the plan's details know: every pod's zone
 // and node, and its explain.
-type HTML struct {
-	// Explain writes the explain of pod (an index into the workload's
-	// facts) of workload (an index into res.Details); nil: a pod shows
-	// what the plan says of it.
-	Explain func(w io.Writer, res *plan.Result, workload, pod int) error
-}
+type HTML struct{}
 
 // Anchors: each pod row has the id PodAnchor(namespace, name), each wave
 // bar WaveAnchor(...); opening the page at #pod/NS/NAME selects the pod
@@ -742,15 +738,16 @@ func replicaSetSteps(wp *plan.WorkloadPlan) []rsStep {
 	return out
 }
 
-// podExplain is the text a selected pod row shows: its explain when the
-// page has the details and an Explain, else what the plan says of it.
-func (h HTML) podExplain(res *plan.Result, workload int, podIndex map[string]int, r *podRow) (string, error) {
+// podExplain is the text a selected pod row shows: its explain
+// (planner/explain, as `rollplan explain` prints it) when the page has the
+// details, else what the plan says of it.
+func (HTML) podExplain(res *plan.Result, workload int, podIndex map[string]int, r *podRow) (string, error) {
 	i, ok := podIndex[r.Name]
-	if h.Explain == nil || workload < 0 || !ok {
+	if workload < 0 || !ok {
 		return fmt.Sprintf("pod %s/%s\n%s", r.Namespace, r.Name, r.Title), nil
 	}
 	var b strings.Builder
-	if err := h.Explain(&b, res, workload, i); err != nil {
+	if err := explain.Pod(res, workload, i).WriteText(&b); err != nil {
 		return "", err
 	}
 	return b.String(), nil

@@ -120,9 +120,9 @@ func (t Table) workload(out io.Writer, wp *plan.WorkloadPlan) error {
 	}
 	if len(wp.Waves) > 0 {
 		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  WAVE\tSTART\tACTIONS")
+		fmt.Fprintln(tw, "  WAVE\tSTART\tBOUND BY\tACTIONS")
 		for _, wave := range wp.Waves {
-			fmt.Fprintf(tw, "  %d\t%s\t%s\n", wave.Index, wave.Start, t.actions(wave.Actions))
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\n", wave.Index, wave.Start, boundBy(&wave), t.actions(wave.Actions))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -155,6 +155,26 @@ func (t Table) workload(out io.Writer, wp *plan.WorkloadPlan) error {
 		fmt.Fprintf(out, "  warning: %s\n", warn)
 	}
 	return nil
+}
+
+// boundBy names what kept the next pods out of a wave, compactly: the
+// budget with its use in the wave ("maxUnavailable 2/2"), "(no budget)"
+// when something else held them (explain --wave says what), "-" when
+// nothing did.
+func boundBy(w *plan.Wave) string {
+	b := w.Binding
+	switch {
+	case b == nil || (b.Budget == "" && b.Reason == ""):
+		return "-"
+	case b.Budget == "":
+		return "(no budget)"
+	}
+	for _, u := range w.Budgets {
+		if u.Name == b.Budget {
+			return fmt.Sprintf("%s %d/%d", u.Name, u.InUse, u.Limit)
+		}
+	}
+	return b.Budget
 }
 
 // toUpdate breaks the pods to update down as the summary counts them: in

@@ -15,7 +15,10 @@ func bigDaemonSet() *plan.Plan {
 	wp := plan.WorkloadPlan{Kind: "DaemonSet", Namespace: "kube-system", Name: "agent", FromRevision: "agent-1", ToRevision: "agent-2"}
 	wp.Summary = plan.Summary{Pods: 5000, ToUpdate: 5000, Recreate: 4950, Blocked: 30, Held: 20, Waves: 10}
 	for w := range 10 {
-		wave := plan.Wave{Index: w, Start: fmt.Sprintf("%ds", w*60)}
+		wave := plan.Wave{Index: w, Start: fmt.Sprintf("%ds", w*60), Budgets: []plan.WaveBudget{{Name: "maxUnavailable", Limit: 500, InUse: 500}}}
+		if w < 9 {
+			wave.Binding = &plan.Binding{Budget: "maxUnavailable", Reason: "maxUnavailable 500/500: 500 pod(s) unavailable, and the next would make 501"}
+		}
 		for i := range 500 {
 			wave.Actions = append(wave.Actions, plan.Action{Type: plan.ActionRecreate, Pod: fmt.Sprintf("agent-%05d", w*500+i)})
 		}
@@ -50,8 +53,9 @@ func TestTableLongLists(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		"  0     0s     Recreate agent-00000 agent-00001 agent-00002 agent-00003 agent-00004 agent-00005 agent-00006 agent-00007 (+492 more)\n",
-		"  9     540s   Recreate agent-04500 ",
+		"  WAVE  START  BOUND BY                ACTIONS\n",
+		"  0     0s     maxUnavailable 500/500  Recreate agent-00000 agent-00001 agent-00002 agent-00003 agent-00004 agent-00005 agent-00006 agent-00007 (+492 more)\n",
+		"  9     540s   -                       Recreate agent-04500 ",
 		"  held: held-00 (node cordoned), held-01 (node cordoned), held-02 (node cordoned), held-03 (node cordoned), held-04 (node cordoned), held-05 (node cordoned), held-06 (node cordoned), held-07 (node cordoned), (+12 more)\n",
 		"  blocked: blocked-00, blocked-01, blocked-02, blocked-03, blocked-04, blocked-05, blocked-06, blocked-07, (+22 more) (InPlaceOnly)\n",
 		"    - pod agent-00007 is crash-looping since the update (4 restarts)\n    - (+7 more)\n",
