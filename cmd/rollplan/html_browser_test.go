@@ -162,6 +162,9 @@ type workloadDOM struct {
 		Name   string `json:"name"`
 		Lines  int    `json:"lines"`
 		Limits int    `json:"limits"`
+		Limit  int    `json:"limit"`
+		Peak   int    `json:"peak"`
+		Binds  int    `json:"binds"`
 	} `json:"budgets"`
 	Halts  int `json:"halts"`
 	Stalls int `json:"stalls"`
@@ -181,7 +184,8 @@ const domJS = `Array.from(document.querySelectorAll("section.workload")).map(fun
     zoneCount: zones.reduce(function (n, z) { return n + Number(z.dataset.count); }, 0),
     collapsed: zones.filter(function (z) { return z.getAttribute("aria-expanded") === "false"; }).length,
     budgets: Array.from(s.querySelectorAll(".budget")).map(function (b) {
-      return { name: b.dataset.budget, lines: b.querySelectorAll("path.budget-line").length, limits: b.querySelectorAll("line.limit-line").length };
+      return { name: b.dataset.budget, lines: b.querySelectorAll("path.budget-line").length, limits: b.querySelectorAll("line.limit-line").length,
+        limit: Number(b.dataset.limit), peak: Number(b.dataset.peak), binds: b.querySelectorAll(".bind-mark").length };
     }),
     halts: s.querySelectorAll(".timeline .marker-halt").length,
     stalls: s.querySelectorAll(".timeline .marker-stall").length,
@@ -289,8 +293,28 @@ func TestHTMLInBrowser(t *testing.T) {
 					t.Errorf("%s: %d budget charts, the plan has %d budgets", d.ID, len(d.Budgets), len(wp.Budgets))
 				}
 				for j, b := range d.Budgets {
-					if j < len(wp.Budgets) && b.Name != wp.Budgets[j].Name || b.Lines != 1 || b.Limits != 1 {
-						t.Errorf("%s: budget chart %d is %s with %d use lines and %d limit lines; want %s with one of each", d.ID, j, b.Name, b.Lines, b.Limits, wp.Budgets[j].Name)
+					if j >= len(wp.Budgets) {
+						break
+					}
+					pb := wp.Budgets[j]
+					if b.Name != pb.Name || b.Lines != 1 || b.Limits != 1 {
+						t.Errorf("%s: budget chart %d is %s with %d use lines and %d limit lines; want %s with one of each", d.ID, j, b.Name, b.Lines, b.Limits, pb.Name)
+					}
+					// The line's peak is the most any wave has in use, its
+					// dots the waves this budget binds.
+					peak, binds := pb.InUse, 0
+					for _, w := range wp.Waves {
+						for _, wb := range w.Budgets {
+							if wb.Name == pb.Name && !wb.Uncounted {
+								peak = max(peak, wb.InUse)
+							}
+						}
+						if w.Binding != nil && w.Binding.Budget == pb.Name {
+							binds++
+						}
+					}
+					if b.Limit != pb.Limit || b.Peak != peak || b.Binds != binds {
+						t.Errorf("%s: budget %s drawn with limit %d, peak %d, %d binding marks; the plan says %d, %d, %d", d.ID, b.Name, b.Limit, b.Peak, b.Binds, pb.Limit, peak, binds)
 					}
 				}
 				if want := min(len(wp.Halted), 1); min(d.Halts, 1) != want {

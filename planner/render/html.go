@@ -153,6 +153,8 @@ type waveView struct {
 	Actions, Pods int
 	Title         string
 	Binding       string
+	// Bound: the budget that kept the next pods out of the wave.
+	Bound string
 }
 
 type marker struct {
@@ -167,7 +169,9 @@ type budgetChart struct {
 	LimitY             float64
 	Title              string
 	Advisory           bool
-	Estimated          bool
+	// Uncounted: the plan does not count the budget wave by wave.
+	Uncounted bool
+	Binds     []bindMark
 }
 
 type zoneView struct {
@@ -422,8 +426,11 @@ func buildWorkload(wp *plan.WorkloadPlan, det *plan.Detail) *workloadView {
 				wave.Pods -= len(a.Pods) // evicted pods are not the workload's
 			}
 		}
-		wave.Title = fmt.Sprintf("wave %d of %d: %s to %s, %d actions", w.Index, len(wp.Waves), w.Start, wave.End, wave.Actions)
+		wave.Title = fmt.Sprintf("wave %d of %d: %s to %s, %s", w.Index, len(wp.Waves), w.Start, wave.End, plural(wave.Actions, "action"))
 		wave.Binding = waveBinding(&w)
+		if w.Binding != nil {
+			wave.Bound = w.Binding.Budget
+		}
 		if wave.Binding != "" {
 			wave.Title += "; " + wave.Binding
 		}
@@ -435,7 +442,7 @@ func buildWorkload(wp *plan.WorkloadPlan, det *plan.Detail) *workloadView {
 	if st := wp.Stalled; st != nil {
 		wv.Markers = append(wv.Markers, marker{Class: "stall", Label: "stalled after " + st.After, Title: "stalled after " + st.After + ": " + st.Reason, X: ts.x(seconds(st.After))})
 	}
-	wv.Charts = budgetCharts(wp, det, spans, ts)
+	wv.Charts = budgetCharts(wp, spans, ts)
 	wv.Zones, wv.Rows = podRows(wp, det, spans, ts)
 	wv.Steps = replicaSetSteps(wp)
 	wv.ReplicaSets = replicaSetLanes(wp, spans, ts)
@@ -644,6 +651,14 @@ func podRows(wp *plan.WorkloadPlan, det *plan.Detail, spans []span, ts timeScale
 		z.Counts = zc.String()
 	}
 	return zones, len(order)
+}
+
+// plural: "1 action", "3 actions".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func orUnknown(s, what string) string {

@@ -20,7 +20,9 @@ func htmlPlan(pods int) *plan.Plan {
 		Held:    []plan.Held{{Pod: "web-held", Reason: "policy holds it"}}}
 	for i := 0; i < pods; i++ {
 		if i%5 == 0 {
-			wp.Waves = append(wp.Waves, plan.Wave{Index: len(wp.Waves) + 1, Start: fmt.Sprintf("%dm", len(wp.Waves))})
+			wp.Waves = append(wp.Waves, plan.Wave{Index: len(wp.Waves) + 1, Start: fmt.Sprintf("%dm", len(wp.Waves)),
+				Budgets: []plan.WaveBudget{{Name: "maxUnavailable", Limit: 5, InUse: min(5, pods-i)}},
+				Binding: &plan.Binding{Budget: "maxUnavailable", Reason: "maxUnavailable 5/5"}})
 		}
 		w := &wp.Waves[len(wp.Waves)-1]
 		w.Actions = append(w.Actions, plan.Action{Type: plan.ActionInPlace, Pod: fmt.Sprintf("web-%d", i), Node: fmt.Sprintf("node-%d", i%40), Reasons: []string{"image changed"}})
@@ -44,10 +46,11 @@ func renderHTML(t *testing.T, p *plan.Plan) string {
 func TestHTMLPlanOnly(t *testing.T) {
 	out := renderHTML(t, htmlPlan(12))
 	for what, want := range map[string]int{
-		// the CSS names this state once
 		`class="row pod-row"`:                              13,
 		`<g class="wave-bar"`:                              3,
 		`class="row budget"`:                               1,
+		`class="bind-mark" style=`:                         3,
+		`3 · maxUnavailable</text>`:                        1,
 		`id="pod/prod/web-11"`:                             1,
 		`id="wave/StatefulSet/prod/web/3"`:                 1,
 		`role="button" tabindex="0" aria-expanded="false"`: 0,
@@ -57,6 +60,19 @@ func TestHTMLPlanOnly(t *testing.T) {
 		if got := strings.Count(out, what); got != want {
 			t.Errorf("%s: %d times, want %d", what, got, want)
 		}
+	}
+}
+
+// A budget's line steps through each wave's use: 5, 5, then 2 of 12
+// pods in waves of 5, with the limit above it.
+func TestHTMLBudgetLine(t *testing.T) {
+	out := renderHTML(t, htmlPlan(12))
+	// y = 54 - v/(5*1.2)*48: 0 → 54, 5 → 14, 2 → 38.
+	if want := `d="M0 54 H0 V14 H333.3 H333.3 V14 H666.7 H666.7 V38 H1000"`; !strings.Contains(out, want) {
+		t.Errorf("budget line lacks %s", want)
+	}
+	if want := `class="limit-line" x1="0" x2="1000" y1="14" y2="14"`; !strings.Contains(out, want) {
+		t.Errorf("limit line lacks %s", want)
 	}
 }
 
