@@ -317,7 +317,7 @@ func TestHTMLInBrowser(t *testing.T) {
 						t.Errorf("%s: budget %s drawn with limit %d, peak %d, %d binding marks; the plan says %d, %d, %d", d.ID, b.Name, b.Limit, b.Peak, b.Binds, pb.Limit, peak, binds)
 					}
 				}
-				if want := min(len(wp.Halted), 1); min(d.Halts, 1) != want {
+				if want := min(len(wp.Halted), 1); d.Halts != want {
 					t.Errorf("%s: %d halt marks, the plan has %d halt reasons", d.ID, d.Halts, len(wp.Halted))
 				}
 				if want := wp.Stalled != nil; (d.Stalls == 1) != want || d.Stalls > 1 {

@@ -145,3 +145,24 @@ func TestHTMLReplicaSetSteps(t *testing.T) {
 		t.Error("the ReplicaSet lanes do not label their steps from → to")
 	}
 }
+
+// A halted rollout has one halt mark and a banner per reason; a stalled
+// one a stall mark where it stops.
+func TestHTMLHaltAndStallMarks(t *testing.T) {
+	p := htmlPlan(0)
+	p.Workloads[0].Halted = []string{"first reason", "second reason"}
+	out := renderHTML(t, p)
+	if got := strings.Count(out, `<g class="marker marker-halt">`); got != 1 {
+		t.Errorf("%d halt marks, want 1", got)
+	}
+	if got := strings.Count(out, `<p class="banner halt" role="alert">halted: `); got != 2 {
+		t.Errorf("%d halt banners, want 2", got)
+	}
+	p = htmlPlan(10)
+	p.Workloads[0].Stalled = &plan.Stall{After: "1m", Reason: "budget full"}
+	out = renderHTML(t, p)
+	// 2 waves of 1m: the stall at 1m is half way.
+	if !strings.Contains(out, `<g class="marker marker-stall"><title>stalled after 1m: budget full</title><line x1="50%"`) {
+		t.Error("no stall mark half way along the timeline")
+	}
+}
