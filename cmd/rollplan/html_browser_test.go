@@ -404,6 +404,23 @@ func expandFirstZone(t *testing.T, pg *page, dom []workloadDOM) {
 	if got.Expanded != "true" || got.Rows != got.Count || got.Shown == 0 {
 		t.Errorf("%s: after a click the first zone is expanded=%s with %d pod rows for a count of %d, %d rows shown; want expanded, rows = count, some shown", dom[big].ID, got.Expanded, got.Rows, got.Count, got.Shown)
 	}
+	// Enter on the focused zone row folds it again.
+	if err := chromedp.Do(pg.ctx, chromedp.Focus(chromedp.JSPath(zone)), chromedp.KeyEvent("\r")); err != nil {
+		t.Fatalf("press Enter on the first zone of %s: %v", dom[big].ID, err)
+	}
+	var folded bool
+	pg.eval(t, zone+`.getAttribute("aria-expanded") === "false" && `+zone+`.nextElementSibling.hidden`, &folded)
+	if !folded {
+		t.Errorf("%s: Enter on the expanded first zone does not fold it", dom[big].ID)
+	}
+	// Enter opens it again (and the rest of the test selects a pod in it).
+	if err := chromedp.Do(pg.ctx, chromedp.KeyEvent("\r")); err != nil {
+		t.Fatalf("press Enter on the first zone of %s: %v", dom[big].ID, err)
+	}
+	pg.eval(t, zone+`.getAttribute("aria-expanded") === "true" && !`+zone+`.nextElementSibling.hidden`, &folded)
+	if !folded {
+		t.Errorf("%s: Enter on the folded first zone does not expand it", dom[big].ID)
+	}
 }
 
 // selectPod clicks the first pod row shown (one in a wave if any) and
@@ -424,6 +441,10 @@ func selectPod(t *testing.T, pg *page, p *plan.Plan) {
 		t.Fatal("no pod row shown to select")
 	}
 	row := fmt.Sprintf("document.getElementById(%q)", got.ID)
+	// In the middle of the window, clear of the explain panel fixed at
+	// the bottom, as a reader scrolls to a row before clicking it.
+	var scrolled bool
+	pg.eval(t, row+`.scrollIntoView({ block: "center" }) === undefined`, &scrolled)
 	if err := chromedp.Do(pg.ctx, chromedp.Click(chromedp.JSPath(row))); err != nil {
 		t.Fatalf("click pod row %s: %v", got.ID, err)
 	}
@@ -456,6 +477,7 @@ func selectPod(t *testing.T, pg *page, p *plan.Plan) {
 		X   float64 `json:"x"`
 		Y   float64 `json:"y"`
 	}
+	// The row is scrolled to the middle, then the mouse moved over its name.
 	pg.eval(t, `(function () {
 	  var rows = Array.from(document.querySelectorAll(".pod-row")).filter(function (r) { return r.offsetParent !== null && !r.classList.contains("selected"); });
 	  var r = rows[rows.length - 1];
