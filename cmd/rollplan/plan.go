@@ -101,7 +101,7 @@ its budgets: "stalled" in -o json|yaml) exits 4, unless --allow-halted
 		},
 	}
 	f.register(cmd)
-	cmd.Flags().StringVarP(&output, "output", "o", render.Formats[0], "output format: "+render.PlanList()+" (one self-contained page: redirect it to a file)")
+	cmd.Flags().StringVarP(&output, "output", "o", render.Formats[0], "output format: "+render.PlanList()+" (html: one self-contained page; redirect it to a file)")
 	cmd.Flags().BoolVar(&f.allowHalted, "allow-halted", false, "exit 0 when a planned rollout is halted (else 3) or stalled (else 4); a workload that could not be planned still exits 1")
 	return cmd
 }
