@@ -413,13 +413,18 @@ func expandFirstZone(t *testing.T, pg *page, dom []workloadDOM) {
 	if !folded {
 		t.Errorf("%s: Enter on the expanded first zone does not fold it", dom[big].ID)
 	}
-	// Enter opens it again (and the rest of the test selects a pod in it).
-	if err := chromedp.Do(pg.ctx, chromedp.KeyEvent("\r")); err != nil {
-		t.Fatalf("press Enter on the first zone of %s: %v", dom[big].ID, err)
+	// Space opens it again, without scrolling the page (the rest of the
+	// test selects a pod in it).
+	var before, after float64
+	pg.eval(t, `window.scrollY`, &before)
+	if err := chromedp.Do(pg.ctx, chromedp.KeyEvent(" ")); err != nil {
+		t.Fatalf("press Space on the first zone of %s: %v", dom[big].ID, err)
 	}
 	pg.eval(t, zone+`.getAttribute("aria-expanded") === "true" && !`+zone+`.nextElementSibling.hidden`, &folded)
-	if !folded {
-		t.Errorf("%s: Enter on the folded first zone does not expand it", dom[big].ID)
+	time.Sleep(500 * time.Millisecond) // a keyboard scroll is animated
+	pg.eval(t, `window.scrollY`, &after)
+	if !folded || after != before {
+		t.Errorf("%s: Space on the folded first zone: expanded %t, the page scrolled from %g to %g; want expanded, no scroll", dom[big].ID, folded, before, after)
 	}
 }
 

@@ -59,6 +59,13 @@
     }
   });
 
+  // Space on a group row toggles it, and must not scroll the page too
+  // (a key sent as keydown then char reaches the page as keypress).
+  document.addEventListener("keypress", function (e) {
+    var g = groupRow(e.target);
+    if (e.key === " " && g && g === e.target) e.preventDefault();
+  });
+
   function follow() {
     var id = decodeURIComponent(location.hash.slice(1));
     if (!id) return;
