@@ -28,13 +28,19 @@ install: build
 uninstall:
 	rm -f "$(BINDIR)/kubectl_complete-rollplan" "$(BINDIR)/kubectl-rollplan" "$(BINDIR)/rollplan"
 
-## demo: plan two bundled scenarios and explain one pod's place in a third
+## demo: plan two bundled scenarios and explain one pod's place in a
+## third; the second plan is also written as an HTML page (bin/demo/plan.html)
+DEMO_HTML := bin/demo/plan.html
 demo: build
 	./bin/rollplan plan -f testdata/scenarios/deploy-rolling-10-25pct/snapshot.yaml --now 2026-03-01T12:00:00Z
 	@echo
 	./bin/rollplan plan -f testdata/scenarios/example-one-zone-at-a-time/snapshot.yaml --now 2026-03-01T12:00:00Z --policy policies/examples/one-zone-at-a-time
+	@mkdir -p $(dir $(DEMO_HTML))
+	./bin/rollplan plan -f testdata/scenarios/example-one-zone-at-a-time/snapshot.yaml --now 2026-03-01T12:00:00Z --policy policies/examples/one-zone-at-a-time -o html > $(DEMO_HTML)
 	@echo
 	./bin/rollplan explain web-4 -f testdata/scenarios/example-leader-last/snapshot.yaml --now 2026-03-01T12:00:00Z --policy policies/examples/leader-last
+	@echo
+	@echo "The plan as a picture: open $(abspath $(DEMO_HTML))  (file://$(abspath $(DEMO_HTML)))"
 
 ## test: everything CI runs
 test: lint test-policies test-go test-cluster
@@ -74,7 +80,7 @@ bench:
 
 ## golden: rewrite the golden plans after checking a change
 golden:
-	$(GO) test ./cmd/rollplan -run TestGoldenScenarios -update
+	$(GO) test ./cmd/rollplan -run 'TestGoldenScenarios|TestGoldenHTML' -update
 
 ## cluster-bin: etcd, kube-apiserver, kube-controller-manager and kubectl of
 ## each tested Kubernetes version, built from the pinned sources in

@@ -17,7 +17,7 @@ import (
 
 func newExplainCommand() *cobra.Command {
 	var f planFlags
-	var output string
+	var output, htmlFile string
 	var wave int
 	cmd := &cobra.Command{
 		Use:   "explain (POD | --wave N KIND/NAME) -f SNAPSHOT...",
@@ -71,12 +71,16 @@ documented in the README).`,
 			if cmd.Flags().Changed("wave") {
 				return explainWave(cmd.OutOrStdout(), res.Result, args[0], f.namespace, wave, output)
 			}
-			return explain(cmd.OutOrStdout(), res.Result, res.failed, args[0], f.namespace, output)
+			if err := explain(cmd.OutOrStdout(), res.Result, res.failed, args[0], f.namespace, output); err != nil || htmlFile == "" {
+				return err
+			}
+			return explainHTML(cmd.ErrOrStderr(), htmlFile, res, args[0], f.namespace)
 		},
 	}
 	f.register(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", explainFormats[0], "output format: "+strings.Join(explainFormats, ", "))
 	cmd.Flags().IntVar(&wave, "wave", 0, "explain why wave N of workload KIND/NAME starts when it does (1 is the first wave)")
+	cmd.Flags().StringVar(&htmlFile, "html", "", "also write the plan as an HTML page (plan -o html) to this file, and print a file:// link that opens it at the pod")
 	return cmd
 }
 

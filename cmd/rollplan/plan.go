@@ -117,16 +117,25 @@ comment.`,
 			p := *res.Plan
 			p.Workloads = slices.Clone(p.Workloads)
 			plan.WithFailed(&p, res.failedPlans())
-			if err := r.Render(cmd.OutOrStdout(), &p); err != nil {
+			if err := renderPlan(cmd.OutOrStdout(), r, &p, res.Result); err != nil {
 				return err
 			}
 			return changeOutcome(&p, planOutcome(&p, f.allowHalted), len(f.changes) > 0)
 		},
 	}
 	f.register(cmd)
-	cmd.Flags().StringVarP(&output, "output", "o", render.Formats[0], "output format: "+render.List())
+	cmd.Flags().StringVarP(&output, "output", "o", render.Formats[0], "output format: "+render.PlanList()+" (html: one self-contained page; redirect it to a file)")
 	cmd.Flags().BoolVar(&f.allowHalted, "allow-halted", false, "exit 0 when a planned rollout is halted (else 3) or stalled (else 4); a workload that could not be planned still exits 1")
 	return cmd
+}
+
+// renderPlan prints p with r, with res's details where r draws them (the
+// HTML page: zones, nodes and every pod's explain).
+func renderPlan(w io.Writer, r render.Renderer, p *plan.Plan, res *plan.Result) error {
+	if rr, ok := r.(render.ResultRenderer); ok {
+		return rr.RenderResult(w, p, res)
+	}
+	return r.Render(w, p)
 }
 
 // planOutcome is the exit status of a plan once it is printed (README "Exit

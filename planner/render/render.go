@@ -26,10 +26,43 @@ var formats = []struct {
 	{"wide", Table{Wide: true}},
 	{"json", JSON{}},
 	{"yaml", YAML{}},
-	{"markdown", Markdown{}},
 }
 
-// Formats lists the names Get accepts, the default first.
+// planFormats are the formats a plan prints in: every format of formats,
+// then the pull-request summary and the HTML page (a plan only: Value has
+// neither for other results, so status and history do not offer them).
+var planFormats = append(formats[:len(formats):len(formats)], []struct {
+	name string
+	plan Renderer
+}{{"markdown", Markdown{}}, {"html", HTML{}}}...)
+
+// PlanFormats lists the names Get accepts, the default first: Formats,
+// markdown and html.
+var PlanFormats = func() []string {
+	names := make([]string, len(planFormats))
+	for i, f := range planFormats {
+		names[i] = f.name
+	}
+	return names
+}()
+
+// PlanList names the plan formats for help and error text: "table, wide,
+// json, yaml, markdown or html".
+func PlanList() string {
+	return strings.Join(PlanFormats[:len(PlanFormats)-1], ", ") + " or " + PlanFormats[len(PlanFormats)-1]
+}
+
+// ResultRenderer is a Renderer that also draws what the plan's details
+// know (the HTML page: every pod's zone and node, its explain). p is the
+// plan to print, which may hold workloads res does not (those that could
+// not be planned).
+type ResultRenderer interface {
+	Renderer
+	RenderResult(w io.Writer, p *plan.Plan, res *plan.Result) error
+}
+
+// Formats lists the formats of every result (Value, Check), the default
+// first.
 var Formats = func() []string {
 	names := make([]string, len(formats))
 	for i, f := range formats {
@@ -43,17 +76,18 @@ func List() string {
 	return strings.Join(Formats[:len(Formats)-1], ", ") + " or " + Formats[len(Formats)-1]
 }
 
-// Get returns the renderer for a format name; "" is the table.
+// Get returns the plan renderer for a format name (one of PlanFormats);
+// "" is the table.
 func Get(format string) (Renderer, error) {
 	if format == "" {
 		return formats[0].plan, nil
 	}
-	for _, f := range formats {
+	for _, f := range planFormats {
 		if f.name == format {
 			return f.plan, nil
 		}
 	}
-	return nil, fmt.Errorf("unknown output format %q: want %s", format, List())
+	return nil, fmt.Errorf("unknown output format %q: want %s", format, PlanList())
 }
 
 // Check reports whether format is one of Formats.

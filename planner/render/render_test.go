@@ -9,18 +9,21 @@ import (
 
 // The format list is the one source of the help text, Get and Check.
 func TestFormats(t *testing.T) {
-	if got := List(); got != "table, wide, json, yaml or markdown" {
+	if got := List(); got != "table, wide, json or yaml" {
 		t.Errorf("List() = %q", got)
 	}
-	for _, f := range append(Formats, "") {
+	if got := PlanList(); got != "table, wide, json, yaml, markdown or html" {
+		t.Errorf("PlanList() = %q", got)
+	}
+	for _, f := range append(PlanFormats, "") {
 		if _, err := Get(f); err != nil {
 			t.Errorf("Get(%q): %v", f, err)
 		}
 	}
-	if _, err := Get("xml"); err == nil || !strings.HasSuffix(err.Error(), "want table, wide, json, yaml or markdown") {
+	if _, err := Get("xml"); err == nil || !strings.HasSuffix(err.Error(), "want table, wide, json, yaml, markdown or html") {
 		t.Errorf("Get(xml) = %v", err)
 	}
-	if !Check("yaml") || !Check("wide") || Check("") || Check("xml") {
+	if !Check("yaml") || !Check("wide") || Check("") || Check("xml") || Check("html") || Check("markdown") {
 		t.Error("Check accepts only the listed formats")
 	}
 }
