@@ -78,9 +78,9 @@ fuzz:
 bench:
 	$(GO) test ./planner/plan -run '^$$' -bench 'BenchmarkPlan' -benchmem -benchtime 3x -timeout 30m
 
-## golden: rewrite the golden plans after checking a change
+## golden: rewrite the golden files (plans, the HTML page, explain, markdown) after checking a change
 golden:
-	$(GO) test ./cmd/rollplan -run 'TestGoldenScenarios|TestGoldenHTML' -update
+	$(GO) test ./cmd/rollplan -run 'TestGoldenScenarios|TestGoldenHTML|TestExplainGolden|TestMarkdownGolden' -update
 
 ## cluster-bin: etcd, kube-apiserver, kube-controller-manager and kubectl of
 ## each tested Kubernetes version, built from the pinned sources in

@@ -21,20 +21,7 @@ func TestMarkdownGolden(t *testing.T) {
 			dir := filepath.Join("testdata/scenarios", name)
 			args := append([]string{"plan", "-o", "markdown", "-f", filepath.Join(dir, "snapshot.yaml")}, scenarioArgs(t, dir)...)
 			out, _ := runScenario(t, dir, args...)
-			golden := filepath.Join("testdata/markdown", name+".md")
-			if *update {
-				if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("missing golden file (run go test ./cmd/rollplan -run TestMarkdownGolden -update): %v", err)
-			}
-			if out != string(want) {
-				t.Errorf("markdown differs from %s (rerun with -update after checking the change):\n%s", golden, diff(string(want), out))
-			}
+			checkGolden(t, filepath.Join("testdata/markdown", name+".md"), out, "TestMarkdownGolden")
 		})
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -38,20 +37,7 @@ func TestExplainGolden(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%v\n%s", err, stderr)
 			}
-			golden := filepath.Join("testdata/explain", c.name+".golden")
-			if *update {
-				if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("missing golden file (run go test ./cmd/rollplan -run TestExplainGolden -update): %v", err)
-			}
-			if out != string(want) {
-				t.Errorf("explain differs from %s (run go test ./cmd/rollplan -run TestExplainGolden -update after checking the change):\n%s", golden, diff(string(want), out))
-			}
+			checkGolden(t, filepath.Join("testdata/explain", c.name+".golden"), out, "TestExplainGolden")
 		})
 	}
 }

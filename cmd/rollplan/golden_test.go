@@ -83,22 +83,28 @@ func TestGoldenScenarios(t *testing.T) {
 			base := append([]string{"plan", "-f", filepath.Join(dir, "snapshot.yaml")}, scenarioArgs(t, dir)...)
 			for _, g := range []struct{ format, file string }{{"yaml", "plan.golden.yaml"}, {"table", "plan.golden.txt"}} {
 				out, _ := runScenario(t, dir, append(base, "-o", g.format)...)
-				golden := filepath.Join(dir, g.file)
-				if *update {
-					if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
-						t.Fatal(err)
-					}
-					continue
-				}
-				want, err := os.ReadFile(golden)
-				if err != nil {
-					t.Fatalf("missing golden file (run go test ./cmd/rollplan -update): %v", err)
-				}
-				if out != string(want) {
-					t.Errorf("%s differs from %s (run go test ./cmd/rollplan -update after checking the change):\n%s", g.format, golden, diff(string(want), out))
-				}
+				checkGolden(t, filepath.Join(dir, g.file), out, "TestGoldenScenarios")
 			}
 		})
+	}
+}
+
+// checkGolden compares got with the golden file, or rewrites the file under
+// -update; test names the test whose -update rewrites it (the hint).
+func checkGolden(t *testing.T, golden, got, test string) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("missing golden file (run go test ./cmd/rollplan -run %s -update): %v", test, err)
+	}
+	if got != string(want) {
+		t.Errorf("output differs from %s (run go test ./cmd/rollplan -run %s -update after checking the change):\n%s", golden, test, diff(string(want), got))
 	}
 }
 

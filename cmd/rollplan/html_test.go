@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
 	"regexp"
 	"testing"
@@ -22,20 +21,7 @@ func TestGoldenHTML(t *testing.T) {
 	if out != again {
 		t.Fatalf("two runs of plan -o html differ:\n%s", diff(out, again))
 	}
-	golden := filepath.Join(dir, "plan.golden.html")
-	if *update {
-		if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("missing golden file (run go test ./cmd/rollplan -update): %v", err)
-	}
-	if out != string(want) {
-		t.Errorf("html differs from %s (run go test ./cmd/rollplan -update after checking the change):\n%s", golden, diff(string(want), out))
-	}
+	checkGolden(t, filepath.Join(dir, "plan.golden.html"), out, "TestGoldenHTML")
 }
 
 // The page fetches nothing: no element loads a URL, no stylesheet imports
