@@ -105,8 +105,6 @@ func Apply(s *snapshot.Snapshot, objs []*Object, mode Mode, gates map[string]boo
 				cur := s.StatefulSets[i]
 				if mode == FromFiles {
 					dropDisabled(p, cur, gates)
-				}
-				if mode == FromFiles {
 					oc.Redacted = redactLike(&cur.Spec.Template, &p.Spec.Template)
 				}
 				oc.Status, oc.TemplateChanged = compare(&cur.Spec, &p.Spec, &cur.Spec.Template, &p.Spec.Template)
