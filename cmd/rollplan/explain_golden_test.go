@@ -28,6 +28,10 @@ func TestExplainGolden(t *testing.T) {
 		{"deploy-wave-2.json", "deploy-rolling-10-25pct", []string{"--wave", "2", "deploy/api", "-o", "json"}},
 		{"deploy-removed-pod.txt", "deploy-rolling-10-25pct", []string{"api-647569c96f-hsh4q"}},
 		{"zone-wave-2.txt", "example-one-zone-at-a-time", []string{"--wave", "2", "daemonset/agent"}},
+		// explain takes plan's --change (in the scenario's args): the pod's
+		// place in the rollout the proposed manifest would cause.
+		{"change-sts-web-2.txt", "change-sts-inplace", []string{"web-2"}},
+		{"change-sts-wave-2.txt", "change-sts-inplace", []string{"--wave", "2", "sts/web"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
