@@ -58,9 +58,21 @@ var checks = []check{
 		"6 pods: 0 updated, 6 to update (6 in place, 0 recreated), 0 held; 3 waves",
 		"DaemonSet demo/agent", "Deployment demo/api",
 	}, also: func(t *testing.T, out string) {
-		waves := regexp.MustCompile(`(?m)^\s+([0-9]+)\s+\S+\s+InPlaceUpdate web-[0-9] web-[0-9]$`).FindAllStringSubmatch(out, -1)
+		// WAVE START BOUND BY ACTIONS: two pods a wave, the first two
+		// waves full (max-unavailable 2), the last bound by nothing.
+		waves := regexp.MustCompile(`(?m)^\s+([0-9]+)\s+\S+\s+(maxUnavailable 2/2|-)\s+InPlaceUpdate web-[0-9] web-[0-9]$`).FindAllStringSubmatch(out, -1)
 		if len(waves) != 3 {
 			t.Errorf("plan: %d waves of 2 in-place updates, want 3:\n%s", len(waves), out)
+			return
+		}
+		for i, w := range waves {
+			want := "maxUnavailable 2/2"
+			if i == len(waves)-1 {
+				want = "-"
+			}
+			if w[2] != want {
+				t.Errorf("plan: wave %s bound by %q, want %q:\n%s", w[1], w[2], want, out)
+			}
 		}
 	}},
 	{match: "rollplan apply ", output: []string{"StatefulSet demo/web: done: 6 InPlaceUpdate", "6/6 pods updated, 6 available, 0 held, 0 in flight"}},
