@@ -164,14 +164,14 @@ func (m Markdown) workload(b *strings.Builder, wp *plan.WorkloadPlan) {
 		}
 	}
 	if len(wp.Waves) > 0 {
-		b.WriteString("| Wave | Start | Actions |\n|---:|---|---|\n")
+		b.WriteString("| Wave | Start | Bound by | Actions |\n|---:|---|---|---|\n")
 		waves := wp.Waves
 		if len(waves) > namedMax {
 			for _, wave := range waves[:namedShown] {
 				waveRow(b, wave)
 			}
 			rest := waves[namedShown : len(waves)-1]
-			fmt.Fprintf(b, "| … | %s–%s | %d more %s (`-o table` or `-o json` lists every wave) |\n", rest[0].Start, rest[len(rest)-1].Start, len(rest), plural(len(rest), "wave", "waves"))
+			fmt.Fprintf(b, "| … | %s–%s | | %d more %s (`-o table` or `-o json` lists every wave) |\n", rest[0].Start, rest[len(rest)-1].Start, len(rest), plural(len(rest), "wave", "waves"))
 			waveRow(b, waves[len(waves)-1])
 		} else {
 			for _, wave := range waves {
@@ -222,8 +222,10 @@ func reasons(wp *plan.WorkloadPlan) []string {
 	return named(out)
 }
 
+// waveRow is a wave as the table prints it: start, what bound it (the
+// table's BOUND BY), its actions.
 func waveRow(b *strings.Builder, wave plan.Wave) {
-	fmt.Fprintf(b, "| %d | %s | %s |\n", wave.Index, wave.Start, cell(Table{}.actions(wave.Actions)))
+	fmt.Fprintf(b, "| %d | %s | %s | %s |\n", wave.Index, wave.Start, cell(boundBy(&wave)), cell(Table{}.actions(wave.Actions)))
 }
 
 func list(b *strings.Builder, title string, xs []string) {

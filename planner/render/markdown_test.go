@@ -54,8 +54,8 @@ func TestMarkdownStaysShortAtScale(t *testing.T) {
 		t.Errorf("%d wave rows, want %d (first %d, one counting row, the last):\n%s", rows, want, namedShown, md)
 	}
 	for _, want := range []string{
-		"| … | 45m–245m | 41 more waves",
-		"| 50 | 250m | Recreate agent-04900",
+		"| … | 45m–245m | | 41 more waves",
+		"| 50 | 250m | - | Recreate agent-04900",
 		"(+92 more)",
 		"**Held:** held-1 (node cordoned),",
 		"- 5000 × Recreate: spec.containers\\[agent\\].env changed",
