@@ -175,6 +175,21 @@ func (e *Executor) cordon(ctx context.Context, state *liveState, wp plan.Workloa
 	for p := range spent {
 		extra[p] = true
 	}
+	// A node cordoned for this DaemonSet is still in flight until it is
+	// uncordoned, even once its new pod is available: its pod counts
+	// against the budget until then, so that the nodes cordoned at once
+	// never outnumber the budget (the uncordon, earlier in the wave,
+	// goes first).
+	for _, n := range state.snap.Nodes {
+		if n.Name == node.Name || !n.Spec.Unschedulable || n.Annotations[facts.AnnCordonedBy] != by {
+			continue
+		}
+		for i := range state.rollout.Pods {
+			if p := &state.rollout.Pods[i]; p.Node == n.Name {
+				extra[p.Name] = true
+			}
+		}
+	}
 	if why := overBudget(state.rollout, wp.Budgets, extra); why != "" {
 		r.Outcome, r.Reason = Skipped, fmt.Sprintf("%s with pod %s: node %s is not cordoned now", why, pa.Pod, node.Name)
 		return r, outcomeSkippedBudget, nil
