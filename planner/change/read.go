@@ -12,8 +12,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -103,24 +101,10 @@ func expand(p string) ([]string, error) {
 	if !st.IsDir() {
 		return []string{p}, nil
 	}
-	var out []string
-	err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			return nil
-		}
-		switch strings.ToLower(filepath.Ext(path)) {
-		case ".yaml", ".yml", ".json":
-			out = append(out, path)
-		}
-		return nil
-	})
+	out, err := snapshot.ManifestFiles(p)
 	if err != nil {
 		return nil, fmt.Errorf("--change %s: %w", p, err)
 	}
-	sort.Strings(out)
 	if len(out) == 0 {
 		return nil, fmt.Errorf("--change %s: the directory holds no .yaml, .yml or .json file", p)
 	}

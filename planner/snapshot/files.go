@@ -156,16 +156,12 @@ func Decode(name string, data []byte) (*Snapshot, []string, error) {
 	return l.snap, l.warnings(), nil
 }
 
-func expand(p string) ([]string, error) {
-	st, err := os.Stat(p)
-	if err != nil {
-		return nil, pathError(p, err)
-	}
-	if !st.IsDir() {
-		return []string{p}, nil
-	}
+// ManifestFiles lists the *.yaml, *.yml and *.json files under dir, at
+// any depth, sorted: the files of a snapshot directory (-f) and of a
+// change directory (plan --change).
+func ManifestFiles(dir string) ([]string, error) {
 	var out []string
-	err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -178,6 +174,19 @@ func expand(p string) ([]string, error) {
 		}
 		return nil
 	})
+	sort.Strings(out)
+	return out, err
+}
+
+func expand(p string) ([]string, error) {
+	st, err := os.Stat(p)
+	if err != nil {
+		return nil, pathError(p, err)
+	}
+	if !st.IsDir() {
+		return []string{p}, nil
+	}
+	out, err := ManifestFiles(p)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
@@ -185,7 +194,6 @@ func expand(p string) ([]string, error) {
 		}
 		return nil, fmt.Errorf("%s: %w", p, err)
 	}
-	sort.Strings(out)
 	if len(out) == 0 {
 		return nil, fmt.Errorf("snapshot directory %s holds no .yaml, .yml or .json file", p)
 	}
