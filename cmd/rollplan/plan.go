@@ -39,6 +39,11 @@ type planFlags struct {
 	engine            string
 	// allowHalted (plan only): a halted or stalled rollout exits 0.
 	allowHalted bool
+	// everyNamespace (explain): -n does not narrow what is planned, so
+	// that explain can say where a pod of that name is instead; it still
+	// names the namespace of change manifests without one, and the live
+	// cluster's.
+	everyNamespace bool
 	// stdin: what -f - reads (the command's input).
 	stdin io.Reader
 	// changes: --change FILE|DIR (change.go); config, kubeFlagNames and
@@ -346,11 +351,14 @@ func (f *planFlags) engineKind() (string, error) {
 	return f.engine, nil
 }
 
-// target parses --workload and -n into what they select. A namespace in
-// --workload that -n contradicts is a usage error: which one was meant
-// cannot be guessed.
+// target parses --workload and -n (unless everyNamespace) into what they
+// select. A namespace in --workload that -n contradicts is a usage error:
+// which one was meant cannot be guessed.
 func (f *planFlags) target() (request.Workload, error) {
 	ref := request.Workload{Namespace: f.namespace, Arg: f.workload}
+	if f.everyNamespace {
+		ref.Namespace = ""
+	}
 	if f.workload == "" {
 		return ref, nil
 	}
