@@ -516,6 +516,8 @@ func newObject(apiVersion, kind string) metav1.Object {
 func decodeObject(where string, js []byte, tm *typeMeta) object {
 	d := object{apiVersion: tm.APIVersion, kind: tm.Kind, obj: newObject(tm.APIVersion, tm.Kind)}
 	if d.obj == nil {
+		// A slip would leave a workload out with a mere warning.
+		d.err = CheckKind(where, tm.APIVersion, tm.Kind, tm.Metadata.Namespace, tm.Metadata.Name, readKindList, "a kind rollplan reads ("+readKinds+")")
 		return d
 	}
 	if tm.Metadata.Name == "" {
