@@ -100,12 +100,14 @@ spec:
 		inOut   []string // in stdout and stderr together
 		inError string
 	}{
-		{"new workload and another kind", []string{"-f", snap, now, "--change", newDeploy, "-o", "json"}, exitOK,
+		{"new workload and another kind", []string{"-f", snap, now, "--change", newDeploy, "-o", "json", "--allow-empty"}, exitOK,
 			[]string{"Deployment default/brand-new (" + newDeploy + ": document 1) is not in the snapshot: the change creates it, and nothing rolls out", "Service brand-new (v1) left out of the preview", `"workloads": []`}, ""},
-		{"unchanged", []string{"-f", snap, now, "--change", same}, exitOK,
+		{"unchanged", []string{"-f", snap, now, "--change", same, "--allow-empty"}, exitOK,
 			[]string{"StatefulSet default/web (" + same + ": document 1) proposes the spec the workload already has: nothing changes", "nothing to plan"}, ""},
-		{"-n is the manifests' namespace", []string{"-f", snap, now, "--change", same, "-n", "prod"}, exitOK,
+		{"-n is the manifests' namespace", []string{"-f", snap, now, "--change", same, "-n", "prod", "--allow-empty"}, exitOK,
 			[]string{"StatefulSet prod/web"}, ""},
+		{"new workload, not allowed", []string{"-f", snap, now, "--change", newDeploy}, exitError, nil, "--change plans nothing: Deployment default/brand-new is not in the snapshot"},
+		{"unchanged, not allowed", []string{"-f", snap, now, "--change", same}, exitError, nil, "--change plans nothing: StatefulSet default/web proposes the spec it has"},
 		{"unknown field", []string{"-f", snap, now, "--change", typo}, exitError, nil, `StatefulSet default/web: unknown field "spec.replicass"`},
 		{"missing change", []string{"-f", snap, now, "--change", filepath.Join(tmp, "nope")}, exitError, nil, "no such file or directory"},
 		{"-f and --kubeconfig", []string{"-f", snap, "--change", same, "--kubeconfig", "/dev/null"}, exitUsage, nil, "--kubeconfig and -f"},
