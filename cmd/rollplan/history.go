@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
 	"github.com/rollplan/rollplan/executor"
@@ -325,8 +326,10 @@ func newPauseCommand(pause bool) *cobra.Command {
 	)
 	use, short := "resume", "Resume a rollout paused with rollplan pause"
 	long := `Resume a rollout paused with rollplan pause: remove the annotation
-rollplan.dev/paused; every rollplan apply running on the workload (or the
-next one started) carries on from where the cluster is.`
+rollplan.dev/paused. The driver that holds the workload's driver Lease
+(the rollplan controller, or a running rollplan apply) carries on from
+where the cluster is; resume says which, or the command to run when none
+holds it.`
 	if pause {
 		use, short = "pause", "Pause a workload's rollout after the actions in flight; any executor honours it"
 		long = `Pause the rollout of a Deployment, StatefulSet or DaemonSet: annotate it
@@ -365,8 +368,14 @@ stops too.`
 			}
 			if pause {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s paused%s: no new action starts until `%s`; pods being updated finish\n", t, suffix, commandFor(&config, "rollplan resume", t))
+			} else if suffix != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s resumed%s\n", t, suffix)
 			} else {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s resumed%s: rollplan apply carries on\n", t, suffix)
+				who, err := carriesOn(cmd.Context(), cl.client, &config, t)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s resumed: %s\n", t, who)
 			}
 			return nil
 		},
@@ -374,4 +383,21 @@ stops too.`
 	config.register(cmd.Flags())
 	cmd.Flags().StringVar(&dryRun, "dry-run", "none", `"server": send the change with dryRun=All; "none": apply it`)
 	return cmd
+}
+
+// carriesOn says who carries a resumed rollout on: the driver that holds
+// its driver Lease (status reads the same Lease: executor.ReadDriver), the
+// controller or a running apply, else nobody yet, with the command.
+func carriesOn(ctx context.Context, client kubernetes.Interface, config *kubeFlags, t live.Target) (string, error) {
+	h, err := executor.ReadDriver(ctx, client, t, applyClock)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case h != nil && h.Live && h.Controller:
+		return fmt.Sprintf("the rollplan controller carries on (it holds the driver Lease: %s)", h.Identity), nil
+	case h != nil && h.Live:
+		return fmt.Sprintf("the running rollplan apply carries on (it holds the driver Lease: %s)", h.Identity), nil
+	}
+	return fmt.Sprintf("no driver holds it now: run `%s` to carry on, or the rollplan controller does where it runs", commandFor(config, "rollplan apply", t)), nil
 }
