@@ -93,7 +93,7 @@ func (f *planFlags) liveChange(ctx context.Context, stderr io.Writer) (*snapshot
 	if err != nil {
 		return nil, facts.Options{}, nil, nil, err
 	}
-	cluster, err := f.liveClusterOptions(cl.client, stderr)
+	cluster, err := f.liveClusterOptions(cl, stderr)
 	if err != nil {
 		return nil, facts.Options{}, nil, nil, err
 	}

@@ -187,7 +187,7 @@ func runController(cmd *cobra.Command, config *kubeFlags, pf *planFlags, cf *con
 	if err != nil {
 		return err
 	}
-	cluster, err := pf.liveClusterOptions(cl.client, cmd.ErrOrStderr())
+	cluster, err := pf.liveClusterOptions(cl, cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}

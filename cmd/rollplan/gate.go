@@ -153,7 +153,7 @@ or the kustomize base in deploy/; alone: 'rollplan gate manifests'.`,
 			if err != nil {
 				return err
 			}
-			cluster, err := pf.liveClusterOptions(cl.client, cmd.ErrOrStderr())
+			cluster, err := pf.liveClusterOptions(cl, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
