@@ -273,3 +273,23 @@ func TestNothingToPlanExits1(t *testing.T) {
 		t.Errorf("live change of nothing with --allow-empty: %v\n%s", err, out)
 	}
 }
+
+// -o text is the table for every command that prints one, as explain
+// calls its own layout: plan, status and history print the same for both.
+func TestOutputText(t *testing.T) {
+	fakeApply(t, time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), "sts-ondelete-managed")
+	for _, args := range [][]string{
+		{"plan", "-f", "testdata/scenarios/sts-ondelete-managed/snapshot.yaml", "--now", "2026-03-01T12:00:00Z"},
+		{"status", "sts/web"},
+		{"history", "sts/web"},
+	} {
+		table, _, err := run(t, append(args, "-o", "table")...)
+		if err != nil {
+			t.Fatalf("%v -o table: %v", args, err)
+		}
+		text, _, err := run(t, append(args, "-o", "text")...)
+		if err != nil || text != table {
+			t.Errorf("%v -o text: %v\n%s\nwant the table:\n%s", args, err, text, table)
+		}
+	}
+}
