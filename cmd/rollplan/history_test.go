@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/rollplan/rollplan/executor"
 	"github.com/rollplan/rollplan/planner/facts"
@@ -181,7 +183,7 @@ func TestResumeSaysWhoCarriesOn(t *testing.T) {
 		{"an apply holds it", &executor.Driver{Identity: "apply alice@laptop (pid 1)"},
 			"Deployment default/api resumed: the running rollplan apply carries on (it holds the driver Lease: apply alice@laptop (pid 1))"},
 		{"nobody holds it", nil,
-			"Deployment default/api resumed: no driver holds it now: run `rollplan apply deployment/api -n default` to carry on, or the rollplan controller does where it runs"},
+			"Deployment default/api resumed: no driver holds it now: run `rollplan apply deployment/api -n default` to carry on, or install the rollplan controller"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -210,4 +212,21 @@ func TestResumeSaysWhoCarriesOn(t *testing.T) {
 			}
 		})
 	}
+	// The controller gives the driver Lease up while the rollout is
+	// paused; its record on the workload says it drives it.
+	t.Run("the controller recorded it paused", func(t *testing.T) {
+		client := fakeApply(t, march, "deploy-inplace-managed")
+		if _, _, err := run(t, "pause", "deploy/api"); err != nil {
+			t.Fatal(err)
+		}
+		rec := live.RolloutState{Phase: live.RolloutPaused, Driver: "controller ctl-1"}
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, facts.AnnRolloutState, rec.Encode())
+		if _, err := client.AppsV1().Deployments("default").Patch(context.Background(), "api", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		out, _, err := run(t, "resume", "deploy/api")
+		if want := "Deployment default/api resumed: the rollplan controller carries on (it recorded the rollout as Paused; where it no longer runs: `rollplan apply deployment/api -n default`)"; err != nil || strings.TrimSpace(out) != want {
+			t.Errorf("resume: %v\n%s\nwant\n%s", err, out, want)
+		}
+	})
 }
