@@ -344,8 +344,12 @@ func (f *planFlags) noWorkload(snap *snapshot.Snapshot) error {
 			holds = append(holds, fmt.Sprintf("%d %s(s)", k.n, k.kind))
 		}
 	}
+	only := ""
+	if len(holds) > 0 {
+		only = " (only " + strings.Join(holds, ", ") + ")"
+	}
 	files := strings.ReplaceAll(strings.Join(f.files, ", "), snapshot.Stdin, "<stdin>")
-	msg := fmt.Sprintf("%s: the snapshot holds no Deployment, StatefulSet or DaemonSet (only %s): nothing to plan: capture the workloads with their pods (rollplan snapshot -n NAMESPACE, or kubectl get deploy,rs,sts,ds,controllerrevisions,pods,nodes,pdb -o yaml)", files, strings.Join(holds, ", "))
+	msg := fmt.Sprintf("%s: the snapshot holds no Deployment, StatefulSet or DaemonSet%s: nothing to plan: capture the workloads with their pods (rollplan snapshot -n NAMESPACE, or kubectl get deploy,rs,sts,ds,controllerrevisions,pods,nodes,pdb -o yaml)", files, only)
 	return errors.New(msg + f.allowEmptyHint())
 }
 
