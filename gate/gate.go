@@ -169,7 +169,13 @@ const (
 	WouldDeny  = "would-deny" // warn or dryrun enforcement admitted it
 	Errored    = "error"      // admitted or denied by the failure policy
 	denyPrefix = "rollplan gate: "
+	planPrefix = "rollplan: "
 )
+
+// WarningPrefixes start every warning the gate returns (the plan a
+// workload change causes, a would-be denial): the API server hands them to
+// the client that wrote, which says they are the gate's.
+var WarningPrefixes = []string{denyPrefix, planPrefix}
 
 // verdict is a decision before enforcement.
 type verdict struct {

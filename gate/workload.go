@@ -109,7 +109,7 @@ func (g *Gate) workloadChange(ctx context.Context, req *admissionv1.AdmissionReq
 		}
 	}
 	if s := summarise(wp, why); s != "" {
-		v.warnings = append(v.warnings, "rollplan: "+s)
+		v.warnings = append(v.warnings, planPrefix+s)
 		v.reason = s
 	}
 	return v

@@ -182,9 +182,13 @@ source_path(field, fallback) := s if {
 
 # describe: how a budget value was resolved, e.g. "<path>=25% of 10 = 2.5,
 # floor: 2": the percent as written, the exact product, the rounding and
-# the result.
-describe(path, v, total, rounding, dflt) := sprintf("%s unset: %d", [path, dflt]) if {
+# the result; "<path> unset: default 1" for null, and for a value Go
+# defaulted (a path ending in " (default)", facts.DefaultSuffix).
+describe(path, v, total, rounding, dflt) := sprintf("%s unset: default %d", [path, dflt]) if {
 	v == null
+} else := sprintf("%s unset: default %d", [trim_suffix(path, " (default)"), v]) if {
+	is_number(v)
+	endswith(path, " (default)")
 } else := sprintf("%s=%d", [path, v]) if {
 	is_number(v)
 } else := sprintf("%s=%s of %d = %s, %s: %d", [path, v, total, hundredths(percent(v) * total), rounding, rounded(v, total, rounding)])

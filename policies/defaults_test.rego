@@ -330,7 +330,7 @@ test_deployment_sources if {
 	budget(bs_empty, "maxUnavailable", "source") == "spec.strategy.rollingUpdate.maxUnavailable=25% of 0 = 0, floor: 0; 0 replicas: 0"
 
 	bs_unset := budgets_of(deployment(null, 2, 10))
-	budget(bs_unset, "maxSurge", "source") == "spec.strategy.rollingUpdate.maxSurge unset: 0"
+	budget(bs_unset, "maxSurge", "source") == "spec.strategy.rollingUpdate.maxSurge unset: default 0"
 }
 
 test_deployment_sources_from_go if {
@@ -344,6 +344,18 @@ test_deployment_sources_from_go if {
 	bs := budgets_of(i)
 	budget(bs, "maxUnavailable", "source") == "metadata.annotations[rollplan.dev/max-unavailable]=40% of 10 = 4, floor: 4"
 	budget(bs, "maxSurge", "source") == "metadata.annotations[rollplan.dev/max-surge]=1"
+}
+
+# A value Go defaulted (its source ends in " (default)", facts.DefaultSuffix)
+# is worded as unset.
+test_defaulted_source_reads_unset if {
+	i := with_workload({"strategy": {
+		"type": "RollingUpdate",
+		"maxSurge": 0,
+		"maxUnavailable": 1,
+		"maxUnavailableSource": "annotation rollplan.dev/max-unavailable (default)",
+	}})
+	budget(budgets_of(i), "maxUnavailable", "source") == "annotation rollplan.dev/max-unavailable unset: default 1"
 }
 
 # ---------------------------------------------------------------------------
@@ -376,7 +388,7 @@ test_daemonset_budgets_s1_to_s8 if {
 test_daemonset_sources if {
 	bs := budgets_of(daemonset(null, "50%", 3))
 	budget(bs, "maxUnavailable", "source") == "spec.updateStrategy.rollingUpdate.maxUnavailable=50% of 3 = 1.5, ceil: 2"
-	budget(bs, "maxSurge", "source") == "spec.updateStrategy.rollingUpdate.maxSurge unset: 0"
+	budget(bs, "maxSurge", "source") == "spec.updateStrategy.rollingUpdate.maxSurge unset: default 0"
 	bs0 := budgets_of(daemonset(0, 0, 2))
 	budget(bs0, "maxUnavailable", "source") == "spec.updateStrategy.rollingUpdate.maxUnavailable=0; maxSurge and maxUnavailable both 0: 1"
 }
@@ -462,7 +474,7 @@ test_statefulset_recreate_takes_every_pod if {
 test_statefulset_sources if {
 	budget(budgets_of(statefulset("40%", 6, true)), "maxUnavailable", "source") == "spec.updateStrategy.rollingUpdate.maxUnavailable=40% of 6 = 2.4, floor: 2"
 	budget(budgets_of(statefulset("10%", 5, true)), "maxUnavailable", "source") == "spec.updateStrategy.rollingUpdate.maxUnavailable=10% of 5 = 0.5, floor: 0; at least 1"
-	budget(budgets_of(statefulset(null, 5, true)), "maxUnavailable", "source") == "spec.updateStrategy.rollingUpdate.maxUnavailable unset: 1"
+	budget(budgets_of(statefulset(null, 5, true)), "maxUnavailable", "source") == "spec.updateStrategy.rollingUpdate.maxUnavailable unset: default 1"
 }
 
 managed_statefulset := with_workload({

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -92,7 +93,7 @@ func (f *planFlags) liveChange(ctx context.Context, stderr io.Writer) (*snapshot
 	if err != nil {
 		return nil, facts.Options{}, nil, nil, err
 	}
-	cluster, err := f.liveClusterOptions(cl.client, stderr)
+	cluster, err := f.liveClusterOptions(cl, stderr)
 	if err != nil {
 		return nil, facts.Options{}, nil, nil, err
 	}
@@ -161,6 +162,69 @@ func (f *planFlags) applyChange(snap *snapshot.Snapshot, objs []*change.Object, 
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
 	return src, warnings, nil
+}
+
+// changedNothing is the error of a change that replaces no workload
+// (unless --allow-empty): each proposed workload is new or unchanged, so
+// the preview is empty, which a CI job must not take for a success. A
+// workload of that kind and name in another namespace of snap is named:
+// the manifest probably lacks its namespace (-n).
+func (f *planFlags) changedNothing(c *changeSource, snap *snapshot.Snapshot) error {
+	if c == nil || f.allowEmpty {
+		return nil
+	}
+	where := "the snapshot"
+	if f.live() {
+		where = "the cluster"
+	}
+	var what []string
+	for _, oc := range c.outcomes {
+		o := oc.Object
+		switch oc.Status {
+		case change.Replaced:
+			return nil
+		case change.Unchanged:
+			what = append(what, fmt.Sprintf("%s proposes the spec it has", o.ID()))
+		case change.New:
+			msg := fmt.Sprintf("%s is not in %s", o.ID(), where)
+			if nss := namespacesOf(snap, o.Kind, o.Name); len(nss) > 0 {
+				msg += fmt.Sprintf(" (a %s %s is in %s: name it with -n %s or metadata.namespace)", o.Kind, o.Name, request.Namespaces(nss), nss[0])
+			}
+			what = append(what, msg)
+		}
+	}
+	msg := "--change plans nothing: " + strings.Join(what, "; ")
+	if hint := f.allowEmptyHint(); hint != "" {
+		msg += ": fix the manifests" + hint + " when the change only creates workloads or changes none"
+	}
+	return errors.New(msg)
+}
+
+// namespacesOf are the namespaces where snap has a workload of kind and
+// name, sorted.
+func namespacesOf(snap *snapshot.Snapshot, kind, name string) []string {
+	var nss []string
+	add := func(o metav1.Object) {
+		if o.GetName() == name {
+			nss = append(nss, o.GetNamespace())
+		}
+	}
+	switch kind {
+	case change.Deployment:
+		for _, o := range snap.Deployments {
+			add(o)
+		}
+	case change.StatefulSet:
+		for _, o := range snap.StatefulSets {
+			add(o)
+		}
+	case change.DaemonSet:
+		for _, o := range snap.DaemonSets {
+			add(o)
+		}
+	}
+	slices.Sort(nss)
+	return slices.Compact(nss)
 }
 
 // scope keeps the facts of the workloads the change replaces: the plan

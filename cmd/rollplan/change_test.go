@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -99,12 +100,14 @@ spec:
 		inOut   []string // in stdout and stderr together
 		inError string
 	}{
-		{"new workload and another kind", []string{"-f", snap, now, "--change", newDeploy, "-o", "json"}, exitOK,
+		{"new workload and another kind", []string{"-f", snap, now, "--change", newDeploy, "-o", "json", "--allow-empty"}, exitOK,
 			[]string{"Deployment default/brand-new (" + newDeploy + ": document 1) is not in the snapshot: the change creates it, and nothing rolls out", "Service brand-new (v1) left out of the preview", `"workloads": []`}, ""},
-		{"unchanged", []string{"-f", snap, now, "--change", same}, exitOK,
+		{"unchanged", []string{"-f", snap, now, "--change", same, "--allow-empty"}, exitOK,
 			[]string{"StatefulSet default/web (" + same + ": document 1) proposes the spec the workload already has: nothing changes", "nothing to plan"}, ""},
-		{"-n is the manifests' namespace", []string{"-f", snap, now, "--change", same, "-n", "prod"}, exitOK,
+		{"-n is the manifests' namespace", []string{"-f", snap, now, "--change", same, "-n", "prod", "--allow-empty"}, exitOK,
 			[]string{"StatefulSet prod/web"}, ""},
+		{"new workload, not allowed", []string{"-f", snap, now, "--change", newDeploy}, exitError, nil, "--change plans nothing: Deployment default/brand-new is not in the snapshot"},
+		{"unchanged, not allowed", []string{"-f", snap, now, "--change", same}, exitError, nil, "--change plans nothing: StatefulSet default/web proposes the spec it has"},
 		{"unknown field", []string{"-f", snap, now, "--change", typo}, exitError, nil, `StatefulSet default/web: unknown field "spec.replicass"`},
 		{"missing change", []string{"-f", snap, now, "--change", filepath.Join(tmp, "nope")}, exitError, nil, "no such file or directory"},
 		{"-f and --kubeconfig", []string{"-f", snap, "--change", same, "--kubeconfig", "/dev/null"}, exitUsage, nil, "--kubeconfig and -f"},
@@ -169,5 +172,72 @@ func TestChangeLive(t *testing.T) {
 	}
 	if strings.Count(live, "type: InPlaceUpdate") != 4 {
 		t.Errorf("live preview: want 4 in-place updates:\n%s", live)
+	}
+}
+
+// explain --change reads -n as plan --change does: the namespace of the
+// manifests that name none, from snapshot files and from the live
+// cluster alike. It explains the pod, and the wave, that plan --change
+// -n plans (the golden of namespace "default", moved to "real").
+func TestExplainChangeNamespace(t *testing.T) {
+	dir := "testdata/scenarios/change-sts-inplace"
+	tmp := t.TempDir()
+	b, err := os.ReadFile(filepath.Join(dir, "snapshot.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := filepath.Join(tmp, "snapshot.yaml")
+	if err := os.WriteFile(snap, []byte(strings.ReplaceAll(string(b), "namespace: default", "namespace: real")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The live cluster's manifest, defaulted as the API server would (the
+	// fake clientset does not), and without a namespace: -n gives it.
+	objs, _, err := change.Read([]string{filepath.Join(dir, "change")}, "real")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := change.Default(objs[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	objs[0].Obj.SetNamespace("")
+	if b, err = yaml.Marshal(objs[0].Obj); err != nil {
+		t.Fatal(err)
+	}
+	proposed := filepath.Join(tmp, "web.yaml")
+	if err := os.WriteFile(proposed, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"-n", "real", "--now", "2026-03-01T12:00:00Z", "--kubernetes-version", "v1.36"}
+	for _, mode := range []struct {
+		name   string
+		source []string
+	}{
+		{"files", []string{"-f", snap, "--change", filepath.Join(dir, "change")}},
+		{"live", []string{"--change", proposed, "--context", "test"}},
+	} {
+		for _, c := range []struct {
+			golden string
+			args   []string
+		}{
+			{"change-sts-web-2.txt", []string{"web-2"}},
+			{"change-sts-wave-2.txt", []string{"--wave", "2", "sts/web"}},
+		} {
+			t.Run(mode.name+"/"+c.golden, func(t *testing.T) {
+				if mode.name == "live" {
+					fakeCluster(t, time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), snap)
+				}
+				out, stderr, err := run(t, slices.Concat([]string{"explain"}, c.args, mode.source, common)...)
+				if err != nil {
+					t.Fatalf("%v\n%s", err, stderr)
+				}
+				want, err := os.ReadFile(filepath.Join("testdata/explain", c.golden+".golden"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if w := strings.ReplaceAll(string(want), "default/", "real/"); out != w {
+					t.Errorf("explain %s: not what plan --change -n real plans:\n%s", strings.Join(c.args, " "), diff(w, out))
+				}
+			})
+		}
 	}
 }

@@ -174,7 +174,7 @@ func runController(cmd *cobra.Command, config *kubeFlags, pf *planFlags, cf *con
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
+	log := jsonLog(cmd.ErrOrStderr())
 	policies := &policySet{kind: kind, paths: pf.policies, named: named, timeout: pf.timeout}
 	if err := policies.load(ctx); err != nil {
 		return err
@@ -187,7 +187,7 @@ func runController(cmd *cobra.Command, config *kubeFlags, pf *planFlags, cf *con
 	if err != nil {
 		return err
 	}
-	cluster, err := pf.liveClusterOptions(cl.client, cmd.ErrOrStderr())
+	cluster, err := pf.liveClusterOptions(cl, cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/klog/v2"
 
 	"github.com/rollplan/rollplan/gate"
 )
@@ -123,5 +125,42 @@ func TestControllerReadiness(t *testing.T) {
 	}
 	if n := strings.Count(log.String(), "rollplan-system not found"); n != 1 {
 		t.Errorf("the reason was logged %d times, want once:\n%s", n, log.String())
+	}
+}
+
+// The controller's and the gate's log is JSON, one object a line: what
+// client-go logs through klog (leader election, informers, reflectors)
+// goes through the same slog handler instead of klog's text format.
+func TestKlogThroughSlog(t *testing.T) {
+	var out bytes.Buffer
+	log := jsonLog(&out)
+	t.Cleanup(klog.ClearLogger)
+	log.Info("rollplan's own line")
+	klog.InfoS("attempting to acquire leader lease", "lease", "rollplan-system/rollplan-controller")
+	klog.Infof("failed to renew lease %s: %v", "rollplan-system/rollplan-controller", "timed out")
+	klog.ErrorS(errors.New("connection refused"), "Failed to watch", "reflector", "pods")
+	klog.Warning("a plain warning")
+	klog.Flush()
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 5 {
+		t.Fatalf("%d lines, want 5:\n%s", len(lines), out.String())
+	}
+	for _, want := range []struct{ level, msg string }{
+		{"INFO", "rollplan's own line"},
+		{"INFO", "attempting to acquire leader lease"},
+		{"INFO", "failed to renew lease rollplan-system/rollplan-controller: timed out"},
+		{"ERROR", "Failed to watch"},
+		{"INFO", "a plain warning"}, // logr has no warning level: klog logs warnings as Info through it
+	} {
+		line := lines[0]
+		lines = lines[1:]
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Errorf("not a JSON line: %s (%v)", line, err)
+			continue
+		}
+		if rec["level"] != want.level || rec["msg"] != want.msg {
+			t.Errorf("line %s: want level %s, msg %q", line, want.level, want.msg)
+		}
 	}
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -185,4 +187,109 @@ func TestHelpEndsWithTheExitCodeTable(t *testing.T) {
 		}
 	}
 	walk(newRootCommand())
+}
+
+// Input that plans nothing is not a success a CI job should take for one
+// (README "Exit codes"): a snapshot without a workload and a change that
+// replaces none exit 1, saying why, unless --allow-empty; a kind slip is
+// an error naming the object whatever the flags.
+func TestNothingToPlanExits1(t *testing.T) {
+	tmp := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(tmp, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	const now = "--now=2026-03-01T12:00:00Z"
+	nodes := write("nodes.yaml", "apiVersion: v1\nkind: Node\nmetadata: {name: worker-1}\n---\napiVersion: v1\nkind: Node\nmetadata: {name: worker-2}\n")
+	emptyList := write("empty.yaml", "apiVersion: v1\nkind: List\nmetadata: {annotations: {rollplan.dev/captured-at: \"2026-03-01T12:00:00Z\"}}\nitems: []\n")
+	b, err := os.ReadFile("testdata/scenarios/change-sts-inplace/snapshot.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	real := write("real.yaml", strings.ReplaceAll(string(b), "namespace: default", "namespace: real"))
+	change := "testdata/scenarios/change-sts-inplace/change"
+	b, err = os.ReadFile(filepath.Join(change, "web.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	typo := write("typo.yaml", strings.Replace(string(b), "kind: StatefulSet", "kind: Daemonset", 1)+"---\napiVersion: v1\nkind: Service\nmetadata: {name: web}\n")
+	snapTypo := write("snap-typo.yaml", strings.Replace(string(b), "kind: StatefulSet", "kind: Statefulset", 1)+"---\napiVersion: v1\nkind: Node\nmetadata: {name: worker-1}\n")
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+		want []string // in the error
+		out  string   // in stdout
+	}{
+		{"a snapshot of Nodes only", []string{"plan", "-f", nodes, now}, exitError,
+			[]string{nodes + ": the snapshot holds no Deployment, StatefulSet or DaemonSet (only 2 Node(s)): nothing to plan", "--allow-empty"}, ""},
+		{"without --now: the same, not its time", []string{"plan", "-f", nodes}, exitError,
+			[]string{"the snapshot holds no Deployment, StatefulSet or DaemonSet"}, ""},
+		{"allowed", []string{"plan", "-f", nodes, now, "--allow-empty"}, exitOK, nil, "nothing to plan"},
+		{"an empty List", []string{"plan", "-f", emptyList}, exitError, []string{"holds no Kubernetes objects"}, ""},
+		{"an empty List, allowed", []string{"plan", "-f", emptyList, "--allow-empty"}, exitOK, nil, "nothing to plan"},
+		{"explain does not offer the flag", []string{"explain", "web-0", "-f", nodes, now}, exitError,
+			[]string{"the snapshot holds no Deployment, StatefulSet or DaemonSet"}, ""},
+		{"a change whose namespace was left out", []string{"plan", "-f", real, now, "--change", change}, exitError,
+			[]string{`--change plans nothing: StatefulSet default/web is not in the snapshot (a StatefulSet web is in namespace "real": name it with -n real or metadata.namespace)`, "--allow-empty"}, ""},
+		{"a change whose namespace was left out, allowed", []string{"plan", "-f", real, now, "--change", change, "--allow-empty"}, exitOK, nil, "nothing to plan"},
+		{"the change with its namespace", []string{"plan", "-f", real, now, "--change", change, "-n", "real"}, exitOK, nil, "StatefulSet real/web"},
+		{"a change for a namespace the snapshot lacks", []string{"plan", "-f", "testdata/scenarios/change-sts-inplace/snapshot.yaml", now, "--change", real}, exitError,
+			[]string{"--change plans nothing: StatefulSet real/web is not in the snapshot"}, ""},
+		{"a kind slip in a change", []string{"plan", "-f", real, now, "--change", typo, "--allow-empty"}, exitError,
+			[]string{typo + `: document 1: Daemonset default/web: field kind: apps/v1 has no kind "Daemonset": did you mean DaemonSet?`}, ""},
+		{"a kind slip in a snapshot", []string{"plan", "-f", snapTypo, now, "--allow-empty"}, exitError,
+			[]string{snapTypo + `: document 1: Statefulset web: field kind: apps/v1 has no kind "Statefulset": did you mean StatefulSet?`}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, stderr, err := run(t, c.args...)
+			if got := exitCode(err); got != c.code {
+				t.Fatalf("exit %d (%v), want %d\n%s", got, err, c.code, stderr)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			if c.args[0] == "explain" && strings.Contains(err.Error(), "--allow-empty") {
+				t.Errorf("explain has no --allow-empty, its error offers it: %v", err)
+			}
+			if !strings.Contains(out, c.out) {
+				t.Errorf("stdout lacks %q:\n%s", c.out, out)
+			}
+		})
+	}
+	// Against a live cluster, a change for a namespace the cluster does
+	// not have the workload in plans nothing too.
+	fakeCluster(t, time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), real)
+	live := []string{"plan", "--change", filepath.Join(change, "web.yaml"), "--context", "test", now}
+	if _, _, err := run(t, live...); exitCode(err) != exitError || !strings.Contains(err.Error(), "--change plans nothing: StatefulSet default/web is not in the cluster") {
+		t.Errorf("live change of nothing: exit %d (%v), want 1 saying the workload is not in the cluster", exitCode(err), err)
+	}
+	if out, _, err := run(t, append(live, "--allow-empty")...); err != nil || !strings.Contains(out, "nothing to plan") {
+		t.Errorf("live change of nothing with --allow-empty: %v\n%s", err, out)
+	}
+}
+
+// -o text is the table for every command that prints one, as explain
+// calls its own layout: plan, status and history print the same for both.
+func TestOutputText(t *testing.T) {
+	fakeApply(t, time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), "sts-ondelete-managed")
+	for _, args := range [][]string{
+		{"plan", "-f", "testdata/scenarios/sts-ondelete-managed/snapshot.yaml", "--now", "2026-03-01T12:00:00Z"},
+		{"status", "sts/web"},
+		{"history", "sts/web"},
+	} {
+		table, _, err := run(t, append(args, "-o", "table")...)
+		if err != nil {
+			t.Fatalf("%v -o table: %v", args, err)
+		}
+		text, _, err := run(t, append(args, "-o", "text")...)
+		if err != nil || text != table {
+			t.Errorf("%v -o text: %v\n%s\nwant the table:\n%s", args, err, text, table)
+		}
+	}
 }

@@ -58,13 +58,9 @@ documented in the README).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// Plan every namespace: explain looks for the pod in -n,
 			// and can then say where a pod of that name is instead.
-			if _, err := f.target(); err != nil {
-				return err
-			}
-			all := f
-			all.namespace = ""
-			all.stdin = cmd.InOrStdin()
-			res, err := all.run(cmd.Context(), cmd.ErrOrStderr())
+			f.everyNamespace = true
+			f.stdin = cmd.InOrStdin()
+			res, err := f.run(cmd.Context(), cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}

@@ -138,7 +138,7 @@ or the kustomize base in deploy/; alone: 'rollplan gate manifests'.`,
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
+			log := jsonLog(cmd.ErrOrStderr())
 			eng, err := newEngine(ctx, kind, pf.policies, pf.timeout)
 			if err != nil {
 				return err
@@ -153,7 +153,7 @@ or the kustomize base in deploy/; alone: 'rollplan gate manifests'.`,
 			if err != nil {
 				return err
 			}
-			cluster, err := pf.liveClusterOptions(cl.client, cmd.ErrOrStderr())
+			cluster, err := pf.liveClusterOptions(cl, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}

@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
 	"github.com/rollplan/rollplan/executor"
@@ -325,8 +327,10 @@ func newPauseCommand(pause bool) *cobra.Command {
 	)
 	use, short := "resume", "Resume a rollout paused with rollplan pause"
 	long := `Resume a rollout paused with rollplan pause: remove the annotation
-rollplan.dev/paused; every rollplan apply running on the workload (or the
-next one started) carries on from where the cluster is.`
+rollplan.dev/paused. The driver that holds the workload's driver Lease
+(the rollplan controller, or a running rollplan apply) carries on from
+where the cluster is; resume says which, or the command to run when none
+holds it.`
 	if pause {
 		use, short = "pause", "Pause a workload's rollout after the actions in flight; any executor honours it"
 		long = `Pause the rollout of a Deployment, StatefulSet or DaemonSet: annotate it
@@ -356,6 +360,12 @@ stops too.`
 				return err
 			}
 			t := live.Target{Namespace: cl.namespace, Kind: ref.Kind, Name: ref.Name}
+			var who string
+			if !pause && dryRun != "server" {
+				if who, err = carriesOn(cmd.Context(), cl.client, &config, t); err != nil {
+					return err
+				}
+			}
 			if err := executor.SetPaused(cmd.Context(), cl.client, t, pause, dryRun == "server"); err != nil {
 				return capture.WorkloadNotFound(t.Kind, t.Name, t.Namespace, err)
 			}
@@ -365,8 +375,10 @@ stops too.`
 			}
 			if pause {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s paused%s: no new action starts until `%s`; pods being updated finish\n", t, suffix, commandFor(&config, "rollplan resume", t))
+			} else if suffix != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s resumed%s\n", t, suffix)
 			} else {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s resumed%s: rollplan apply carries on\n", t, suffix)
+				fmt.Fprintf(cmd.OutOrStdout(), "%s resumed: %s\n", t, who)
 			}
 			return nil
 		},
@@ -374,4 +386,51 @@ stops too.`
 	config.register(cmd.Flags())
 	cmd.Flags().StringVar(&dryRun, "dry-run", "none", `"server": send the change with dryRun=All; "none": apply it`)
 	return cmd
+}
+
+// carriesOn says who carries a resumed rollout on, read before resume
+// clears the controller's record: the driver that holds the workload's
+// driver Lease (status reads the same Lease: executor.ReadDriver), the
+// controller or a running apply; else the controller when it keeps the
+// rollout's record (it gives the Lease up while the rollout is paused,
+// and takes it again when resume changes the workload); else nobody yet,
+// with the command.
+func carriesOn(ctx context.Context, client kubernetes.Interface, config *kubeFlags, t live.Target) (string, error) {
+	h, err := executor.ReadDriver(ctx, client, t, applyClock)
+	if err != nil {
+		return "", err
+	}
+	apply := commandFor(config, "rollplan apply", t)
+	switch {
+	case h != nil && h.Live && h.Controller:
+		return fmt.Sprintf("the rollplan controller carries on (it holds the driver Lease: %s)", h.Identity), nil
+	case h != nil && h.Live:
+		return fmt.Sprintf("the running rollplan apply carries on (it holds the driver Lease: %s)", h.Identity), nil
+	}
+	var anns map[string]string
+	apps := client.AppsV1()
+	switch t.Kind {
+	case capture.Deployment:
+		var o *appsv1.Deployment
+		if o, err = apps.Deployments(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{}); err == nil {
+			anns = o.Annotations
+		}
+	case capture.StatefulSet:
+		var o *appsv1.StatefulSet
+		if o, err = apps.StatefulSets(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{}); err == nil {
+			anns = o.Annotations
+		}
+	case capture.DaemonSet:
+		var o *appsv1.DaemonSet
+		if o, err = apps.DaemonSets(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{}); err == nil {
+			anns = o.Annotations
+		}
+	}
+	if err != nil {
+		return "", capture.WorkloadNotFound(t.Kind, t.Name, t.Namespace, err)
+	}
+	if rec, err := live.ParseRolloutState(anns[facts.AnnRolloutState]); err == nil && rec != nil {
+		return fmt.Sprintf("the rollplan controller carries on (it recorded the rollout as %s; where it no longer runs: `%s`)", rec.Phase, apply), nil
+	}
+	return fmt.Sprintf("no driver holds it now: run `%s` to carry on, or install the rollplan controller", apply), nil
 }

@@ -2,13 +2,18 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/rollplan/rollplan/executor"
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/live"
 )
 
 // history, undo --dry-run=client, pause and resume against a fake cluster
@@ -160,4 +165,68 @@ func TestWorkloadNotFoundWording(t *testing.T) {
 			})
 		}
 	}
+}
+
+// resume says who carries the rollout on: the driver that holds the
+// workload's driver Lease (the controller, or a running apply), else
+// nobody yet, with the command that would.
+func TestResumeSaysWhoCarriesOn(t *testing.T) {
+	march := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	target := live.Target{Namespace: "default", Kind: "Deployment", Name: "api"}
+	tests := []struct {
+		name   string
+		driver *executor.Driver
+		want   string
+	}{
+		{"the controller holds it", &executor.Driver{Identity: "controller ctl-1", Liveness: "rollplan-system/rollplan-controller"},
+			"Deployment default/api resumed: the rollplan controller carries on (it holds the driver Lease: controller ctl-1)"},
+		{"an apply holds it", &executor.Driver{Identity: "apply alice@laptop (pid 1)"},
+			"Deployment default/api resumed: the running rollplan apply carries on (it holds the driver Lease: apply alice@laptop (pid 1))"},
+		{"nobody holds it", nil,
+			"Deployment default/api resumed: no driver holds it now: run `rollplan apply deployment/api -n default` to carry on, or install the rollplan controller"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client := fakeApply(t, march, "deploy-inplace-managed")
+			ctx := context.Background()
+			if tt.driver != nil {
+				id, renew, secs := "ctl-1", metav1.NewMicroTime(march), int32(15)
+				leader := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "rollplan-system", Name: "rollplan-controller"},
+					Spec: coordinationv1.LeaseSpec{HolderIdentity: &id, RenewTime: &renew, LeaseDurationSeconds: &secs}}
+				if _, err := client.CoordinationV1().Leases("rollplan-system").Create(ctx, leader, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := executor.AcquireDriver(ctx, client, target, "", *tt.driver, func() time.Time { return march }); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, _, err := run(t, "pause", "deploy/api"); err != nil {
+				t.Fatal(err)
+			}
+			out, _, err := run(t, "resume", "deploy/api")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.TrimSpace(out) != tt.want {
+				t.Errorf("resume printed\n%s\nwant\n%s", out, tt.want)
+			}
+		})
+	}
+	// The controller gives the driver Lease up while the rollout is
+	// paused; its record on the workload says it drives it.
+	t.Run("the controller recorded it paused", func(t *testing.T) {
+		client := fakeApply(t, march, "deploy-inplace-managed")
+		if _, _, err := run(t, "pause", "deploy/api"); err != nil {
+			t.Fatal(err)
+		}
+		rec := live.RolloutState{Phase: live.RolloutPaused, Driver: "controller ctl-1"}
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, facts.AnnRolloutState, rec.Encode())
+		if _, err := client.AppsV1().Deployments("default").Patch(context.Background(), "api", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		out, _, err := run(t, "resume", "deploy/api")
+		if want := "Deployment default/api resumed: the rollplan controller carries on (it recorded the rollout as Paused; where it no longer runs: `rollplan apply deployment/api -n default`)"; err != nil || strings.TrimSpace(out) != want {
+			t.Errorf("resume: %v\n%s\nwant\n%s", err, out, want)
+		}
+	})
 }

@@ -1,11 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
 	"github.com/spf13/pflag"
-	"k8s.io/client-go/kubernetes"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/kubeversion"
@@ -55,15 +56,22 @@ func (f *planFlags) clusterOptions(recorded, source string, stderr io.Writer) (f
 }
 
 // liveClusterOptions is clusterOptions for a live cluster: the version
-// discovery reports, unless --kubernetes-version names one.
-func (f *planFlags) liveClusterOptions(client kubernetes.Interface, stderr io.Writer) (facts.Options, error) {
+// discovery reports, unless --kubernetes-version names one. A server that
+// cannot be reached is that error alone, not a server without a version:
+// nothing else would work either.
+func (f *planFlags) liveClusterOptions(cl *cluster, stderr io.Writer) (facts.Options, error) {
 	recorded := ""
 	if f.kubernetesVersion == "" {
-		info, err := client.Discovery().ServerVersion()
-		if err != nil {
-			fmt.Fprintf(stderr, "warning: reading the API server's version: %v\n", err)
-		} else {
+		info, err := cl.client.Discovery().ServerVersion()
+		var status apierrors.APIStatus
+		switch {
+		case err == nil:
 			recorded = info.GitVersion
+		case errors.As(err, &status):
+			// It answered, without a version (a proxy, RBAC on /version).
+			fmt.Fprintf(stderr, "warning: reading the API server's version (%s): %v\n", cl.source, err)
+		default:
+			return facts.Options{}, fmt.Errorf("cannot reach the API server (%s): %w: check that the cluster is up and that --kubeconfig and --context name it", cl.source, err)
 		}
 	}
 	return f.clusterOptions(recorded, "the API server", stderr)

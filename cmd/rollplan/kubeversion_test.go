@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -122,5 +125,36 @@ func TestSnapshotRecordsTheClusterVersion(t *testing.T) {
 	}
 	if !strings.Contains(out, "\n  kubernetesVersion: v1.37\n") {
 		t.Errorf("want a plan for v1.37:\n%.400s", out)
+	}
+}
+
+// An API server that cannot be reached gets its connection error, once:
+// not a note that it "records no Kubernetes version" on top, as if it had
+// answered without one.
+func TestUnreachableAPIServer(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close() // nothing listens there now
+	kubeconfig := filepath.Join(t.TempDir(), "config")
+	cfg := fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: %q}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: down, context: {cluster: c, user: u}}]\ncurrent-context: down\n", url)
+	if err := os.WriteFile(kubeconfig, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"plan", "--change", "testdata/scenarios/change-sts-inplace/change"},
+		{"status", "sts/web"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			_, stderr, err := run(t, append(args, "--kubeconfig", kubeconfig)...)
+			if exitCode(err) != exitError {
+				t.Fatalf("exit %d (%v), want 1", exitCode(err), err)
+			}
+			if stderr != "" {
+				t.Errorf("stderr %q, want nothing but the error", stderr)
+			}
+			if msg := err.Error(); !strings.Contains(msg, "connection refused") || !strings.Contains(msg, `cannot reach the API server (context "down")`) || strings.Contains(msg, "records no Kubernetes version") {
+				t.Errorf("error %q: want the connection error, naming the context", msg)
+			}
+		})
 	}
 }

@@ -33,13 +33,14 @@ const exitCodesHelp = `
 Exit codes (the same for every rollplan command; README "Exit codes"):
   0  success: planned, done, rolled out, printed, tests passed
   1  error: bad input, a policy error, a workload that could not be
-     planned, a failed test, a timeout or interrupted watch
+     planned, a failed test, a timeout or interrupted watch; plan: a
+     snapshot with no workload or a --change that replaces none
   2  usage error: wrong flags or arguments
   3  halted: the policy halts a rollout (plan, apply, undo, status)
   4  stalled: a rollout cannot start or finish within its budgets (plan),
      or its pods do not move (status)
 When several apply, the smallest wins; plan --allow-halted exits 0 for 3
-and 4.`
+and 4, plan --allow-empty for a plan of nothing.`
 
 // withExitCodes appends exitCodesHelp to the help of cmd and every command
 // under it.

@@ -77,3 +77,37 @@ func TestEngineFlag(t *testing.T) {
 		}
 	}
 }
+
+// A budget whose value is a default says so in words, the same from every
+// engine: the field or annotation left unset, then the default, not
+// "default 1 unset: 1" or "(not set, default)=1".
+func TestBudgetSourceOfADefault(t *testing.T) {
+	b, err := os.ReadFile("testdata/scenarios/sts-orderedready-maxunavail2-v1.37/snapshot.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unset := filepath.Join(t.TempDir(), "snapshot.yaml")
+	if err := os.WriteFile(unset, []byte(strings.Replace(string(b), "        maxUnavailable: 2\n", "", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, snapshot, now, want string
+	}{
+		// v1.37 gate on: maxUnavailable applies, unset.
+		{"native field unset", unset, "2026-11-21T22:31:55Z", "spec.updateStrategy.rollingUpdate.maxUnavailable unset: default 1"},
+		// Managed OnDelete: the annotation takes the field's place.
+		{"annotation unset", "testdata/scenarios/sts-inplace-image-only/snapshot.yaml", "2026-03-01T12:00:00Z", "annotation rollplan.dev/max-unavailable unset: default 1"},
+	} {
+		for _, eng := range []string{"rego", "cel", "native"} {
+			t.Run(c.name+"/"+eng, func(t *testing.T) {
+				out, stderr, err := run(t, "plan", "-o", "json", "-f", c.snapshot, "--now", c.now, "--engine", eng)
+				if err != nil {
+					t.Fatalf("%v\n%s", err, stderr)
+				}
+				if want := `"source": "` + c.want + `"`; !strings.Contains(out, want) {
+					t.Errorf("the maxUnavailable budget lacks %s:\n%s", want, regexp.MustCompile(`"source": .*`).FindAllString(out, -1))
+				}
+			})
+		}
+	}
+}

@@ -39,6 +39,14 @@ type planFlags struct {
 	engine            string
 	// allowHalted (plan only): a halted or stalled rollout exits 0.
 	allowHalted bool
+	// allowEmpty (plan only): a snapshot without a workload, or a change
+	// that replaces none, plans nothing and exits 0.
+	allowEmpty bool
+	// everyNamespace (explain): -n does not narrow what is planned, so
+	// that explain can say where a pod of that name is instead; it still
+	// names the namespace of change manifests without one, and the live
+	// cluster's.
+	everyNamespace bool
 	// stdin: what -f - reads (the command's input).
 	stdin io.Reader
 	// changes: --change FILE|DIR (change.go); config, kubeFlagNames and
@@ -84,7 +92,9 @@ is reported with its error (the table's ERROR line, the "error" field of
 -o json|yaml) and the others are planned; the exit code is then 1. A
 halted rollout exits 3 and a stalled one (it cannot start or finish within
 its budgets: "stalled" in -o json|yaml) exits 4, unless --allow-halted
-(the table below).
+(the table below). A snapshot that holds no Deployment, StatefulSet or
+DaemonSet, or a --change that replaces none of its workloads, plans
+nothing and exits 1, unless --allow-empty.
 
 --change FILE|DIR previews the rollout a change would cause: the
 Deployments, StatefulSets and DaemonSets of the files (a directory: every
@@ -126,6 +136,7 @@ comment.`,
 	f.register(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", render.Formats[0], "output format: "+render.PlanList()+" (html: one self-contained page; redirect it to a file)")
 	cmd.Flags().BoolVar(&f.allowHalted, "allow-halted", false, "exit 0 when a planned rollout is halted (else 3) or stalled (else 4); a workload that could not be planned still exits 1")
+	cmd.Flags().BoolVar(&f.allowEmpty, "allow-empty", false, "exit 0 when nothing is planned: the snapshot holds no Deployment, StatefulSet or DaemonSet, or --change replaces none of its workloads (else 1)")
 	return cmd
 }
 
@@ -237,6 +248,10 @@ func (f *planFlags) run(ctx context.Context, stderr io.Writer) (*planned, error)
 		}
 	} else {
 		snap, warnings, err = snapshot.LoadFilesReporting(f.files, stdin, report)
+		var empty *snapshot.EmptyError
+		if f.allowEmpty && errors.As(err, &empty) {
+			snap, err = empty.Snapshot, nil
+		}
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("-f %w: pass an existing snapshot file or directory", err)
 		}
@@ -246,6 +261,9 @@ func (f *planFlags) run(ctx context.Context, stderr io.Writer) (*planned, error)
 		}
 		for _, w := range warnings {
 			fmt.Fprintf(stderr, "warning: %s\n", w)
+		}
+		if err := f.noWorkload(snap); err != nil {
+			return nil, err
 		}
 		if cluster, err = f.clusterOptions(snap.KubernetesVersion, "the snapshot", stderr); err != nil {
 			return nil, err
@@ -257,6 +275,9 @@ func (f *planFlags) run(ctx context.Context, stderr io.Writer) (*planned, error)
 			}
 			warnings = append(warnings, ws...)
 		}
+	}
+	if err := f.changedNothing(changed, snap); err != nil {
+		return nil, err
 	}
 	if changed != nil && f.workload == "" {
 		// -n was the manifests' namespace; the change selects the workloads.
@@ -306,6 +327,41 @@ func (f *planFlags) run(ctx context.Context, stderr io.Writer) (*planned, error)
 	return &planned{Result: res, failed: in.Failed}, nil
 }
 
+// noWorkload is the error of a snapshot without a Deployment, StatefulSet
+// or DaemonSet (unless --allow-empty): it plans nothing, which a CI job
+// must not take for a success (a truncated file, the wrong namespace
+// captured).
+func (f *planFlags) noWorkload(snap *snapshot.Snapshot) error {
+	if f.allowEmpty || len(snap.Deployments)+len(snap.StatefulSets)+len(snap.DaemonSets) > 0 {
+		return nil
+	}
+	var holds []string
+	for _, k := range []struct {
+		n    int
+		kind string
+	}{{len(snap.ReplicaSets), "ReplicaSet"}, {len(snap.ControllerRevisions), "ControllerRevision"}, {len(snap.Pods), "Pod"}, {len(snap.Nodes), "Node"}, {len(snap.PDBs), "PodDisruptionBudget"}} {
+		if k.n > 0 {
+			holds = append(holds, fmt.Sprintf("%d %s(s)", k.n, k.kind))
+		}
+	}
+	only := ""
+	if len(holds) > 0 {
+		only = " (only " + strings.Join(holds, ", ") + ")"
+	}
+	files := strings.ReplaceAll(strings.Join(f.files, ", "), snapshot.Stdin, "<stdin>")
+	msg := fmt.Sprintf("%s: the snapshot holds no Deployment, StatefulSet or DaemonSet%s: nothing to plan: capture the workloads with their pods (rollplan snapshot -n NAMESPACE, or kubectl get deploy,rs,sts,ds,controllerrevisions,pods,nodes,pdb -o yaml)", files, only)
+	return errors.New(msg + f.allowEmptyHint())
+}
+
+// allowEmptyHint offers --allow-empty where the command has it (plan,
+// not explain).
+func (f *planFlags) allowEmptyHint() string {
+	if f.flags == nil || f.flags.Lookup("allow-empty") == nil {
+		return ""
+	}
+	return ", or pass --allow-empty to exit 0"
+}
+
 // engineDefault is the --engine help's default, as engineKind infers it.
 const engineDefault = "default: cel when --policy names YAML files, else rego"
 
@@ -346,11 +402,14 @@ func (f *planFlags) engineKind() (string, error) {
 	return f.engine, nil
 }
 
-// target parses --workload and -n into what they select. A namespace in
-// --workload that -n contradicts is a usage error: which one was meant
-// cannot be guessed.
+// target parses --workload and -n (unless everyNamespace) into what they
+// select. A namespace in --workload that -n contradicts is a usage error:
+// which one was meant cannot be guessed.
 func (f *planFlags) target() (request.Workload, error) {
 	ref := request.Workload{Namespace: f.namespace, Arg: f.workload}
+	if f.everyNamespace {
+		ref.Namespace = ""
+	}
 	if f.workload == "" {
 		return ref, nil
 	}

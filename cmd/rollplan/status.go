@@ -105,6 +105,7 @@ template changes or rollplan resume, as the controller keeps it.
 			if !render.Check(output) {
 				return usageError{fmt.Errorf("--output %q: want %s", output, render.List())}
 			}
+			output = render.Canonical(output) // --watch redraws the table in place
 			w, err := openWorkload(cmd, args[0], &pf, &config)
 			if err != nil {
 				return err

@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"sync"
+
+	"github.com/rollplan/rollplan/gate"
 )
 
 // kubeWarnings receives the API server's warnings for every client
@@ -15,7 +17,8 @@ var kubeWarnings = &warningPrinter{out: os.Stderr}
 // warningPrinter is a rest.WarningHandler that prints each distinct
 // warning of the API server (a Warning response header: a deprecated API,
 // an admission webhook's warning such as rollplan gate's "rollplan: will
-// update 6 pods in 3 waves") once, as a plain "warning: ..." line, like
+// update 6 pods in 3 waves", said to be the gate's) once, as a plain
+// "warning: ..." line, like
 // rollplan's other warnings. client-go's default handler logs them through
 // klog instead (`I1122 08:14:20.860898 11262 warnings.go:107] "Warning:
 // ..."`), in klog's format, amid rollplan's output, once per response.
@@ -42,6 +45,15 @@ func (p *warningPrinter) HandleWarningHeader(code int, _ string, text string) {
 		p.seen = map[string]bool{}
 	}
 	p.seen[text] = true
+	for _, prefix := range gate.WarningPrefixes {
+		if rest, ok := strings.CutPrefix(text, prefix); ok {
+			// The API server passes a webhook's warnings on as they are:
+			// on resume's or undo's write, the gate's plan would read as
+			// theirs.
+			text = "from admission webhook rollplan gate: " + rest
+			break
+		}
+	}
 	fmt.Fprintf(p.out, "warning: %s\n", text)
 }
 

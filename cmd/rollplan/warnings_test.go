@@ -26,11 +26,15 @@ func TestWarningPrinter(t *testing.T) {
 		headers []header
 		want    string
 	}{
-		{name: "one warning", headers: []header{{299, "rollplan: will update 6 pods in 3 waves: 6 recreated"}},
-			want: "warning: rollplan: will update 6 pods in 3 waves: 6 recreated\n"},
+		// The gate's warnings come back on the writes of resume, undo and
+		// apply: they are the gate's, said so, not the command's.
+		{name: "one warning of the gate", headers: []header{{299, "rollplan: will update 6 pods in 3 waves: 6 recreated"}},
+			want: "warning: from admission webhook rollplan gate: will update 6 pods in 3 waves: 6 recreated\n"},
+		{name: "the gate's would-deny", headers: []header{{299, "rollplan gate: would be denied in deny mode: budget used up"}},
+			want: "warning: from admission webhook rollplan gate: would be denied in deny mode: budget used up\n"},
 		{name: "the same warning on every write: once",
 			headers: []header{{299, "apps/v1beta1 is deprecated"}, {299, "apps/v1beta1 is deprecated"}, {299, "rollplan: will update 2 pods"}, {299, "apps/v1beta1 is deprecated"}},
-			want:    "warning: apps/v1beta1 is deprecated\nwarning: rollplan: will update 2 pods\n"},
+			want:    "warning: apps/v1beta1 is deprecated\nwarning: from admission webhook rollplan gate: will update 2 pods\n"},
 		{name: "a warning over several lines is one line", headers: []header{{299, "first\n  second"}},
 			want: "warning: first second\n"},
 		{name: "not code 299, or empty: nothing", headers: []header{{199, "misc"}, {299, "  "}}},
@@ -86,7 +90,7 @@ current-context: test
 			t.Fatal(err)
 		}
 	}
-	if want := "warning: rollplan: will update 6 pods in 3 waves: 6 recreated\n"; out.String() != want {
+	if want := "warning: from admission webhook rollplan gate: will update 6 pods in 3 waves: 6 recreated\n"; out.String() != want {
 		t.Errorf("printed %q, want %q", out.String(), want)
 	}
 }

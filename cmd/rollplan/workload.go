@@ -54,7 +54,7 @@ func openWorkload(cmd *cobra.Command, arg string, pf *planFlags, config *kubeFla
 		stop()
 		return nil, err
 	}
-	cluster, err := pf.liveClusterOptions(cl.client, cmd.ErrOrStderr())
+	cluster, err := pf.liveClusterOptions(cl, cmd.ErrOrStderr())
 	if err != nil {
 		stop()
 		return nil, err

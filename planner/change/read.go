@@ -28,6 +28,8 @@ const (
 	DaemonSet   = "DaemonSet"
 )
 
+var workloadKinds = []string{Deployment, StatefulSet, DaemonSet}
+
 // Object is one proposed workload.
 type Object struct {
 	Kind, Namespace, Name string
@@ -50,8 +52,9 @@ func (o *Object) ID() string { return fmt.Sprintf("%s %s/%s", o.Kind, o.Namespac
 // metadata.namespace takes namespace, as kubectl apply takes -n, else
 // "default". Objects of other kinds are left out with a warning naming
 // them: a change directory often holds a Service or a ConfigMap beside its
-// workloads. Reading no workload at all is an error, and so is one
-// workload proposed twice.
+// workloads. A kind that is a slip for a workload's (Daemonset), or no
+// kind of the apps group, is an error (snapshot.CheckKind). Reading no
+// workload at all is an error, and so is one workload proposed twice.
 func Read(paths []string, namespace string) ([]*Object, []string, error) {
 	var files []string
 	for _, p := range paths {
@@ -170,6 +173,15 @@ func (p *parser) add(where string, js []byte, depth int) error {
 		}
 		return nil
 	}
+	ns := tm.Metadata.Namespace
+	if ns == "" {
+		ns = p.namespace
+	}
+	// A slip of the kind would drop the workload from the preview with a
+	// mere warning.
+	if err := snapshot.CheckKind(where, tm.APIVersion, tm.Kind, ns, tm.Metadata.Name, workloadKinds, "a kind --change previews (Deployment, StatefulSet, DaemonSet)"); err != nil {
+		return err
+	}
 	id := tm.Kind
 	if tm.Metadata.Name != "" {
 		id += " " + tm.Metadata.Name
@@ -191,10 +203,6 @@ func (p *parser) add(where string, js []byte, depth int) error {
 	}
 	if tm.Metadata.Name == "" {
 		return fmt.Errorf("%s: %s has no metadata.name: name the workload whose change to preview", where, tm.Kind)
-	}
-	ns := tm.Metadata.Namespace
-	if ns == "" {
-		ns = p.namespace
 	}
 	o := &Object{Kind: tm.Kind, Namespace: ns, Name: tm.Metadata.Name, Where: where, Obj: obj}
 	// Strict, as kubectl apply's default field validation: a misspelt

@@ -39,6 +39,16 @@ func TestParse(t *testing.T) {
 			  {"apiVersion":"extensions/v1beta1","kind":"DaemonSet","metadata":{"name":"old"}}]}`,
 			ids:      []string{"Deployment default/api", "DaemonSet sys/agent"},
 			warnings: []string{"x.yaml: document 1, items[2]: DaemonSet old (extensions/v1beta1) left out"}},
+		// A slip of the kind is an error, not a warning: the workload
+		// would silently drop out of the preview.
+		{name: "a kind in the wrong case beside a workload", data: "apiVersion: apps/v1\nkind: Daemonset\nmetadata: {name: agent}\n---\n" + sts, namespace: "prod",
+			err: `x.yaml: document 1: Daemonset prod/agent: field kind: apps/v1 has no kind "Daemonset": did you mean DaemonSet? (kinds are case-sensitive)`},
+		{name: "a kind one letter off in another group", data: "apiVersion: v1\nkind: Deploymnet\nmetadata: {name: api}\n",
+			err: `x.yaml: document 1: Deploymnet default/api: field kind: "Deploymnet" is not a kind --change previews (Deployment, StatefulSet, DaemonSet): did you mean Deployment?`},
+		{name: "apps kinds that are not workloads are left out",
+			data:     "apiVersion: apps/v1\nkind: ReplicaSet\nmetadata: {name: rs}\n---\n" + sts,
+			ids:      []string{"StatefulSet default/web"},
+			warnings: []string{"x.yaml: document 1: ReplicaSet rs (apps/v1) left out of the preview"}},
 		{name: "no name", data: "apiVersion: apps/v1\nkind: Deployment\nmetadata: {}\n", err: "x.yaml: document 1: Deployment has no metadata.name"},
 		{name: "unknown field", data: "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: a}\nspec: {replica: 2}\n", err: `Deployment default/a: unknown field "spec.replica"`},
 		{name: "wrong type", data: "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: a}\nspec: {replicas: two}\n", err: "x.yaml: document 1: Deployment default/a: cannot decode"},

@@ -314,6 +314,11 @@ func nonNil(m map[string]string) map[string]string {
 	return m
 }
 
+// DefaultSuffix ends a strategy value's source that names a field or an
+// annotation left unset, whose value is then the default: policies word it
+// "<name> unset: default N" (the budget's source).
+const DefaultSuffix = " (default)"
+
 // annotationMaxUnavailable applies rollplan.dev/max-unavailable where the
 // native strategy has no field, and reports a differing annotation where it has.
 func annotationMaxUnavailable(r *Rollout, id string, native any, nativeField string, hasField bool, max100 bool) error {
@@ -327,7 +332,7 @@ func annotationMaxUnavailable(r *Rollout, id string, native any, nativeField str
 		return nil
 	}
 	if !ok {
-		s.MaxUnavailable, s.MaxUnavailableSource = 1, "annotation "+AnnMaxUnavailable+" (not set, default)"
+		s.MaxUnavailable, s.MaxUnavailableSource = 1, "annotation "+AnnMaxUnavailable+DefaultSuffix
 		return nil
 	}
 	parsed, err := ParseIntOrPercentString(v, fmt.Sprintf("%s: annotation %s", id, AnnMaxUnavailable), max100)

@@ -270,7 +270,8 @@ func (b *builder) statefulSet(set *appsv1.StatefulSet) (*Rollout, error) {
 			}
 			st.MaxUnavailable, st.MaxUnavailableSource = mu, "spec.updateStrategy.rollingUpdate.maxUnavailable"
 		} else {
-			st.MaxUnavailableSource = "default 1"
+			// Unset: nil, which the policies take as 1 and word so.
+			st.MaxUnavailableSource = "spec.updateStrategy.rollingUpdate.maxUnavailable"
 		}
 		if _, ok := w.Annotations[AnnMaxUnavailable]; ok && mu != nil {
 			_ = annotationMaxUnavailable(r, id, mu, st.MaxUnavailableSource, true, true)

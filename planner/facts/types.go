@@ -81,8 +81,9 @@ type Strategy struct {
 	// when the kind or strategy has none.
 	MaxSurge       any `json:"maxSurge"`
 	MaxUnavailable any `json:"maxUnavailable"`
-	// MaxUnavailableSource names where MaxUnavailable came from
-	// (a field path, an annotation, or "default").
+	// MaxUnavailableSource names where MaxUnavailable came from: a field
+	// path or an annotation, that name with DefaultSuffix when it is unset
+	// and MaxUnavailable is its default, or "default".
 	MaxUnavailableSource string `json:"maxUnavailableSource"`
 	MaxSurgeSource       string `json:"maxSurgeSource"`
 	// Partition (StatefulSet): 0 when unset.

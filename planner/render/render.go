@@ -6,6 +6,7 @@ package render
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/rollplan/rollplan/planner/plan"
@@ -46,10 +47,27 @@ var PlanFormats = func() []string {
 	return names
 }()
 
-// PlanList names the plan formats for help and error text: "table, wide,
-// json, yaml, markdown or html".
-func PlanList() string {
-	return strings.Join(PlanFormats[:len(PlanFormats)-1], ", ") + " or " + PlanFormats[len(PlanFormats)-1]
+// PlanList names the plan formats for help and error text: "table (or
+// text), wide, json, yaml, markdown or html".
+func PlanList() string { return formatList(PlanFormats) }
+
+// textAlias: -o text is the table, as explain calls its own layout, so
+// that one name works for every command.
+const textAlias = "text"
+
+// Canonical is the format an -o name stands for: the table for text.
+func Canonical(format string) string {
+	if format == textAlias {
+		return formats[0].name
+	}
+	return format
+}
+
+// formatList words names for help and error text, with the table's alias.
+func formatList(names []string) string {
+	words := slices.Clone(names)
+	words[0] += " (or " + textAlias + ")"
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
 }
 
 // ResultRenderer is a Renderer that also draws what the plan's details
@@ -71,29 +89,28 @@ var Formats = func() []string {
 	return names
 }()
 
-// List names the formats for help and error text: "table, wide, json or yaml".
-func List() string {
-	return strings.Join(Formats[:len(Formats)-1], ", ") + " or " + Formats[len(Formats)-1]
-}
+// List names the formats for help and error text: "table (or text),
+// wide, json or yaml".
+func List() string { return formatList(Formats) }
 
-// Get returns the plan renderer for a format name (one of PlanFormats);
-// "" is the table.
+// Get returns the plan renderer for a format name (one of PlanFormats,
+// or text); "" is the table.
 func Get(format string) (Renderer, error) {
 	if format == "" {
 		return formats[0].plan, nil
 	}
 	for _, f := range planFormats {
-		if f.name == format {
+		if f.name == Canonical(format) {
 			return f.plan, nil
 		}
 	}
 	return nil, fmt.Errorf("unknown output format %q: want %s", format, PlanList())
 }
 
-// Check reports whether format is one of Formats.
+// Check reports whether format is one of Formats, or text.
 func Check(format string) bool {
 	for _, f := range Formats {
-		if f == format {
+		if f == Canonical(format) {
 			return true
 		}
 	}

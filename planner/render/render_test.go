@@ -9,18 +9,25 @@ import (
 
 // The format list is the one source of the help text, Get and Check.
 func TestFormats(t *testing.T) {
-	if got := List(); got != "table, wide, json or yaml" {
+	if got := List(); got != "table (or text), wide, json or yaml" {
 		t.Errorf("List() = %q", got)
 	}
-	if got := PlanList(); got != "table, wide, json, yaml, markdown or html" {
+	if got := PlanList(); got != "table (or text), wide, json, yaml, markdown or html" {
 		t.Errorf("PlanList() = %q", got)
+	}
+	// text, what explain calls its layout, is the table everywhere.
+	if r, err := Get("text"); err != nil || r != (Table{}) {
+		t.Errorf("Get(text) = %v, %v: want the table", r, err)
+	}
+	if !Check("text") {
+		t.Error("Check(text): want the table")
 	}
 	for _, f := range append(PlanFormats, "") {
 		if _, err := Get(f); err != nil {
 			t.Errorf("Get(%q): %v", f, err)
 		}
 	}
-	if _, err := Get("xml"); err == nil || !strings.HasSuffix(err.Error(), "want table, wide, json, yaml, markdown or html") {
+	if _, err := Get("xml"); err == nil || !strings.HasSuffix(err.Error(), "want table (or text), wide, json, yaml, markdown or html") {
 		t.Errorf("Get(xml) = %v", err)
 	}
 	if !Check("yaml") || !Check("wide") || Check("") || Check("xml") || Check("html") || Check("markdown") {

@@ -96,7 +96,12 @@ func LoadFilesReporting(paths []string, stdin io.Reader, report func(Status)) (*
 		}
 	}
 	if l.read == 0 {
-		return nil, nil, l.nothingRead(all)
+		err := l.nothingRead(all)
+		if l.objects == 0 {
+			l.snap.Sort()
+			return nil, nil, &EmptyError{err: err, Snapshot: l.snap}
+		}
+		return nil, nil, err
 	}
 	warnings := l.warnings()
 	for _, f := range empty {
@@ -105,6 +110,17 @@ func LoadFilesReporting(paths []string, stdin io.Reader, report func(Status)) (*
 	l.snap.Sort()
 	return l.snap, warnings, nil
 }
+
+// EmptyError: the files hold no Kubernetes object at all (empty
+// documents, an empty List: rollplan snapshot of an empty namespace).
+// Snapshot is the empty snapshot they make, with the capture time and
+// version their List records, for a caller that accepts one.
+type EmptyError struct {
+	err      error
+	Snapshot *Snapshot
+}
+
+func (e *EmptyError) Error() string { return e.err.Error() }
 
 // nothingRead is the error of files that hold no object rollplan reads.
 func (l *loader) nothingRead(files []string) error {
@@ -516,6 +532,8 @@ func newObject(apiVersion, kind string) metav1.Object {
 func decodeObject(where string, js []byte, tm *typeMeta) object {
 	d := object{apiVersion: tm.APIVersion, kind: tm.Kind, obj: newObject(tm.APIVersion, tm.Kind)}
 	if d.obj == nil {
+		// A slip would leave a workload out with a mere warning.
+		d.err = CheckKind(where, tm.APIVersion, tm.Kind, tm.Metadata.Namespace, tm.Metadata.Name, readKindList, "a kind rollplan reads ("+readKinds+")")
 		return d
 	}
 	if tm.Metadata.Name == "" {

@@ -162,6 +162,35 @@ func TestDecodeErrors(t *testing.T) {
 			},
 		},
 		{
+			// A slip for a kind rollplan reads would leave the workload out
+			// of the plan with a mere warning: it is an error naming the
+			// object and the field.
+			name:    "a kind spelt in the wrong case",
+			in:      "apiVersion: apps/v1\nkind: Daemonset\nmetadata: {name: agent, namespace: prod}\n---\n" + pod,
+			wantErr: []string{"in.yaml: document 1: Daemonset prod/agent: field kind: apps/v1 has no kind \"Daemonset\": did you mean DaemonSet?"},
+		},
+		{
+			name:    "a kind one letter off, in a List",
+			in:      "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Pods, metadata: {name: p, namespace: default}}\n",
+			wantErr: []string{"in.yaml: document 1, items[0]: Pods default/p: field kind: \"Pods\" is not a kind rollplan reads", "did you mean Pod?"},
+		},
+		{
+			name:    "no other kind in the apps group",
+			in:      "apiVersion: apps/v1\nkind: Rollout\nmetadata: {name: r}\n",
+			wantErr: []string{"in.yaml: document 1: Rollout r: field kind: apps/v1 has no kind \"Rollout\" (it has Deployment, ReplicaSet, StatefulSet, DaemonSet and ControllerRevision)"},
+		},
+		{
+			// Another group's kind of the same name (OpenKruise's
+			// StatefulSet) is not a slip: left out, as other kinds are.
+			name: "a kind of another group is skipped",
+			in:   "apiVersion: apps.kruise.io/v1beta1\nkind: StatefulSet\nmetadata: {name: web, namespace: default}\n---\n" + pod,
+			check: func(t *testing.T, s *Snapshot, warnings []string) {
+				if len(warnings) != 1 || !strings.Contains(warnings[0], "apps.kruise.io/v1beta1 StatefulSet") || len(s.Pods) != 1 {
+					t.Errorf("warnings = %q, pods %d: want one skipping apps.kruise.io/v1beta1 StatefulSet, and the pod", warnings, len(s.Pods))
+				}
+			},
+		},
+		{
 			name: "List holding a Deployment and a Pod",
 			in:   "apiVersion: v1\nkind: List\nitems:\n- " + indent(deployment) + "- " + indent(pod),
 			check: func(t *testing.T, s *Snapshot, warnings []string) {

@@ -84,7 +84,10 @@ func TestRolloverPauseHaltApply(t *testing.T) {
 			t.Errorf("rollplan status while paused does not show the controller's record Paused:\n%s", out)
 		}
 		e.logf("statefulset/pause: paused with %d of %d pods updated", n, pause.Want)
-		e.mustCLI("resume", "statefulset/"+pause.Name)
+		// The controller drives it: resume says so, not "rollplan apply".
+		if out := e.mustCLI("resume", "statefulset/"+pause.Name); !strings.Contains(out, "resumed: the rollplan controller carries on") {
+			t.Errorf("rollplan resume of a rollout the controller drives:\n%s\nwant it to name the controller", out)
+		}
 	})
 
 	var wg sync.WaitGroup

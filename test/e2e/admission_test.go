@@ -266,6 +266,14 @@ func TestGateGuardAndWarning(t *testing.T) {
 	if want := "Warning: rollplan: will update 4 pods in 4 waves: 4 in place"; !strings.Contains(string(out), want) {
 		t.Errorf("kubectl printed\n%s\nwant it to print %q", out, want)
 	}
+	// rollplan's own writes get the gate's warning too: pause and resume
+	// print it as the gate's, not as if the plan were theirs.
+	for _, verb := range []string{"pause", "resume"} {
+		out := e.cli(0, verb, "statefulset/pay")
+		if want := "warning: from admission webhook rollplan gate: will update 4 pods in 4 waves: 4 in place"; !strings.Contains(out, want) || strings.Contains(out, "warning: rollplan:") {
+			t.Errorf("rollplan %s printed\n%s\nwant the gate's warning as the gate's: %q", verb, out, want)
+		}
+	}
 
 	// The webhook's matchConditions keep updates that change neither the
 	// spec nor the labels and annotations from the gate: a no-op update

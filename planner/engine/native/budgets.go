@@ -328,12 +328,16 @@ func mulAdd(p, total int, up bool) (int, bool) {
 
 // describe mirrors describe(path, v, total, rounding, dflt): how a budget
 // value was resolved, e.g. "<path>=25% of 10 = 2.5, floor: 2" (the exact
-// product as facts.Hundredths prints it).
+// product as facts.Hundredths prints it), or "<path> unset: default 1"
+// for nil, and for a value Go defaulted (a path with facts.DefaultSuffix).
 func describe(path string, v any, total int, rounding string, dflt int) (string, error) {
 	if v == nil {
-		return path + " unset: " + strconv.Itoa(dflt), nil
+		return path + " unset: default " + strconv.Itoa(dflt), nil
 	}
 	if n, ok, err := number(v); ok {
+		if name, defaulted := strings.CutSuffix(path, facts.DefaultSuffix); defaulted {
+			return name + " unset: default " + strconv.Itoa(n), err
+		}
 		return path + "=" + strconv.Itoa(n), err
 	}
 	s, ok := v.(string)

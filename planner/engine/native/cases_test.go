@@ -140,7 +140,7 @@ func TestBudgets(t *testing.T) {
 			mu(3, depMU+"=39% of 10 = 3.9, floor: 3"), ms(4, depMS+"=39% of 10 = 3.9, ceil: 4")}},
 		// DaemonSet: both up.
 		{"daemonset 25% of 5", daemonSet(nil, "25%", 5), []engine.Budget{
-			mu(2, dsMU+"=25% of 5 = 1.25, ceil: 2"), ms(0, dsMS+" unset: 0")}},
+			mu(2, dsMU+"=25% of 5 = 1.25, ceil: 2"), ms(0, dsMS+" unset: default 0")}},
 		{"daemonset surge 50% of 2 (S6)", daemonSet("50%", 0, 2), []engine.Budget{
 			mu(0, dsMU+"=0"), ms(1, dsMS+"=50% of 2 = 1, ceil: 1")}},
 		// StatefulSet, gate on: down, at least 1.
@@ -149,7 +149,7 @@ func TestBudgets(t *testing.T) {
 		{"deployment 33% and 1% of 6", deployment("33%", "1%", 6), []engine.Budget{
 			mu(0, depMU+"=1% of 6 = 0.06, floor: 0"), ms(2, depMS+"=33% of 6 = 1.98, ceil: 2")}},
 		{"statefulset 10% of 5 at least 1", statefulSet("10%", 5, true), []engine.Budget{mu(1, stsMU+"=10% of 5 = 0.5, floor: 0; at least 1")}},
-		{"statefulset unset is 1", statefulSet(nil, 5, true), []engine.Budget{mu(1, stsMU+" unset: 1")}},
+		{"statefulset unset is 1", statefulSet(nil, 5, true), []engine.Budget{mu(1, stsMU+" unset: default 1")}},
 		{"statefulset int uncapped (T3)", statefulSet(3, 0, true), []engine.Budget{mu(3, stsMU+"=3")}},
 
 		// 0/0 fenceposts.
@@ -158,11 +158,11 @@ func TestBudgets(t *testing.T) {
 		{"deployment 0/10% of 5 → 1", deployment(0, "10%", 5), []engine.Budget{
 			mu(1, depMU+"=10% of 5 = 0.5, floor: 0; maxSurge and maxUnavailable both 0: 1"), ms(0, depMS+"=0")}},
 		{"deployment nil/nil (D7)", deployment(nil, nil, 10), []engine.Budget{
-			mu(1, depMU+" unset: 0; maxSurge and maxUnavailable both 0: 1"), ms(0, depMS+" unset: 0")}},
+			mu(1, depMU+" unset: default 0; maxSurge and maxUnavailable both 0: 1"), ms(0, depMS+" unset: default 0")}},
 		{"daemonset 0/0 → 1", daemonSet(0, 0, 2), []engine.Budget{
 			mu(1, dsMU+"=0; maxSurge and maxUnavailable both 0: 1"), ms(0, dsMS+"=0")}},
 		{"daemonset 0/0 with no nodes (S1)", daemonSet(nil, 0, 0), []engine.Budget{
-			mu(0, dsMU+"=0"), ms(0, dsMS+" unset: 0")}},
+			mu(0, dsMU+"=0"), ms(0, dsMS+" unset: default 0")}},
 
 		// Capped at replicas, and 0 replicas.
 		{"deployment capped", deployment(3, 12, 10), []engine.Budget{
@@ -206,7 +206,7 @@ func TestBudgets(t *testing.T) {
 			r.Workload.Managed = true
 			r.Workload.Strategy.Type = "OnDelete"
 			r.Workload.Strategy.MaxUnavailableSource = "metadata.annotations[rollplan.dev/max-unavailable]"
-		}), []engine.Budget{mu(2, "metadata.annotations[rollplan.dev/max-unavailable]=25% of 8 = 2, ceil: 2"), ms(0, dsMS+" unset: 0")}},
+		}), []engine.Budget{mu(2, "metadata.annotations[rollplan.dev/max-unavailable]=25% of 8 = 2, ceil: 2"), ms(0, dsMS+" unset: default 0")}},
 
 		// Unmanaged OnDelete: no strategy budget (an empty, non-nil list), PDBs still.
 		{"deployment unmanaged OnDelete", with(deployment(1, 1, 3), func(r *facts.Rollout) { r.Workload.Strategy.Type = "OnDelete" }), nil},
