@@ -31,6 +31,11 @@ type rsPod struct {
 	// wave: the wave whose scale-up created a pod the simulation made
 	// up (0: taken from a ReplicaSet's status).
 	wave int
+	// n: how many pods this is. A snapshot pod is one; pods the
+	// simulation makes up in one scale-up (or takes from a ReplicaSet's
+	// status) are one batch, seq the newest's, so that the work never
+	// grows with spec.replicas.
+	n int
 }
 
 type simRS struct {
@@ -44,8 +49,17 @@ func (rs *simRS) avail(t float64) int {
 	n := 0
 	for _, p := range rs.pods {
 		if p.availableAt <= t {
-			n++
+			n += p.n
 		}
+	}
+	return n
+}
+
+// count: the ReplicaSet's pods.
+func (rs *simRS) count() int {
+	n := 0
+	for _, p := range rs.pods {
+		n += p.n
 	}
 	return n
 }
@@ -124,17 +138,17 @@ func simulateDeployment(r *facts.Rollout, d *engine.Decisions, o Options) *simul
 			rs.minReady = r.Workload.MinReadySeconds
 		}
 		for k, i := range ordered(r, d, byRS[f.Name]) {
-			rs.pods = append(rs.pods, rsPod{name: r.Pods[i].Name, fact: i, availableAt: s.initialAvailability(&r.Pods[i]), rank: k})
+			rs.pods = append(rs.pods, rsPod{name: r.Pods[i].Name, fact: i, availableAt: s.initialAvailability(&r.Pods[i]), rank: k, n: 1})
 		}
 		if len(byRS[f.Name]) == 0 && f.Replicas > 0 {
-			// No pods in the snapshot: take the ReplicaSet's status.
-			for k := 0; k < f.Replicas; k++ {
-				p := rsPod{name: fmt.Sprintf("%s-<%d>", f.Name, k), fact: -1}
-				if k >= f.AvailableReplicas {
-					p.readyAt = float64(s.o.RecreateSeconds)
-					p.availableAt = p.readyAt + float64(rs.minReady)
-				}
-				rs.pods = append(rs.pods, p)
+			// No pods in the snapshot: take the ReplicaSet's status, the
+			// available pods and the others as a batch each.
+			if avail := min(max(f.AvailableReplicas, 0), f.Replicas); avail > 0 {
+				rs.pods = append(rs.pods, rsPod{name: f.Name + "-<available>", fact: -1, n: avail})
+			}
+			if rest := f.Replicas - max(f.AvailableReplicas, 0); rest > 0 {
+				ready := float64(s.o.RecreateSeconds)
+				rs.pods = append(rs.pods, rsPod{name: f.Name + "-<unavailable>", fact: -1, readyAt: ready, availableAt: ready + float64(rs.minReady), n: rest})
 			}
 		}
 		if f.New {
@@ -196,16 +210,27 @@ func (s *deploySim) all() []*simRS {
 // deletion order, or create missing ones.
 func (s *deploySim) reconcilePods(rs *simRS) []rsPod {
 	var removed []rsPod
-	if len(rs.pods) > rs.spec {
+	if have := rs.count(); have > rs.spec {
 		sort.SliceStable(rs.pods, func(i, j int) bool { return s.deletedBefore(rs.pods[i], rs.pods[j]) })
-		n := len(rs.pods) - rs.spec
-		removed = append(removed, rs.pods[:n]...)
-		rs.pods = rs.pods[n:]
-	}
-	for len(rs.pods) < rs.spec {
-		s.created++
+		n := have - rs.spec
+		k := 0 // batches deleted whole
+		for ; k < len(rs.pods) && rs.pods[k].n <= n; k++ {
+			n -= rs.pods[k].n
+		}
+		removed = append(removed, rs.pods[:k]...)
+		rs.pods = rs.pods[k:]
+		if n > 0 {
+			// Part of a batch: its newest pods go first (§2.10).
+			b := &rs.pods[0]
+			removed = append(removed, rsPod{name: b.name, fact: -1, n: n})
+			b.n -= n
+			b.seq -= n
+		}
+	} else if have < rs.spec {
+		k := rs.spec - have
+		s.created += k
 		ready := s.t + float64(s.o.RecreateSeconds)
-		rs.pods = append(rs.pods, rsPod{name: fmt.Sprintf("%s-new-%d", rs.name, s.created), fact: -1, readyAt: ready, availableAt: ready + float64(rs.minReady), seq: s.created, wave: s.waves + 1})
+		rs.pods = append(rs.pods, rsPod{name: fmt.Sprintf("%s-new-%d", rs.name, s.created), fact: -1, readyAt: ready, availableAt: ready + float64(rs.minReady), seq: s.created, wave: s.waves + 1, n: k})
 	}
 	return removed
 }
@@ -418,7 +443,14 @@ func (s *deploySim) run(sim *simulation) {
 		s.checkAdvisory(len(sim.waves))
 		s.actions, waveStart = nil, -1
 	}
-	for i := 0; i < 100000; i++ {
+	// Bounded work: the syncs grow with the pods the snapshot holds, never
+	// with spec.replicas alone (pods the simulation makes up are batches).
+	maxSyncs := 100000 + 10*len(s.r.Pods)
+	for i := 0; ; i++ {
+		if i == maxSyncs {
+			sim.err = fmt.Errorf("the simulated rollout takes more than %d controller syncs (%d waves so far, spec.replicas %d, maxSurge %d, maxUnavailable %d): rollplan stops there rather than plan without bound; plan it with larger maxSurge or maxUnavailable, or fewer replicas", maxSyncs, len(sim.waves), s.D, s.surge, s.unavail)
+			return
+		}
 		var wrote bool
 		if recreate {
 			wrote = s.syncRecreate()
@@ -475,7 +507,7 @@ func (s *deploySim) checkAdvisory(wave int) {
 	available, pods := 0, 0
 	for _, rs := range s.all() {
 		available += rs.avail(s.t)
-		pods += len(rs.pods)
+		pods += rs.count()
 	}
 	for _, b := range s.advisory {
 		use := max(0, pods-s.D) // surge
@@ -499,7 +531,7 @@ func (s *deploySim) measure() {
 	available, pods := 0, 0
 	for _, rs := range s.all() {
 		available += rs.avail(s.t)
-		pods += len(rs.pods)
+		pods += rs.count()
 	}
 	for bi, b := range s.budgets {
 		n := 0
@@ -579,7 +611,7 @@ func (s *deploySim) availableAt(t float64) []string {
 			case p.fact >= 0:
 				out = append(out, p.name)
 			default:
-				made[p.wave]++
+				made[p.wave] += p.n
 			}
 		}
 		waves := make([]int, 0, len(made))

@@ -17,7 +17,7 @@ func rsWith(name string, spec, avail int) *simRS {
 		if i >= avail {
 			at = math.Inf(1)
 		}
-		rs.pods = append(rs.pods, rsPod{name: name + "-p", fact: -1, availableAt: at, readyAt: at})
+		rs.pods = append(rs.pods, rsPod{name: name + "-p", fact: -1, availableAt: at, readyAt: at, n: 1})
 	}
 	return rs
 }
@@ -98,14 +98,14 @@ func TestDeletedBeforeStrictWeakOrder(t *testing.T) {
 	var pods []rsPod
 	for i := range r.Pods {
 		// Policy ranks on purpose not matching readiness: the prefix decides first.
-		pods = append(pods, rsPod{name: r.Pods[i].Name, fact: i, rank: len(r.Pods) - i})
+		pods = append(pods, rsPod{name: r.Pods[i].Name, fact: i, rank: len(r.Pods) - i, n: 1})
 	}
 	pods = append(pods,
-		rsPod{name: "created-new", fact: -1, readyAt: 150, availableAt: 180, seq: 3},
-		rsPod{name: "created-older", fact: -1, readyAt: 120, availableAt: 150, seq: 2},
-		rsPod{name: "created-ready", fact: -1, readyAt: 60, availableAt: 90, seq: 1},
-		rsPod{name: "status-a", fact: -1},
-		rsPod{name: "status-b", fact: -1},
+		rsPod{name: "created-new", fact: -1, readyAt: 150, availableAt: 180, seq: 3, n: 1},
+		rsPod{name: "created-older", fact: -1, readyAt: 120, availableAt: 150, seq: 2, n: 1},
+		rsPod{name: "created-ready", fact: -1, readyAt: 60, availableAt: 90, seq: 1, n: 1},
+		rsPod{name: "status-a", fact: -1, n: 1},
+		rsPod{name: "status-b", fact: -1, n: 1},
 	)
 	less := s.deletedBefore
 	for _, a := range pods {

@@ -255,9 +255,14 @@ func (c *Count) above(r *facts.Rollout, names bool) (int, []string) {
 			}
 		}
 	}
-	for i := c.Pod.Index + 1; i < r.Workload.Replicas; i++ {
-		if !seen[i] {
-			n++ // missing, not replaced yet
+	// Missing replicas above, not replaced yet: counted, not walked (the
+	// work must not grow with spec.replicas).
+	if above := r.Workload.Replicas - 1 - c.Pod.Index; above > 0 {
+		n += above
+		for i := range seen {
+			if i > c.Pod.Index {
+				n--
+			}
 		}
 	}
 	return n, pods
@@ -311,12 +316,12 @@ func (l *ledger) place(p *facts.Pod, outside bool, groups []string, relevant []b
 	}
 }
 
-// down: a unit becomes unavailable, and so in flight.
-func (l *ledger) down(groups []string, relevant []bool) {
+// down: n units become unavailable, and so in flight.
+func (l *ledger) down(groups []string, relevant []bool, n int) {
 	for bi := range l.budgets {
 		if relevant[bi] {
-			l.unavail[bi][groups[bi]]++
-			l.inFlight[bi][groups[bi]]++
+			l.unavail[bi][groups[bi]] += n
+			l.inFlight[bi][groups[bi]] += n
 		}
 	}
 }
@@ -337,18 +342,22 @@ func (l *ledger) surging(groups []string, relevant []bool, unavailable bool) {
 	}
 }
 
-// release takes a unit out of the counts it is in.
-func (l *ledger) release(groups []string, relevant []bool, unavailable, surging bool) {
+// release takes units out of the counts they are in: unavailable of them
+// unavailable (a pod is one unit, a run of missing replicas several), or
+// one surging.
+func (l *ledger) release(groups []string, relevant []bool, unavailable int, surging bool) {
 	for bi := range l.budgets {
 		if !relevant[bi] {
 			continue
 		}
 		g := groups[bi]
-		if unavailable {
-			l.unavail[bi][g]--
+		flight := unavailable
+		if flight == 0 && surging {
+			flight = 1
 		}
-		if unavailable || surging {
-			l.inFlight[bi][g]--
+		l.unavail[bi][g] -= unavailable
+		if flight > 0 {
+			l.inFlight[bi][g] -= flight
 			if l.inFlight[bi][g] == 0 {
 				delete(l.inFlight[bi], g)
 			}

@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -194,6 +196,9 @@ func Workload(r *facts.Rollout, d *engine.Decisions, o Options) (WorkloadPlan, *
 		}
 	} else {
 		sim = simulatePods(r, d, o)
+	}
+	if sim.err != nil {
+		return Failed(w.Kind, w.Namespace, w.Name, fmt.Errorf("%s %s/%s: %w", w.Kind, w.Namespace, w.Name, sim.err)), det
 	}
 	if sim.waves != nil {
 		wp.Waves = sim.waves // else [] (as set above), never null
@@ -384,10 +389,50 @@ func duplicateBudgetNames(bs []engine.Budget) []string {
 
 // formatDuration prints whole seconds the way kubectl does (4m30s).
 func formatDuration(sec float64) string {
+	if sec+0.5 >= maxDurationSeconds {
+		// Past time.Duration's range (292 years): a huge StatefulSet
+		// created one replica at a time. Written as Duration.String would.
+		whole := math.Floor(sec + 0.5)
+		h := math.Floor(whole / 3600)
+		rest := int64(whole - h*3600)
+		return strings.Replace(strings.Replace(fmt.Sprintf("%.0fh%dm%ds", h, rest/60, rest%60), "m0s", "m", 1), "h0m", "h", 1)
+	}
 	d := time.Duration(sec+0.5) * time.Second
 	s := d.String()
 	s = strings.Replace(s, "m0s", "m", 1)
 	return strings.Replace(s, "h0m", "h", 1)
+}
+
+// maxDurationSeconds: the seconds time.Duration holds.
+const maxDurationSeconds = float64(math.MaxInt64 / int64(time.Second))
+
+// ParseDuration reads a duration of the plan (a wave's start, the
+// estimated duration): time.ParseDuration's form, hours beyond its range
+// included.
+func ParseDuration(s string) (float64, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		return d.Seconds(), nil
+	}
+	var h, m, sec float64
+	rest := s
+	for _, unit := range []struct {
+		suffix string
+		v      *float64
+	}{{"h", &h}, {"m", &m}, {"s", &sec}} {
+		i := strings.Index(rest, unit.suffix)
+		if i < 0 {
+			continue
+		}
+		n, err := strconv.ParseUint(rest[:i], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("duration %q: %w", s, err)
+		}
+		*unit.v, rest = float64(n), rest[i+1:]
+	}
+	if rest != "" || s == "" {
+		return 0, fmt.Errorf("duration %q: want a form like 1h2m3s", s)
+	}
+	return h*3600 + m*60 + sec, nil
 }
 
 // compareKeys orders two policy sort keys element by element.

@@ -80,6 +80,8 @@ type podSim struct {
 	condemned []int // items of condemned pods, highest ordinal first
 	// replicasDown: unavailable StatefulSet replicas (index in 0..replicas-1).
 	replicasDown int
+	// runs: the items that are runs of missing replicas (missingReplicas).
+	runs []int
 	// DaemonSet: nodes that should run the pod, that may keep it, and how
 	// many nodes hold an available pod (upstream's availableCount, §3.7).
 	nodeRuns, nodeCont map[string]bool
@@ -96,7 +98,7 @@ type podSim struct {
 	// the next wave waits for); prev: what held the last wave packed;
 	// initial: the budgets' use at the start, for a wave of node actions
 	// alone (prepareNodes).
-	done    []int
+	done    []doneEntry
 	prev    kept
 	initial []WaveBudget
 }
@@ -240,7 +242,7 @@ func (s *podSim) setup(sim *simulation) {
 		s.indexes = slices.Compact(s.indexes)
 		for ii := range s.items {
 			if s.items[ii].unavailable {
-				s.countAbove(ii, 1)
+				s.countAbove(ii, s.items[ii].weight())
 			}
 		}
 	}
@@ -327,34 +329,62 @@ func (s *podSim) extraPodsNote(n facts.Node) string {
 func (s *podSim) missingReplicas(sim *simulation) {
 	r := s.r
 	w := &r.Workload
-	have := map[int]bool{}
+	// The indexes pods hold, sorted: the gaps between them are the runs
+	// of missing replicas (never one item per replica: spec.replicas may
+	// be two billion with two pods).
+	var held []int
 	for _, p := range r.Pods {
-		have[p.Index] = true
-	}
-	var missing []string
-	k := 0
-	for idx := 0; idx < w.Replicas; idx++ {
-		if have[idx] {
-			continue
+		if p.Index >= 0 && p.Index < w.Replicas {
+			held = append(held, p.Index)
 		}
-		k++
-		ordinal := idx + w.OrdinalsStart
-		name := fmt.Sprintf("%s-%d", w.Name, ordinal)
-		p := &facts.Pod{Name: name, Ordinal: ordinal, Index: idx, Labels: map[string]string{}, PDBs: []string{}}
-		ii := s.addItem(s.newItem(-1, p, name))
-		until := s.duration(ActionRecreate)
+	}
+	slices.Sort(held)
+	held = slices.Compact(held)
+	d := s.duration(ActionRecreate)
+	var names []string
+	k, total := 0, 0 // missing replicas before the run, in all
+	addRun := func(lo, n int) {
+		m := &missingRun{lo: lo, n: n, first: d}
 		if s.monotonic {
-			until *= float64(k)
+			// One at a time, each once the previous is available.
+			m.first, m.step = d*float64(k+1), d
 		}
-		s.markUnavailable(ii, until)
-		missing = append(missing, name)
+		ordinal := lo + w.OrdinalsStart
+		p := &facts.Pod{Name: fmt.Sprintf("%s-%d", w.Name, ordinal), Ordinal: ordinal, Index: lo, Labels: map[string]string{}, PDBs: []string{}}
+		it := s.newItem(-1, p, p.Name)
+		it.run = m
+		ii := s.addItem(it)
+		s.runs = append(s.runs, ii)
+		s.markUnavailable(ii, math.Inf(1))
+		if len(names) <= runNamesShown {
+			names = append(names, s.runNames(m, 0, n)...)
+		}
+		k += n
+		total += n
 	}
-	if len(missing) > 0 {
+	next := 0
+	for _, h := range held {
+		if h > next {
+			addRun(next, h-next)
+		}
+		next = h + 1
+	}
+	if next < w.Replicas {
+		addRun(next, w.Replicas-next)
+	}
+	if total > 0 {
 		how := "all at once (Parallel)"
 		if s.monotonic {
 			how = "one at a time, each once the previous is available (OrderedReady)"
 		}
-		sim.notes = append(sim.notes, fmt.Sprintf("replica(s) %s have no pod: the StatefulSet controller creates them first, %s; they count as unavailable until available", strings.Join(missing, ", "), how))
+		list := strings.Join(names, ", ")
+		if len(names) > runNamesShown {
+			list = strings.Join(names[:runNamesShown], ", ") + ", …"
+		}
+		if total > runNamesShown {
+			list += fmt.Sprintf(" (%d replicas)", total)
+		}
+		sim.notes = append(sim.notes, fmt.Sprintf("replica(s) %s have no pod: the StatefulSet controller creates them first, %s; they count as unavailable until available", list, how))
 	}
 }
 
@@ -652,6 +682,7 @@ func (s *podSim) run(sim *simulation) {
 		// Advance time: wave pacing waits for the whole wave; rolling
 		// refills at the first completion. Events due now are processed
 		// before anything is declared stalled.
+		s.scheduleRuns(t)
 		next := math.Inf(1)
 		if d.Pacing == engine.PacingWave && len(actions) > 0 {
 			next = waveEnd
@@ -673,6 +704,11 @@ func (s *podSim) run(sim *simulation) {
 	end := t
 	for _, e := range s.heap {
 		end = math.Max(end, e.at)
+	}
+	for _, ii := range s.runs {
+		if s.items[ii].unavailable {
+			end = math.Max(end, s.items[ii].run.last())
+		}
 	}
 	sim.end = end
 	sim.warnings = append(sim.warnings, s.advisoryWarnings()...)

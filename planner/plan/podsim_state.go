@@ -2,6 +2,7 @@ package plan
 
 import (
 	"container/heap"
+	"fmt"
 	"math"
 
 	"github.com/rollplan/rollplan/planner/facts"
@@ -27,6 +28,8 @@ type simulation struct {
 	// plan's actions, and nothing replaces (a ReplicaSet holding more
 	// pods than its replicas).
 	removed []string
+	// err: the workload cannot be planned within rollplan's bounds.
+	err error
 }
 
 // item is a pod, or a virtual slot that counts against budgets: a DaemonSet
@@ -50,6 +53,55 @@ type item struct {
 	// prepared: a DaemonSet pod to update on a node rollplan already
 	// cordoned for this rollout (setupPrepared): in flight since then.
 	prepared bool
+	// run: a run of missing StatefulSet replicas counted as one item (nil
+	// for a pod), so that the work never grows with spec.replicas.
+	run *missingRun
+}
+
+// missingRun: consecutive StatefulSet replica indexes lo..lo+n-1 that no
+// pod holds. The controller creates them; unit j (0-based) is available
+// at first+j*step (step 0: all at once, Parallel). Until then each unit
+// counts as one unavailable replica. The item's until is the next time
+// the run can change what the packing decides (nextRunEvent), not every
+// unit's time: a run of two billion replicas costs a few events.
+type missingRun struct {
+	lo, n int
+	first float64
+	step  float64
+	done  int // units available so far
+}
+
+// due: how many of the run's units are available by t.
+func (m *missingRun) due(t float64) int {
+	switch {
+	case t < m.first:
+		return 0
+	case m.step == 0:
+		return m.n
+	}
+	return min(m.n, int((t-m.first)/m.step)+1)
+}
+
+// at: when unit j is available.
+func (m *missingRun) at(j int) float64 { return m.first + float64(j)*m.step }
+
+// last: when the run's last unit is available.
+func (m *missingRun) last() float64 { return m.at(m.n - 1) }
+
+// weight: the units an item counts for while unavailable: a pod counts
+// one, a run of missing replicas the units not yet available.
+func (it *item) weight() int {
+	if it.run != nil {
+		return it.run.n - it.run.done
+	}
+	return 1
+}
+
+// doneEntry: what completeDue freed, for the next wave's waitsFor: an
+// item, or units from..to-1 of a run of missing replicas.
+type doneEntry struct {
+	item     int
+	from, to int
 }
 
 type event struct {
@@ -130,12 +182,13 @@ func (s *podSim) markUnavailable(ii int, until float64) {
 	was := s.available(ii)
 	if !it.unavailable {
 		it.unavailable = true
-		s.down(it.groups, it.relevant)
+		w := it.weight()
+		s.down(it.groups, it.relevant, w)
 		if s.stsAbove && s.indexes != nil {
-			s.countAbove(ii, 1)
+			s.countAbove(ii, w)
 		}
 		if s.isReplica(ii) {
-			s.replicasDown++
+			s.replicasDown += w
 		}
 	}
 	it.until = until
@@ -195,24 +248,94 @@ func (s *podSim) complete(ii int) {
 // flight, surge).
 func (s *podSim) release(ii int) {
 	it := &s.items[ii]
-	s.ledger.release(it.groups, it.relevant, it.unavailable, it.surging)
-	if it.unavailable && s.stsAbove {
-		s.countAbove(ii, -1)
+	w := 0
+	if it.unavailable {
+		w = it.weight()
 	}
-	if it.unavailable && s.isReplica(ii) {
-		s.replicasDown--
+	s.ledger.release(it.groups, it.relevant, w, it.surging)
+	if w > 0 && s.stsAbove {
+		s.countAbove(ii, -w)
+	}
+	if w > 0 && s.isReplica(ii) {
+		s.replicasDown -= w
 	}
 }
 
-// completeDue completes every item whose event is due by t.
+// completeDue completes every item whose event is due by t, and the units
+// of every run of missing replicas available by t.
 func (s *podSim) completeDue(t float64) {
 	for s.heap.Len() > 0 && s.heap[0].at <= t {
 		e := heap.Pop(&s.heap).(event)
 		if it := &s.items[e.item]; it.until == e.at {
+			if it.run != nil {
+				s.settleRun(e.item, e.at)
+				continue
+			}
 			if it.unavailable || it.surging {
-				s.done = append(s.done, e.item)
+				s.done = append(s.done, doneEntry{item: e.item})
 			}
 			s.complete(e.item)
+		}
+	}
+	for _, ii := range s.runs {
+		s.settleRun(ii, t)
+	}
+}
+
+// settleRun makes the run's units available by t available.
+func (s *podSim) settleRun(ii int, t float64) {
+	it := &s.items[ii]
+	m := it.run
+	k := m.due(t) - m.done
+	if k <= 0 || !it.unavailable {
+		return
+	}
+	s.done = append(s.done, doneEntry{item: ii, from: m.done, to: m.done + k})
+	s.ledger.release(it.groups, it.relevant, k, false)
+	if s.stsAbove {
+		s.countAbove(ii, -k)
+	}
+	if s.isReplica(ii) {
+		s.replicasDown -= k
+	}
+	m.done += k
+	if m.done == m.n {
+		it.unavailable = false
+	}
+}
+
+// scheduleRuns sets each run's next event: the run's end (the last replica
+// available: an OrderedReady set waits for every replica, and a grouped
+// budget frees the run's group only then), or, sooner, the time enough of
+// its units are available for an unavailability budget that is full in
+// the run's group to take one more pod. Between those times the units
+// change nothing the packing decides, so they need no step of their own.
+func (s *podSim) scheduleRuns(t float64) {
+	for _, ii := range s.runs {
+		it := &s.items[ii]
+		if !it.unavailable {
+			continue
+		}
+		m := it.run
+		next := m.last()
+		for bi, b := range s.budgets {
+			if !it.relevant[bi] || b.Type != "unavailable" {
+				continue
+			}
+			cur := s.unavailableIn(bi, it.groups[bi])
+			if s.stsAbove {
+				// Only replicas above a pod hold it (§4.5): a run holds
+				// the pods below it until it is gone.
+				continue
+			}
+			if free := cur - (b.Limit - 1); free > 0 && free < m.n-m.done {
+				next = math.Min(next, m.at(m.done+free-1))
+			}
+		}
+		next = math.Max(next, t)
+		if next != it.until {
+			it.until = next
+			heap.Push(&s.heap, event{at: next, item: ii})
 		}
 	}
 }
@@ -231,11 +354,36 @@ func (s *podSim) unavailableReplicas() []string {
 	var out []string
 	for i := range s.items {
 		if it := &s.items[i]; it.unavailable && it.index >= 0 && it.index < s.r.Workload.Replicas {
+			if it.run != nil {
+				out = append(out, s.runNames(it.run, it.run.done, it.run.n)...)
+				continue
+			}
 			out = append(out, it.name)
 		}
 	}
 	return out
 }
+
+// runNames names units from..to-1 of a run of missing replicas: each
+// name for a few, else the first and the last with the count, so that no
+// list grows with spec.replicas.
+func (s *podSim) runNames(m *missingRun, from, to int) []string {
+	name := func(j int) string {
+		return fmt.Sprintf("%s-%d", s.r.Workload.Name, m.lo+j+s.r.Workload.OrdinalsStart)
+	}
+	if to-from <= runNamesShown {
+		out := make([]string, 0, to-from)
+		for j := from; j < to; j++ {
+			out = append(out, name(j))
+		}
+		return out
+	}
+	return []string{fmt.Sprintf("%s … %s", name(from), name(to-1))}
+}
+
+// runNamesShown: a run of missing replicas up to this long is named
+// replica by replica.
+const runNamesShown = 5
 
 // condemnedLeft: condemned pods still there (OrderedReady waits for them).
 func (s *podSim) condemnedLeft() bool {

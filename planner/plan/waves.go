@@ -116,9 +116,13 @@ func (s *podSim) doneNames() []string {
 	if len(s.done) == 0 {
 		return nil
 	}
-	out := make([]string, len(s.done))
-	for i, ii := range s.done {
-		out[i] = s.items[ii].name
+	out := make([]string, 0, len(s.done))
+	for _, e := range s.done {
+		if m := s.items[e.item].run; m != nil {
+			out = append(out, s.runNames(m, e.from, e.to)...)
+			continue
+		}
+		out = append(out, s.items[e.item].name)
 	}
 	s.done = s.done[:0]
 	return out

@@ -258,11 +258,11 @@ func seconds(d string) float64 {
 	if d == "" {
 		return 0
 	}
-	v, err := time.ParseDuration(d)
+	v, err := plan.ParseDuration(d)
 	if err != nil {
 		return 0
 	}
-	return v.Seconds()
+	return v
 }
 
 // timeScale maps seconds onto the 0..1000 width of every track.

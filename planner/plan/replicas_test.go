@@ -1,0 +1,112 @@
+package plan
+
+import (
+	"context"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/rollplan/rollplan/internal/scenario"
+)
+
+// spec.replicas is a valid int32 up to 2,147,483,647: replicas that no pod
+// holds are counted, never simulated one by one, so planning two billion
+// of them takes the memory and time of planning a handful (issue 33: it
+// ran out of memory, and a million took the gate to 758 MB).
+func TestHugeReplicasPlanInBoundedMemory(t *testing.T) {
+	const replicas = 2_000_000_000
+	cases := []struct {
+		name, scenario, workload string
+		// What the plan must say: wave starts, the first wave's first
+		// action's target, the budget in use at snapshot time, the
+		// estimate, and a note.
+		starts   []string
+		scaledTo int
+		inUse    int
+		estimate string
+		note     string
+	}{
+		{name: "StatefulSet Parallel: created at once", scenario: "sts-missing-replicas", workload: "db",
+			starts: []string{"1m", "2m", "3m", "4m"}, inUse: replicas - 4, estimate: "5m",
+			note: "replica(s) db-2, db-5 … db-1999999999 (1999999996 replicas) have no pod"},
+		// 1999999996 missing replicas, one a minute: the last is available
+		// 1999999996 minutes in (33333333h16m), then web-5 and web-4 go.
+		{name: "StatefulSet OrderedReady: one at a time", scenario: "sts-missing-replicas", workload: "web",
+			starts: []string{"33333333h16m", "33333333h17m"}, inUse: replicas - 4, estimate: "33333333h18m",
+			note: "replica(s) web-1, web-3, web-6 … web-1999999999 (1999999996 replicas) have no pod"},
+		{name: "Deployment 25%/25%", scenario: "deploy-rolling-10-25pct", workload: "api",
+			starts: []string{"0s", "1m"}, scaledTo: replicas, inUse: replicas - 10, estimate: "1m"},
+		{name: "Deployment maxSurge 1 maxUnavailable 0", scenario: "deploy-surge1-unavail0", workload: "api",
+			starts: []string{"0s", "1m", "2m", "3m"}, scaledTo: replicas - 2, inUse: replicas - 3, estimate: "3m"},
+	}
+	eng := regoPolicy(t, "")
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rs, err := scenario.Rollouts("../../testdata/scenarios", c.scenario)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rs {
+				if r.Workload.Name != c.workload {
+					continue
+				}
+				r.Workload.Replicas = replicas
+				d, err := eng.Decide(context.Background(), r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				wp, _ := Workload(r, d, testOptions)
+				runtime.ReadMemStats(&after)
+				if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 16<<20 {
+					t.Errorf("planning allocated %d MiB, want the work independent of spec.replicas (< 16 MiB)", alloc>>20)
+				}
+				if wp.Error != "" {
+					t.Fatalf("plan failed: %s", wp.Error)
+				}
+				var starts []string
+				for _, w := range wp.Waves {
+					starts = append(starts, w.Start)
+				}
+				if strings.Join(starts, " ") != strings.Join(c.starts, " ") {
+					t.Errorf("waves start at %q, want %q", starts, c.starts)
+				}
+				if c.scaledTo > 0 {
+					if a := wp.Waves[0].Actions[0]; a.To == nil || *a.To != c.scaledTo {
+						t.Errorf("wave 1 scales %s to %v, want %d", a.ReplicaSet, a.To, c.scaledTo)
+					}
+				}
+				if wp.Budgets[0].InUse != c.inUse {
+					t.Errorf("%s in use %d, want %d (the missing replicas count as unavailable)", wp.Budgets[0].Name, wp.Budgets[0].InUse, c.inUse)
+				}
+				if wp.EstimatedDuration != c.estimate {
+					t.Errorf("estimated %s, want %s", wp.EstimatedDuration, c.estimate)
+				}
+				notes := strings.Join(wp.Notes, "\n")
+				if !strings.Contains(notes, c.note) {
+					t.Errorf("notes %q, want %q", notes, c.note)
+				}
+				if len(notes) > 4096 {
+					t.Errorf("notes are %d bytes: a list grows with spec.replicas", len(notes))
+				}
+				return
+			}
+			t.Fatalf("no workload %s in %s", c.workload, c.scenario)
+		})
+	}
+}
+
+// Plan durations past time.Duration's range (292 years) read back.
+func TestDurationsPastDurationRange(t *testing.T) {
+	for _, sec := range []float64{0, 59, 60, 3600, 5400, 1e6, maxDurationSeconds - 1, 1.2e11} {
+		s := formatDuration(sec)
+		got, err := ParseDuration(s)
+		if err != nil || got != sec {
+			t.Errorf("formatDuration(%v) = %q, read back as %v, %v", sec, s, got, err)
+		}
+	}
+	if s := formatDuration(1.2e11); s != "33333333h20m" {
+		t.Errorf("formatDuration(1.2e11) = %q, want 33333333h20m", s)
+	}
+}
