@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"io"
 	"maps"
+	"math"
 	"net/url"
 	"slices"
 	"strconv"
@@ -62,6 +63,10 @@ var pageJS string
 var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	// pct: a 0..1000 track position as a percentage of the track.
 	"pct": func(v float64) string { return strconv.FormatFloat(v/10, 'f', -1, 64) + "%" },
+	// nameHead, nameTail: a pod name cut before its last "-" part, the
+	// part that tells pods of one ReplicaSet or StatefulSet apart.
+	"nameHead": func(name string) string { return name[:nameCut(name)] },
+	"nameTail": func(name string) string { return name[nameCut(name):] },
 }).Parse(pageTemplate))
 
 // Render implements Renderer: the plan without its details.
@@ -465,6 +470,21 @@ func waveSpans(wp *plan.WorkloadPlan) ([]span, timeScale) {
 			spans[i].end = end
 		}
 	}
+	if n := len(spans); n > 0 {
+		// A last wave that ends as it starts (a Deployment's final
+		// scale-down: the estimate ends with its start) would be a
+		// sliver at the axis's end: it is drawn as long as the waves
+		// before it take on average, or a second alone.
+		last := &spans[n-1]
+		typical := 1.0
+		if n > 1 {
+			typical = last.start / float64(n-1)
+		}
+		if last.end-last.start < typical/2 {
+			last.end = last.start + typical
+			end = max(end, last.end)
+		}
+	}
 	total := end
 	if wp.Stalled != nil {
 		total = max(total, seconds(wp.Stalled.After))
@@ -478,7 +498,9 @@ func waveSpans(wp *plan.WorkloadPlan) ([]span, timeScale) {
 // ticks: about five labelled times along the axis, at round steps.
 func ticks(total float64) []tick {
 	steps := []float64{1, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400}
-	step := steps[len(steps)-1]
+	// Past the list, whole days: never more than about six ticks, however
+	// long the rollout (a huge StatefulSet created one replica at a time).
+	step := math.Ceil(total/6/86400) * 86400
 	for _, s := range steps {
 		if total/s <= 6 {
 			step = s
@@ -495,6 +517,9 @@ func ticks(total float64) []tick {
 
 // formatSeconds prints a duration as the plan does ("1m20s", "0s").
 func formatSeconds(sec float64) string {
+	if sec >= 1e9 { // beyond time.Duration's range soon after: hours
+		return strconv.FormatFloat(math.Floor(sec/3600), 'f', 0, 64) + "h"
+	}
 	d := time.Duration(sec * float64(time.Second)).Round(time.Second)
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {
@@ -758,4 +783,13 @@ func (HTML) podExplain(res *plan.Result, workload int, podIndex map[string]int, 
 		return "", err
 	}
 	return b.String(), nil
+}
+
+// nameCut: where a pod name's distinguishing suffix starts (at its last
+// "-"; the end for a name without one).
+func nameCut(name string) int {
+	if i := strings.LastIndexByte(name, '-'); i > 0 {
+		return i
+	}
+	return len(name)
 }

@@ -166,3 +166,18 @@ func TestHTMLHaltAndStallMarks(t *testing.T) {
 		t.Error("no stall mark half way along the timeline")
 	}
 }
+
+// The time axis of a rollout longer than time.Duration holds (two billion
+// StatefulSet replicas created one a minute) has a handful of ticks, not
+// one a day for three thousand years.
+func TestTicksOfAHugeRollout(t *testing.T) {
+	for _, total := range []float64{1, 90, 86400 * 10, 1.2e11} {
+		ts := ticks(total)
+		if len(ts) < 2 || len(ts) > 8 {
+			t.Errorf("ticks(%v): %d ticks, want 2 to 8", total, len(ts))
+		}
+	}
+	if got := formatSeconds(1.2e11); got != "33333333h" {
+		t.Errorf("formatSeconds(1.2e11) = %q", got)
+	}
+}

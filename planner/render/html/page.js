@@ -84,4 +84,11 @@
   }
   window.addEventListener("hashchange", follow);
   follow();
+  // The fixed explain panel must never hide the page's last rows: the
+  // page ends with room for the panel as tall as it is now (fonts, zoom
+  // and the selected pod's explain decide that, not the stylesheet).
+  var panel = document.getElementById("explain");
+  function room() { document.body.style.paddingBottom = (panel.offsetHeight + 16) + "px"; }
+  if (window.ResizeObserver) new ResizeObserver(room).observe(panel);
+  room();
 })();
