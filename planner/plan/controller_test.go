@@ -18,7 +18,7 @@ import (
 
 // regoPolicy compiles an entry policy (package rollplan.strategy) given as
 // source; "" is the default strategy.
-func regoPolicy(t *testing.T, src string) engine.Engine {
+func regoPolicy(t testing.TB, src string) engine.Engine {
 	t.Helper()
 	var paths []string
 	if src != "" {

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -108,5 +109,32 @@ func TestDurationsPastDurationRange(t *testing.T) {
 	}
 	if s := formatDuration(1.2e11); s != "33333333h20m" {
 		t.Errorf("formatDuration(1.2e11) = %q, want 33333333h20m", s)
+	}
+}
+
+// BenchmarkPlanMissingReplicas: the plan of a StatefulSet with 4 pods and
+// spec.replicas from a thousand to two billion costs the same.
+//
+//	go test ./planner/plan -run '^$' -bench BenchmarkPlanMissingReplicas -benchmem
+func BenchmarkPlanMissingReplicas(b *testing.B) {
+	eng := regoPolicy(b, "")
+	rs, err := scenario.Rollouts("../../testdata/scenarios", "sts-missing-replicas")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, r := range rs {
+		for _, n := range []int{1_000, 1_000_000, 2_000_000_000} {
+			b.Run(fmt.Sprintf("%s/replicas=%d", r.Workload.Name, n), func(b *testing.B) {
+				r.Workload.Replicas = n
+				d, err := eng.Decide(context.Background(), r)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					Workload(r, d, testOptions)
+				}
+			})
+		}
 	}
 }
