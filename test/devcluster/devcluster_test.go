@@ -10,22 +10,31 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
 	"github.com/rollplan/rollplan/test/controlplane"
 	"github.com/rollplan/rollplan/test/harness"
 )
 
 // README markers: each is the line right before a fenced block of the
-// section "Try it on a cluster".
+// section "Try it on a cluster", or of "Out of a broken rollout".
 const (
 	markOutput  = "<!-- dev-cluster: output -->"  // what make dev-cluster prints, to the commands
 	markSession = "<!-- dev-cluster: session -->" // the commands in order, with their output as comments
 	markStop    = "<!-- dev-cluster: stop -->"    // what Ctrl-C prints
+	markBroken  = "<!-- dev-cluster: broken -->"  // a broken rollout, after the session: its commands, as the session's
 )
 
 // check is what one README command must do.
@@ -91,13 +100,42 @@ var checks = []check{
 	}},
 }
 
+// brokenChecks are README "Out of a broken rollout"'s commands, run after
+// the session as checks are: an image the test kubelet crash-loops halts
+// apply (exit 3) with the first wave broken, status --watch sees it halt
+// and why, and undo puts web back, in place, whatever the budget.
+var brokenChecks = []check{
+	{match: " set image sts/web ", output: []string{
+		"Warning: rollplan: will update 6 pods in 3 waves: 6 in place",
+		"statefulset.apps/web image updated",
+	}},
+	{match: "rollplan apply ", exit: 3, output: []string{
+		"StatefulSet demo/web: halted by policy: 2 InPlaceUpdate",
+		"2/6 pods updated, 4 available, 0 held, 2 in flight",
+		"rollout halted by policy: pod web-",
+		"is crash-looping since the update",
+	}},
+	{match: "rollplan status ", alongside: "rollplan apply ", exit: 3, output: []string{
+		"StatefulSet demo/web: in progress: wave 1 of 3; 0/6 pods updated",
+		"StatefulSet demo/web: halted: pod web-",
+		"is crash-looping since the update",
+	}},
+	{match: "rollplan undo ", output: []string{
+		"StatefulSet demo/web: template rolled back to revision 2",
+		"unavailable and not at the update revision: replaced first, whatever the budget",
+		"StatefulSet demo/web: done: 2 InPlaceUpdate",
+		"6/6 pods updated, 6 available, 0 held, 0 in flight",
+	}},
+}
+
 // TestDevClusterSession is README "Try it on a cluster", run: it builds
 // bin/rollplan and the dev cluster into a folder laid out like a checkout
 // (test/cluster/bin links to $ROLLPLAN_CLUSTER_BIN), starts it as `make
 // dev-cluster` does, compares what it prints with the README, runs the
-// README's commands in order from that folder and checks each, then sends
-// SIGINT and checks that every process it started has exited and every
-// port they listened on is free.
+// README's commands in order from that folder and checks each, then those
+// of "Out of a broken rollout" (after its undo, web's same pods on their
+// image again), then sends SIGINT and checks that every process it started
+// has exited and every port they listened on is free.
 func TestDevClusterSession(t *testing.T) {
 	versionDir, err := controlplane.VersionDir(harness.Version)
 	if err != nil {
@@ -108,6 +146,7 @@ func TestDevClusterSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantOutput, session, wantStop := readmeBlock(t, readme, markOutput), readmeBlock(t, readme, markSession), readmeBlock(t, readme, markStop)
+	broken := commandLines(readmeBlock(t, readme, markBroken))
 
 	// About a minute on 2 cores, most of it the build (links two
 	// binaries); the bound leaves room for a loaded machine.
@@ -211,7 +250,20 @@ func TestDevClusterSession(t *testing.T) {
 		t.Errorf("the API server's port (%v) is not among the ports the processes listen on: %v", apiserver, ports)
 	}
 
-	runSession(ctx, t, root, commands)
+	runSession(ctx, t, root, commands, checks)
+	if !t.Failed() {
+		// kubectl returned once web-0 and web-1 were deleted; a user
+		// reading on gives their replacements the second they take.
+		client := clientFor(t, filepath.Join(root, "bin/dev-cluster/kubeconfig"))
+		before := webPods(ctx, t, client, "example.com/web:v2")
+		runSession(ctx, t, root, broken, brokenChecks)
+		after := webPods(ctx, t, client, "example.com/web:v2")
+		for name, uid := range before {
+			if after[name] != uid {
+				t.Errorf("pod %s after undo: uid %s, was %s: the rollback is an image change, in place", name, after[name], uid)
+			}
+		}
+	}
 
 	start = time.Now()
 	if err := dc.Process.Signal(syscall.SIGINT); err != nil {
@@ -258,7 +310,7 @@ func TestDevClusterSession(t *testing.T) {
 // runSession runs the commands in order from root, each after the export
 // lines before it, and checks each against its check; a command whose
 // check runs it alongside an earlier one starts right before that one.
-func runSession(ctx context.Context, t *testing.T, root string, commands []string) {
+func runSession(ctx context.Context, t *testing.T, root string, commands []string, checks []check) {
 	var exports []string
 	find := func(line string) *check {
 		for i := range checks {
@@ -365,22 +417,78 @@ func (r *running) check(t *testing.T) {
 	}
 }
 
-// readmeBlock is the fenced block right after the marker line.
+// readmeBlock is the fenced block right after the marker line; in a list
+// item both are indented, and the block comes without the indentation.
 func readmeBlock(t *testing.T, readme []byte, marker string) string {
 	t.Helper()
-	_, rest, ok := strings.Cut(string(readme), marker+"\n")
-	if !ok {
+	lines := strings.Split(string(readme), "\n")
+	at := slices.IndexFunc(lines, func(l string) bool { return strings.TrimSpace(l) == marker })
+	if at < 0 {
 		t.Fatalf("README.md has no %s", marker)
 	}
-	fence, rest, ok := strings.Cut(rest, "\n")
-	if !ok || !strings.HasPrefix(fence, "```") {
+	indent := lines[at][:len(lines[at])-len(strings.TrimLeft(lines[at], " "))]
+	if at+1 >= len(lines) || !strings.HasPrefix(lines[at+1], indent+"```") {
 		t.Fatalf("README.md: %s is not followed by a fenced block", marker)
 	}
-	block, _, ok := strings.Cut(rest, "\n```\n")
-	if !ok {
-		t.Fatalf("README.md: the block after %s does not end", marker)
+	var block []string
+	for _, l := range lines[at+2:] {
+		if l == indent+"```" {
+			return strings.Join(block, "\n") + "\n"
+		}
+		if l != "" && !strings.HasPrefix(l, indent) {
+			break
+		}
+		block = append(block, strings.TrimPrefix(l, indent))
 	}
-	return block + "\n"
+	t.Fatalf("README.md: the block after %s does not end", marker)
+	return ""
+}
+
+// clientFor is a client of the dev cluster the kubeconfig names.
+func clientFor(t *testing.T, kubeconfig string) kubernetes.Interface {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatalf("kubeconfig %s: %v", kubeconfig, err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+// webPods waits until web's pods are all there, Ready and on image, and
+// returns their UIDs by name.
+func webPods(ctx context.Context, t *testing.T, client kubernetes.Interface, image string) map[string]types.UID {
+	t.Helper()
+	var got map[string]types.UID
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := client.CoreV1().Pods("demo").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		got = map[string]types.UID{}
+		var state []string
+		for _, p := range pods.Items {
+			ready := false
+			for _, c := range p.Status.Conditions {
+				ready = ready || (c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue)
+			}
+			state = append(state, fmt.Sprintf("%s %s ready=%v", p.Name, p.Spec.Containers[0].Image, ready))
+			if ready && p.DeletionTimestamp == nil && p.Spec.Containers[0].Image == image {
+				got[p.Name] = p.UID
+			}
+		}
+		last = strings.Join(state, ", ")
+		return len(got) == 6 && len(pods.Items) == 6, nil
+	})
+	if err != nil {
+		t.Fatalf("web's 6 pods not all Ready on %s: %v (%s)", image, err, last)
+	}
+	return got
 }
 
 // commandLines are the lines of text that are neither blank nor comments,
@@ -532,6 +640,33 @@ func TestReadmeSession(t *testing.T) {
 	}
 	if stop := readmeBlock(t, readme, markStop); !strings.Contains(stop, "stopped: every process") {
 		t.Errorf("README stop block:\n%s", stop)
+	}
+
+	// "Out of a broken rollout": each command with its check, and the
+	// image it sets one the dev cluster's kubelet crash-loops.
+	broken := commandLines(readmeBlock(t, readme, markBroken))
+	if len(broken) != len(brokenChecks)+1 || !strings.HasPrefix(broken[0], "export KUBECONFIG=") || broken[0] != session[0] {
+		t.Errorf("README broken rollout: commands %q, want the session's export and %d checked ones", broken, len(brokenChecks))
+	}
+	crashing := false
+	for _, line := range broken[min(1, len(broken)):] {
+		n := 0
+		for _, c := range brokenChecks {
+			if strings.Contains(line, c.match) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("README broken-rollout command %q matches %d checks, want 1", line, n)
+		}
+		if _, image, ok := strings.Cut(line, " set image sts/web app="); ok {
+			_, tag, _ := strings.Cut(image, ":")
+			b, ok := kubeletImages().Tags[tag]
+			crashing = ok && b.CrashLoop
+		}
+	}
+	if !crashing {
+		t.Errorf("README broken rollout: no `set image sts/web app=...` to an image the dev cluster crash-loops (tags %v): %q", imageTags, broken)
 	}
 }
 

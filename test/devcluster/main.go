@@ -7,7 +7,10 @@
 // namespace (test/harness); it writes a kubeconfig, creates the demo
 // workloads (a StatefulSet rollplan drives in place, a DaemonSet and a
 // Deployment their controllers roll), waits for their pods to be ready, and
-// prints the commands to try next (README "Try it on a cluster").
+// prints the commands to try next (README "Try it on a cluster"). The
+// kubelet gives an image a behaviour by its tag (imageTags: crash loop,
+// never ready, slow start), so that a broken rollout can be tried with
+// kubectl set image (README "Out of a broken rollout").
 //
 // Everything runs as a local process. On SIGINT (Ctrl-C) or SIGTERM it
 // stops every process it started and exits 0; a second signal quits at
@@ -266,14 +269,64 @@ func (c *cluster) startKubelet(ctx context.Context) (err error) {
 	defer func() { done(err) }()
 	kctx, cancel := context.WithCancel(context.Background())
 	c.kubeletStop = cancel
-	// Containers take a moment to start and turn Ready, so a rollout has
-	// waves one can watch.
-	k := kubelet.New(c.cp.Client, kubelet.Options{Nodes: c.nodes,
-		Default: kubelet.Behavior{StartDelay: 500 * time.Millisecond, ReadyDelay: time.Second, TerminationDelay: 500 * time.Millisecond}})
+	opts := kubeletImages()
+	opts.Nodes = c.nodes
+	k := kubelet.New(c.cp.Client, opts)
 	if err := k.Run(kctx); err != nil {
 		return fmt.Errorf("start the test kubelet: %w", err)
 	}
 	return ctx.Err()
+}
+
+// imageTag is an image tag the test kubelet gives a behaviour, whatever
+// the repository: the behaviours the cluster suites set with SetImage,
+// for a user who has only kubectl (README "Out of a broken rollout").
+type imageTag struct {
+	tag string
+	b   kubelet.Behavior
+}
+
+// Containers take a moment to start and turn Ready, so a rollout has
+// waves one can watch.
+var (
+	defaultBehavior = kubelet.Behavior{StartDelay: 500 * time.Millisecond, ReadyDelay: time.Second, TerminationDelay: 500 * time.Millisecond}
+	imageTags       = []imageTag{
+		{"crashloop", kubelet.Behavior{StartDelay: 500 * time.Millisecond, CrashLoop: true, CrashInterval: time.Second, TerminationDelay: 500 * time.Millisecond}},
+		{"never-ready", kubelet.Behavior{StartDelay: 500 * time.Millisecond, NeverReady: true, TerminationDelay: 500 * time.Millisecond}},
+		{"slow", kubelet.Behavior{StartDelay: 500 * time.Millisecond, ReadyDelay: 30 * time.Second, TerminationDelay: 500 * time.Millisecond}},
+	}
+)
+
+// kubeletImages are the test kubelet's image behaviours: by tag, else
+// the default.
+func kubeletImages() kubelet.Options {
+	o := kubelet.Options{Default: defaultBehavior, Tags: map[string]kubelet.Behavior{}}
+	for _, t := range imageTags {
+		o.Tags[t.tag] = t.b
+	}
+	return o
+}
+
+// describe says what a container of behaviour b does, for the ready
+// block; it reads b, so the printout cannot drift from what runs.
+func describe(b kubelet.Behavior) string {
+	switch {
+	case b.CrashLoop:
+		interval := b.CrashInterval
+		if interval <= 0 {
+			interval = time.Second
+		}
+		return fmt.Sprintf("crash-loops: restarts every %s, never Ready", secs(interval))
+	case b.NeverReady:
+		return fmt.Sprintf("starts in %s, never turns Ready", secs(b.StartDelay))
+	default:
+		return fmt.Sprintf("starts in %s, turns Ready %s later", secs(b.StartDelay), secs(b.ReadyDelay))
+	}
+}
+
+// secs is d in seconds as the progress lines write them: "0.5s", "30s".
+func secs(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
 }
 
 // startGate runs `rollplan gate` with a new serving certificate for

@@ -85,6 +85,12 @@ func (c *cluster) printReady() {
 	fmt.Fprintf(w, "    StatefulSet %-5s %d pods  driven by rollplan: managed, InPlaceIfPossible, max-unavailable 2, OnDelete\n", stsName, stsReplicas)
 	fmt.Fprintf(w, "    DaemonSet   %-5s %d pods  rolled by its controller: RollingUpdate, maxUnavailable 1\n", dsName, len(c.nodes))
 	fmt.Fprintf(w, "    Deployment  %-5s %d pods  rolled by its controller: RollingUpdate, 25%% surge, 25%% unavailable\n", deployName, deployScale)
+	// README "Out of a broken rollout" runs here with the first tag.
+	fmt.Fprintf(w, "  images      by tag, in any repository (README \"Out of a broken rollout\" sets example.com/web:%s):\n", imageTags[0].tag)
+	for _, t := range imageTags {
+		fmt.Fprintf(w, "    %-13s %s\n", ":"+t.tag, describe(t.b))
+	}
+	fmt.Fprintf(w, "    %-13s %s\n", "other tags", describe(defaultBehavior))
 	fmt.Fprintf(w, "  gate        rollplan gate at %s for namespace %s (log %s), run as\n", c.gateURL, c.opts.namespace, c.rel(c.gateLog))
 	fmt.Fprintf(w, "              %s\n", c.gateCommand())
 	fmt.Fprintf(w, "\n%s\n\n", tryHeader)

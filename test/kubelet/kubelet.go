@@ -73,7 +73,12 @@ type Options struct {
 	Nodes []Node
 	// Images maps a container image to its behaviour; other images use
 	// Default.
-	Images  map[string]Behavior
+	Images map[string]Behavior
+	// Tags maps an image tag (after the name's last ':', a digest left
+	// out) to its behaviour, for the images Images does not name: one
+	// name convention for every repository, as the dev cluster's
+	// ":crashloop" for a user who cannot call SetImage.
+	Tags    map[string]Behavior
 	Default Behavior
 	// Namespace limits the pods handled; empty means all namespaces.
 	Namespace string
@@ -91,6 +96,7 @@ type Kubelet struct {
 	mu      sync.Mutex
 	nodes   map[string]Node
 	images  map[string]Behavior
+	tags    map[string]Behavior
 	deflt   Behavior
 	started bool
 	hold    bool
@@ -110,6 +116,7 @@ func New(client kubernetes.Interface, opts Options) *Kubelet {
 		ns:       opts.Namespace,
 		nodes:    map[string]Node{},
 		images:   map[string]Behavior{},
+		tags:     map[string]Behavior{},
 		deflt:    opts.Default,
 		hold:     opts.HoldReady,
 		released: map[string]bool{},
@@ -123,6 +130,9 @@ func New(client kubernetes.Interface, opts Options) *Kubelet {
 	}
 	for img, b := range opts.Images {
 		k.images[img] = b
+	}
+	for tag, b := range opts.Tags {
+		k.tags[tag] = b
 	}
 	return k
 }
@@ -138,10 +148,31 @@ func (k *Kubelet) SetImage(image string, b Behavior) {
 func (k *Kubelet) behavior(image string) Behavior {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	return k.behaviorLocked(image)
+}
+
+// behaviorLocked is behavior with mu held: the image's own, else its
+// tag's, else the default.
+func (k *Kubelet) behaviorLocked(image string) Behavior {
 	if b, ok := k.images[image]; ok {
 		return b
 	}
+	if tag := imageTag(image); tag != "" {
+		if b, ok := k.tags[tag]; ok {
+			return b
+		}
+	}
 	return k.deflt
+}
+
+// imageTag is the tag of an image reference ("v2" of
+// "registry:5000/web:v2@sha256:..."), "" when it has none.
+func imageTag(image string) string {
+	name, _, _ := strings.Cut(image, "@")
+	if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
+		return name[i+1:]
+	}
+	return ""
 }
 
 func (k *Kubelet) node(name string) (Node, bool) {
@@ -299,10 +330,7 @@ func (k *Kubelet) isBroken(pod *corev1.Pod) bool {
 // canBeReady: the pod's images can all become Ready. Called with mu held.
 func (k *Kubelet) canBeReady(p *corev1.Pod) bool {
 	for _, c := range p.Spec.Containers {
-		b, ok := k.images[c.Image]
-		if !ok {
-			b = k.deflt
-		}
+		b := k.behaviorLocked(c.Image)
 		if b.NeverReady || b.CrashLoop || k.broken[p.UID] {
 			return false
 		}

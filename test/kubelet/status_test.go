@@ -163,3 +163,46 @@ func TestFeasible(t *testing.T) {
 		})
 	}
 }
+
+// An image's behaviour: its name in Images, else its tag in Tags (one
+// convention for every repository, as the dev cluster's ":crashloop"),
+// else Default. A registry's port or a digest is not a tag.
+func TestBehaviorByTag(t *testing.T) {
+	deflt := Behavior{StartDelay: time.Second}
+	crash := Behavior{CrashLoop: true}
+	never := Behavior{NeverReady: true}
+	named := Behavior{ReadyDelay: time.Minute}
+	k := New(nil, Options{
+		Default: deflt,
+		Images:  map[string]Behavior{"example.com/web:crashloop-named": named, "example.com/named:never-ready": named},
+		Tags:    map[string]Behavior{"crashloop": crash, "never-ready": never},
+	})
+	for _, tc := range []struct {
+		image string
+		want  Behavior
+	}{
+		{"example.com/web:crashloop", crash},
+		{"example.com/api:crashloop", crash},
+		{"crashloop", deflt},
+		{"web:never-ready", never},
+		{"registry.example:5000/web:never-ready", never},
+		{"registry.example:5000/crashloop", deflt},
+		{"example.com/web:crashloop@sha256:0123abcd", crash},
+		{"example.com/web@sha256:crashloop", deflt},
+		{"example.com/web:v2-crashloop", deflt},
+		{"example.com/named:never-ready", named}, // Images wins over Tags
+		{"example.com/web:v2", deflt},
+	} {
+		if got := k.behavior(tc.image); got != tc.want {
+			t.Errorf("behavior(%q) = %+v, want %+v", tc.image, got, tc.want)
+		}
+	}
+	// canBeReady reads the same behaviour: a pod on a tagged image is not
+	// waited for by Release.
+	k.mu.Lock()
+	ok := k.canBeReady(testPod("example.com/web:crashloop"))
+	k.mu.Unlock()
+	if ok {
+		t.Error("canBeReady(example.com/web:crashloop) = true, want false: the tag says it crash-loops")
+	}
+}
