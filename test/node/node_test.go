@@ -56,16 +56,22 @@ func start(t *testing.T) (*controlplane.ControlPlane, *node.Node) {
 	}
 	t.Logf("node %s Ready in %v (registry %s, pod CIDR %s)", n.Name, time.Since(began).Round(time.Millisecond), n.Registry, n.PodCIDR)
 	t.Cleanup(func() {
-		if t.Failed() {
-			for _, c := range []string{"kubelet", "containerd"} {
-				t.Logf("%s's log ends:\n%s", c, n.LogTail(c, 40))
-			}
-		}
-		if err := n.Stop(); err != nil {
+		if err := stop(t, n); err != nil {
 			t.Error(err)
 		}
 	})
 	return cp, n
+}
+
+// stop shows the end of the node's logs if the test has failed, while
+// they exist, then stops the node.
+func stop(t *testing.T, n *node.Node) error {
+	if t.Failed() {
+		for _, c := range []string{"kubelet", "containerd"} {
+			t.Logf("%s's log ends:\n%s", c, n.LogTail(c, 40))
+		}
+	}
+	return n.Stop()
 }
 
 // TestImageInPlace: a pod's image changed in its spec is run by the real
@@ -166,7 +172,7 @@ func TestImageInPlace(t *testing.T) {
 	// Removing the node: Stop fails if anything is left, and Leftovers
 	// says so again afterwards.
 	phase = time.Now()
-	if err := n.Stop(); err != nil {
+	if err := stop(t, n); err != nil {
 		t.Fatal(err)
 	}
 	if err := n.Leftovers(); err != nil {
