@@ -10,8 +10,8 @@
 // package is for what only a real node can prove: an image changed in place
 // by the kubelet itself, real readiness.
 //
-// The node needs root, cgroup v1 or v2 with cgroupfs, overlayfs, runc and
-// iptables (Debian packages runc, iptables), and the binaries `make
+// The node needs root, cgroup v1 or v2 with cgroupfs, overlayfs, runc,
+// iptables and nft (Debian packages runc, iptables, nftables), and the binaries `make
 // node-bin` and `make cluster-bin` build under $ROLLPLAN_CLUSTER_BIN.
 // Everything Start creates on the host (processes, mounts, network
 // namespaces, the bridge and veths, iptables rules and chains, cgroups,
@@ -101,15 +101,17 @@ func PartsDir() (string, error) {
 }
 
 // Requirements says what the host lacks to run a node: root, runc,
-// iptables. nil: nothing.
+// iptables, nft, ip. nil: nothing.
 func Requirements() error {
 	var errs []error
 	if os.Geteuid() != 0 {
 		errs = append(errs, errors.New("a real node needs root (containers, mounts, network namespaces)"))
 	}
-	for _, cmd := range []string{"runc", "iptables", "ip"} {
+	// nft removes the nftables tables iptables-nft creates for the
+	// kubelet's rules: iptables cannot delete a table.
+	for _, cmd := range []string{"runc", "iptables", "nft", "ip"} {
 		if _, err := exec.LookPath(cmd); err != nil {
-			errs = append(errs, fmt.Errorf("%s not found on PATH: install it (Debian: apt-get install -y runc iptables iproute2)", cmd))
+			errs = append(errs, fmt.Errorf("%s not found on PATH: install it (Debian: apt-get install -y runc iptables nftables iproute2)", cmd))
 		}
 	}
 	return errors.Join(errs...)
