@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all build install uninstall demo dev-cluster test test-go test-policies test-cluster cluster-bin lint fuzz bench golden clean
+.PHONY: all build install uninstall demo dev-cluster test test-go test-policies test-cluster cluster-bin node-bin lint fuzz bench golden clean
 
 all: build
 
@@ -105,22 +105,50 @@ CLUSTER_STAMPS   := $(foreach v,$(CLUSTER_VERSIONS),$(CLUSTER_BIN)/$(call minor,
 
 cluster-bin: $(CLUSTER_STAMPS)
 
+# The real node's parts (test/node) only for the version it runs on: the
+# newest. Each other version builds the control plane alone.
+NODE_VERSION   := $(firstword $(CLUSTER_VERSIONS))
+NODE_K8S_CMDS  := k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy
+comma          := ,
+NODE_K8S_NOTE  := $(comma) kubelet$(comma) kube-scheduler$(comma) kube-proxy
 define cluster_bin_rule
 $(CLUSTER_BIN)/$(call minor,$(1))/.built: $(CLUSTER_DIR)/$(call minor,$(1))/go.mod $(CLUSTER_DIR)/$(call minor,$(1))/go.sum $(CLUSTER_DIR)/$(call minor,$(1))/etcd/main.go
 	@mkdir -p $(CLUSTER_BIN)/$(call minor,$(1))
-	@echo "building etcd, kube-apiserver, kube-controller-manager, kubectl $(1) (cold: ~10 min)"
+	@echo "building etcd, kube-apiserver, kube-controller-manager, kubectl$(if $(filter $(NODE_VERSION),$(1)),$(NODE_K8S_NOTE)) $(1) (cold: ~10 min)"
 	cd $(CLUSTER_DIR)/$(call minor,$(1)) && $(GO) build -trimpath -ldflags "$(call k8s_ldflags,$(1))" -o $(abspath $(CLUSTER_BIN))/$(call minor,$(1))/ \
-		./etcd k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl
+		./etcd k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl \
+		$(if $(filter $(NODE_VERSION),$(1)),$(NODE_K8S_CMDS))
 	@touch $$@
 endef
 $(foreach v,$(CLUSTER_VERSIONS),$(eval $(call cluster_bin_rule,$(v))))
 
+## node-bin: the real node's runtime for test/node, into test/cluster/bin/node:
+## containerd 2.x with its CRI plugin and the runc shim (test/node/containerd),
+## the CNI plugins bridge, host-local, loopback, portmap (test/node/cni) and
+## the test registry (test/node/registry), each from its own pinned module so
+## their dependencies never meet rollplan's or each other's. runc and
+## iptables come from the OS (Debian packages runc, iptables).
+NODE_BIN   := $(CLUSTER_BIN)/node
+NODE_STAMP := $(NODE_BIN)/.built
+CONTAINERD_VERSION := $(shell sed -n 's|^\tgithub.com/containerd/containerd/v2 \(v[^ ]*\).*|\1|p' test/node/containerd/go.mod)
+node-bin: $(NODE_STAMP)
+$(NODE_STAMP): $(wildcard test/node/containerd/go.* test/node/cni/go.* test/node/registry/go.* test/node/registry/*.go)
+	@mkdir -p $(NODE_BIN)/cni
+	@echo "building containerd $(CONTAINERD_VERSION), the runc shim, CNI plugins and the test registry"
+	cd test/node/containerd && CGO_ENABLED=0 $(GO) build -trimpath -tags "no_btrfs no_devmapper no_zfs urfave_cli_no_docs" \
+		-ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$(CONTAINERD_VERSION)" -o $(abspath $(NODE_BIN))/ \
+		github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
+	cd test/node/cni && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(abspath $(NODE_BIN))/cni/ tool
+	cd test/node/registry && CGO_ENABLED=0 $(GO) build -trimpath -o $(abspath $(NODE_BIN))/ .
+	@touch $@
+
 ## test-cluster: the suites that need a real control plane (control plane,
 ## test kubelet, e2e on the newest version, fidelity against each version's
-## kube-controller-manager); fails if any control-plane process outlives them
+## kube-controller-manager, the real node: test/node, as root with runc and
+## iptables); fails if any control-plane or node process outlives them
 FIDELITY_REPORT := bin/fidelity-report.txt
-CLUSTER_PROCS   := $(abspath $(CLUSTER_BIN))/v[0-9.]+/(e[t]cd|kube-apiserve[r]|kube-controller-manage[r])
-test-cluster: $(CLUSTER_STAMPS)
+CLUSTER_PROCS   := $(abspath $(CLUSTER_BIN))/(v[0-9.]+/(e[t]cd|kube-apiserve[r]|kube-controller-manage[r]|kube[l]et|kube-schedule[r])|node/(container[d]|registr[y]))
+test-cluster: $(CLUSTER_STAMPS) $(NODE_STAMP)
 	@mkdir -p bin && rm -f $(FIDELITY_REPORT)
 	ROLLPLAN_CLUSTER_BIN=$(abspath $(CLUSTER_BIN)) ROLLPLAN_FIDELITY_REPORT=$(abspath $(FIDELITY_REPORT)) \
 		$(GO) test -count=1 -timeout 60m ./test/...

@@ -414,6 +414,32 @@ func (cp *ControlPlane) startControllerManager(ctx context.Context, bin, gates s
 	}
 }
 
+// AddUser provisions an identity the apiserver authenticates (a client
+// certificate signed by its client CA) with the given user name and groups,
+// and returns a kubeconfig for it. What the identity may do is RBAC's
+// (the default bootstrap roles: system:kube-scheduler, system:node, ...).
+// test/node gives the kubelet and the scheduler their own identities.
+func (cp *ControlPlane) AddUser(name string, groups ...string) ([]byte, error) {
+	if cp.env == nil {
+		return nil, errors.New("control plane is not running")
+	}
+	user, err := cp.env.ControlPlane.AddUser(envtest.User{Name: name, Groups: groups}, rest.CopyConfig(cp.Config))
+	if err != nil {
+		return nil, fmt.Errorf("control plane: add user %s: %w", name, err)
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		return nil, fmt.Errorf("control plane: kubeconfig of user %s: %w", name, err)
+	}
+	return kc, nil
+}
+
+// ClientCAFile is the CA the apiserver trusts for client certificates (the
+// one AddUser signs with): a kubelet trusts it for its own API.
+func (cp *ControlPlane) ClientCAFile() string {
+	return filepath.Join(cp.dir, "apiserver", "client-cert-auth-ca.crt")
+}
+
 // PauseControllers freezes kube-controller-manager (SIGSTOP): the API keeps
 // serving, the controllers act on nothing until ResumeControllers. Tests use
 // it to look at the cluster exactly before the controllers react to a

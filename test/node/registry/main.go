@@ -1,0 +1,250 @@
+// Command registry is the real node's image registry (test/node): an OCI
+// registry held in memory (go-containerregistry's pkg/registry), served over
+// plain HTTP on loopback, into which it first pushes the images a JSON spec
+// describes, each built from local files (static binaries) with no base, no
+// Docker and no network. containerd on the node pulls from it.
+//
+//	registry --spec images.json --listen 127.0.0.1:0 --out ready.json
+//
+// Once every image is pushed it writes ready.json (the address and each
+// image's manifest digest) and serves until SIGTERM or SIGINT.
+//
+// It is a program in its own module, not a package of the test, so that
+// go-containerregistry never enters rollplan's go.mod.
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path"
+	"runtime"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// Spec is the images to build and push.
+type Spec struct {
+	Images []Image `json:"images"`
+}
+
+// Image is one image: one layer of Files, and the config to run it.
+type Image struct {
+	// Repository and Tag name it in the registry: "testapp", "1.0".
+	Repository string   `json:"repository"`
+	Tag        string   `json:"tag"`
+	Files      []File   `json:"files"`
+	Entrypoint []string `json:"entrypoint,omitempty"`
+	Cmd        []string `json:"cmd,omitempty"`
+	Env        []string `json:"env,omitempty"`
+	// User is the config's user ("65532:65532"); empty: root.
+	User   string            `json:"user,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// File is one file of an image's layer: Source on this machine becomes
+// Path in the image, owned by UID:GID with Mode.
+type File struct {
+	Path   string `json:"path"`
+	Source string `json:"source"`
+	Mode   int64  `json:"mode"`
+	UID    int    `json:"uid,omitempty"`
+	GID    int    `json:"gid,omitempty"`
+}
+
+// Ready is what --out receives once every image is served.
+type Ready struct {
+	// Address is HOST:PORT, the registry part of each image's name.
+	Address string `json:"address"`
+	// Digests maps "repository:tag" to its manifest's digest.
+	Digests map[string]string `json:"digests"`
+}
+
+func main() {
+	specPath := flag.String("spec", "", "JSON file of the images to build and push")
+	listen := flag.String("listen", "127.0.0.1:0", "address to serve on (plain HTTP)")
+	out := flag.String("out", "", "file to write, once ready, with the address and digests")
+	verbose := flag.Bool("v", false, "log every request")
+	flag.Parse()
+	if err := run(*specPath, *listen, *out, *verbose); err != nil {
+		fmt.Fprintln(os.Stderr, "registry:", err)
+		os.Exit(1)
+	}
+}
+
+func run(specPath, listen, out string, verbose bool) error {
+	if specPath == "" || out == "" {
+		return errors.New("--spec and --out are required")
+	}
+	raw, err := os.ReadFile(specPath)
+	if err != nil {
+		return fmt.Errorf("read spec: %w", err)
+	}
+	var spec Spec
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&spec); err != nil {
+		return fmt.Errorf("spec %s: %w", specPath, err)
+	}
+	l, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", listen, err)
+	}
+	logger := log.New(io.Discard, "", 0)
+	if verbose {
+		logger = log.New(os.Stderr, "registry: ", log.LstdFlags)
+	}
+	srv := &http.Server{Handler: registry.New(registry.Logger(logger)), ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+
+	addr := l.Addr().String()
+	ready := Ready{Address: addr, Digests: map[string]string{}}
+	for _, im := range spec.Images {
+		digest, err := push(addr, im)
+		if err != nil {
+			return fmt.Errorf("image %s:%s: %w", im.Repository, im.Tag, err)
+		}
+		ready.Digests[im.Repository+":"+im.Tag] = digest
+	}
+	b, err := json.MarshalIndent(ready, "", "  ")
+	if err != nil {
+		return err
+	}
+	// Written whole, then renamed: a reader never sees half of it.
+	if err := os.WriteFile(out+".tmp", b, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", out, err)
+	}
+	if err := os.Rename(out+".tmp", out); err != nil {
+		return fmt.Errorf("write %s: %w", out, err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve on %s: %w", addr, err)
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return srv.Shutdown(shutdown)
+}
+
+// push builds im and pushes it to the registry at addr; it returns the
+// manifest's digest.
+func push(addr string, im Image) (string, error) {
+	layerTar, err := layer(im.Files)
+	if err != nil {
+		return "", err
+	}
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(layerTar)), nil
+	}, tarball.WithMediaType(types.OCILayer))
+	if err != nil {
+		return "", fmt.Errorf("layer: %w", err)
+	}
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	if img, err = mutate.AppendLayers(img, l); err != nil {
+		return "", fmt.Errorf("append layer: %w", err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return "", err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", runtime.GOARCH
+	cf.Config = v1.Config{
+		Entrypoint: im.Entrypoint,
+		Cmd:        im.Cmd,
+		Env:        append([]string{"PATH=/"}, im.Env...),
+		User:       im.User,
+		Labels:     im.Labels,
+		WorkingDir: "/",
+	}
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		return "", fmt.Errorf("config: %w", err)
+	}
+	ref, err := name.NewTag(addr+"/"+im.Repository+":"+im.Tag, name.Insecure)
+	if err != nil {
+		return "", fmt.Errorf("name: %w", err)
+	}
+	if err := remote.Write(ref, img); err != nil {
+		return "", fmt.Errorf("push to %s: %w", ref, err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		return "", err
+	}
+	return d.String(), nil
+}
+
+// layer is a tar of files and their parent directories, with fixed times so
+// the same files always make the same digest.
+func layer(files []File) ([]byte, error) {
+	if len(files) == 0 {
+		return nil, errors.New("no files")
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	dirs := map[string]bool{}
+	sorted := append([]File(nil), files...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Path < sorted[j].Path })
+	for _, f := range sorted {
+		p := strings.TrimPrefix(path.Clean("/"+f.Path), "/")
+		if p == "" {
+			return nil, fmt.Errorf("file %q: a path in the image is required", f.Source)
+		}
+		var parents []string // outermost first
+		for d := path.Dir(p); d != "." && !dirs[d]; d = path.Dir(d) {
+			dirs[d] = true
+			parents = append([]string{d}, parents...)
+		}
+		for _, d := range parents {
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, ModTime: time.Unix(0, 0)}); err != nil {
+				return nil, err
+			}
+		}
+		data, err := os.ReadFile(f.Source)
+		if err != nil {
+			return nil, fmt.Errorf("file %s: %w", f.Path, err)
+		}
+		mode := f.Mode
+		if mode == 0 {
+			mode = 0o644
+		}
+		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: p, Mode: mode, Size: int64(len(data)), Uid: f.UID, Gid: f.GID, ModTime: time.Unix(0, 0)}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
