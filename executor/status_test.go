@@ -49,13 +49,13 @@ func TestStatus(t *testing.T) {
 				if !reflect.DeepEqual(st.Revisions, StatusRevisions{Current: oldRev, Update: newRev}) {
 					t.Errorf("revisions %+v", st.Revisions)
 				}
-				// The plan's first wave (one pod, now) joins web-2 in
-				// flight: the current wave, of 2 pods, the largest; the
-				// two pods done make one wave; two waves of one pod follow.
-				if want := (StatusWaves{Done: 1, Current: 2, Remaining: 3, Total: 4}); st.Waves != want {
+				// The rollout's own plan: 3 waves of 2 pods. Three pods
+				// have started (two done, web-2 in flight): web-2 is in
+				// wave 2, and the plan's first wave (one pod, now) joins it.
+				if want := (StatusWaves{Done: 1, Current: 2, Remaining: 2, Total: 3}); st.Waves != want {
 					t.Errorf("waves %+v, want %+v", st.Waves, want)
 				}
-				if want := "in progress: wave 2 of 4"; st.Verdict != want {
+				if want := "in progress: wave 2 of 3"; st.Verdict != want {
 					t.Errorf("verdict %q, want %q", st.Verdict, want)
 				}
 				cw := st.CurrentWave
@@ -163,7 +163,8 @@ func TestStatusLastWaveInFlight(t *testing.T) {
 	if st.State != StatusInProgress || st.CurrentWave != nil || st.Pods.InFlight != 1 {
 		t.Errorf("status %+v", st)
 	}
-	if st.Waves != (StatusWaves{Done: 1, Current: 2, Remaining: 1, Total: 2}) || st.Verdict != "in progress: wave 2 of 2" {
-		t.Errorf("waves %+v verdict %q, want wave 2 of 2", st.Waves, st.Verdict)
+	// Its own plan is one wave of both pods (max-unavailable 2).
+	if st.Waves != (StatusWaves{Done: 0, Current: 1, Remaining: 1, Total: 1}) || st.Verdict != "in progress: wave 1 of 1" {
+		t.Errorf("waves %+v verdict %q, want wave 1 of 1", st.Waves, st.Verdict)
 	}
 }

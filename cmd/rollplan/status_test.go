@@ -364,6 +364,7 @@ func TestStatusWaveNumbers(t *testing.T) {
 		rollout  *facts.Rollout
 		inFlight map[string]string
 		waves    []plan.Wave
+		origin   []plan.Wave // the rollout's own plan; nil: none
 		verdict  string
 		waveNums executor.StatusWaves
 		table    []string // substrings of the table
@@ -376,6 +377,7 @@ func TestStatusWaveNumbers(t *testing.T) {
 				return r
 			}(),
 			waves:    []plan.Wave{inPlace("0s", 0), inPlace("20s", 1), inPlace("40s", 2), inPlace("1m", 3)},
+			origin:   []plan.Wave{inPlace("0s", 0), inPlace("20s", 1), inPlace("40s", 2), inPlace("1m", 3)},
 			verdict:  "in progress: wave 1 of 4",
 			waveNums: executor.StatusWaves{Done: 0, Current: 1, Remaining: 4, Total: 4},
 			table:    []string{"Waves:      wave 1 of 4: 0 done (estimated), 3 after it", "Current wave 1 (starts now):"},
@@ -388,6 +390,7 @@ func TestStatusWaveNumbers(t *testing.T) {
 			}(),
 			inFlight: func() map[string]string { _, fl := sts(10, []int{0, 1}, []int{2, 3}); return fl }(),
 			waves:    []plan.Wave{inPlace("1m", 4, 5), inPlace("2m", 6, 7), inPlace("3m", 8, 9)},
+			origin:   []plan.Wave{inPlace("0s", 0, 1), inPlace("1m", 2, 3), inPlace("2m", 4, 5), inPlace("3m", 6, 7), inPlace("4m", 8, 9)},
 			verdict:  "in progress: wave 2 of 5",
 			waveNums: executor.StatusWaves{Done: 1, Current: 2, Remaining: 4, Total: 5},
 			table:    []string{"wave 2 of 5: 1 done (estimated), 3 after it", "In flight (wave 2):", "Next wave 3 (starts in 1m):"},
@@ -401,8 +404,9 @@ func TestStatusWaveNumbers(t *testing.T) {
 			}(),
 			inFlight: func() map[string]string { _, fl := sts(6, []int{0, 1}, []int{2}); return fl }(),
 			waves:    []plan.Wave{inPlace("0s", 5), inPlace("20s", 4), inPlace("40s", 3)},
-			verdict:  "in progress: wave 2 of 4",
-			waveNums: executor.StatusWaves{Done: 1, Current: 2, Remaining: 3, Total: 4},
+			origin:   []plan.Wave{inPlace("0s", 0, 1), inPlace("20s", 2, 3), inPlace("40s", 4, 5)},
+			verdict:  "in progress: wave 2 of 3",
+			waveNums: executor.StatusWaves{Done: 1, Current: 2, Remaining: 2, Total: 3},
 			table:    []string{"In flight (wave 2):", "Current wave 2 (starts now):"},
 		},
 		{
@@ -428,7 +432,11 @@ func TestStatusWaveNumbers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			wp := plan.WorkloadPlan{Kind: tt.rollout.Workload.Kind, Namespace: "prod", Name: tt.rollout.Workload.Name, Waves: tt.waves}
-			st := executor.BuildStatus(tt.rollout, wp, tt.inFlight, now)
+			var origin *plan.WorkloadPlan
+			if tt.origin != nil {
+				origin = &plan.WorkloadPlan{Kind: wp.Kind, Namespace: wp.Namespace, Name: wp.Name, Waves: tt.origin}
+			}
+			st := executor.BuildStatus(tt.rollout, wp, origin, tt.inFlight, now)
 			if st.Verdict != tt.verdict || st.Waves != tt.waveNums {
 				t.Errorf("verdict %q, waves %+v; want %q, %+v", st.Verdict, st.Waves, tt.verdict, tt.waveNums)
 			}
