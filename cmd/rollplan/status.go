@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -138,7 +139,7 @@ template changes or rollplan resume, as the controller keeps it.
 				}
 				return statusErr(target, st)
 			}
-			return watchStatus(ctx, x, target, out, output, statusIsTTY(out), changes)
+			return watchStatus(ctx, x.Status, target, out, output, statusIsTTY(out), changes)
 		},
 	}
 	config.register(cmd.Flags())
@@ -164,22 +165,20 @@ func statusErr(t live.Target, st *executor.RolloutStatus) error {
 	return nil
 }
 
-// watchStatus reads and prints until the rollout is rolled out or halted,
-// or ctx ends: again when changes reports a change (nil: never), and every
-// statusInterval (time alone changes a status: minReadySeconds, deadlines).
-func watchStatus(ctx context.Context, x *executor.Executor, t live.Target, out io.Writer, format string, tty bool, changes <-chan struct{}) error {
+// watchStatus reads (read: the executor's Status) and prints until the
+// rollout is rolled out or halted, or ctx ends: again when changes reports
+// a change (nil: never), and every statusInterval (time alone changes a
+// status: minReadySeconds, deadlines).
+func watchStatus(ctx context.Context, read func(context.Context) (*executor.RolloutStatus, error), t live.Target, out io.Writer, format string, tty bool, changes <-chan struct{}) error {
 	last := ""
 	for {
-		st, err := x.Status(ctx)
+		st, err := read(ctx)
 		if err != nil {
 			return err
 		}
-		// What changed is judged without the read time.
-		key := *st
-		key.Time = ""
-		k, _ := json.Marshal(key)
-		if changed := string(k) != last; changed || (tty && format == "table") {
-			last = string(k)
+		k := watchKey(st, format)
+		if changed := k != last; changed || (tty && format == "table") {
+			last = k
 			var buf bytes.Buffer
 			switch {
 			case format != "table":
@@ -228,6 +227,30 @@ func watchStatus(ctx context.Context, x *executor.Executor, t live.Target, out i
 			return stopped()
 		}
 	}
+}
+
+// elapsed matches how long nothing has moved, in a verdict ("for 1h2m0s").
+var elapsed = regexp.MustCompile(`\bfor [0-9][0-9hms.]*`)
+
+// watchKey is what --watch compares between reads to tell a change: what
+// it prints (the line, or the document) without the read time and
+// without how long nothing has moved, which change at every read.
+func watchKey(st *executor.RolloutStatus, format string) string {
+	c := *st
+	c.Time = ""
+	c.Verdict = elapsed.ReplaceAllString(c.Verdict, "for …")
+	if c.Stalled != nil {
+		s := *c.Stalled
+		s.For = ""
+		c.Stalled = &s
+	}
+	if format == "table" {
+		var b bytes.Buffer
+		statusLine(&b, &c)
+		return b.String()
+	}
+	k, _ := json.Marshal(c) // plain fields: cannot fail
+	return string(k)
 }
 
 // statusLine is the one line --watch prints per change when not on a terminal.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/rollplan/rollplan/executor"
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/plan"
 )
 
@@ -456,6 +457,78 @@ func TestStatusWaveNumbers(t *testing.T) {
 				if strings.Contains(out, s) {
 					t.Errorf("output has %q:\n%s", s, out)
 				}
+			}
+		})
+	}
+}
+
+// --watch prints a line (or a document) per change: not again when only
+// the read time, the time nothing has moved for, or what the line does
+// not show changed; the redrawn table on a terminal is the exception.
+func TestStatusWatchPrintsChanges(t *testing.T) {
+	prev := statusInterval
+	t.Cleanup(func() { statusInterval = prev })
+	statusInterval = time.Millisecond
+	base := func(sec int, state, verdict string, updated, available, inFlight int, act string) *executor.RolloutStatus {
+		st := &executor.RolloutStatus{APIVersion: "rollplan.dev/v1alpha1", Kind: "RolloutStatus",
+			Workload: executor.StatusWorkload{Kind: "StatefulSet", Namespace: "demo", Name: "web"},
+			Time:     time.Date(2026, 11, 29, 1, 0, sec, 0, time.UTC).Format(time.RFC3339), State: state, Verdict: verdict,
+			Pods: executor.StatusPods{Desired: 6, Total: 6, Updated: updated, Available: available, InFlight: inFlight},
+			Held: []executor.StatusPod{}, InFlight: []executor.StatusPod{}, Budgets: []executor.StatusBudget{}, Halted: []string{}}
+		if act != "" {
+			st.LastActivity = &executor.Activity{Time: act, What: "pod web-5 created"}
+		}
+		return st
+	}
+	waiting := "waiting for a driver (run rollplan apply, or install the controller): nothing has moved for "
+	seq := []*executor.RolloutStatus{
+		base(0, executor.StatusWaitingForDriver, waiting+"1h0m0s", 0, 6, 0, "2026-11-29T00:00:00Z"),
+		base(2, executor.StatusWaitingForDriver, waiting+"1h0m2s", 0, 6, 0, "2026-11-29T00:00:00Z"),
+		base(4, executor.StatusInProgress, "in progress: wave 1 of 3", 2, 4, 2, "2026-11-29T01:00:03Z"),
+		// A pod turned Ready at the update revision: the line is the same.
+		base(5, executor.StatusInProgress, "in progress: wave 1 of 3", 2, 4, 2, "2026-11-29T01:00:05Z"),
+		base(6, executor.StatusInProgress, "in progress: wave 1 of 3", 2, 4, 2, "2026-11-29T01:00:05Z"),
+		base(8, executor.StatusRolledOut, "rolled out", 6, 6, 0, "2026-11-29T01:00:07Z"),
+	}
+	tests := []struct {
+		format string
+		want   []string // what is printed, in order: a line or a document's verdict each
+	}{
+		{format: "table", want: []string{
+			"2026-11-29T01:00:00Z StatefulSet demo/web: " + waiting + "1h0m0s; 0/6 pods updated, 6 available, 0 held, 0 in flight",
+			"2026-11-29T01:00:04Z StatefulSet demo/web: in progress: wave 1 of 3; 2/6 pods updated, 4 available, 0 held, 2 in flight",
+			"2026-11-29T01:00:08Z StatefulSet demo/web: rolled out; 6/6 pods updated, 6 available, 0 held, 0 in flight",
+		}},
+		{format: "json", want: []string{waiting + "1h0m0s", "in progress: wave 1 of 3", "in progress: wave 1 of 3", "rolled out"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.format, func(t *testing.T) {
+			i := 0
+			read := func(context.Context) (*executor.RolloutStatus, error) {
+				st := seq[min(i, len(seq)-1)]
+				i++
+				return st, nil
+			}
+			var out bytes.Buffer
+			err := watchStatus(context.Background(), read, live.Target{Kind: "StatefulSet", Namespace: "demo", Name: "web"}, &out, tt.format, false, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			if tt.format == "table" {
+				got = strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+			} else {
+				dec := json.NewDecoder(&out)
+				for dec.More() {
+					var st executor.RolloutStatus
+					if err := dec.Decode(&st); err != nil {
+						t.Fatal(err)
+					}
+					got = append(got, st.Verdict)
+				}
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("printed\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
 			}
 		})
 	}
