@@ -74,6 +74,12 @@ type RolloutStatus struct {
 	// workload's annotation rollplan.dev/rollout-state); absent when the
 	// controller has not stepped it.
 	Controller *live.RolloutState `json:"controller,omitempty"`
+	// ControllerStale: why Controller no longer describes the rollout,
+	// when it does not: it was recorded for another revision (the
+	// controller has not stepped this one: paused, stopped), or its driver
+	// no longer holds the driver Lease (the controller stopped or lost
+	// it). "" when it is current, or absent.
+	ControllerStale string `json:"controllerStale,omitempty"`
 }
 
 // StatusStall is what holds a stalled rollout.
@@ -257,6 +263,7 @@ func (e *Executor) driven(ctx context.Context, st *RolloutStatus, r *facts.Rollo
 		st.Notes = append(st.Notes, fmt.Sprintf("%s: unreadable: %v", e.opts.Target, err))
 	}
 	st.Controller = rec
+	st.ControllerStale = staleRecord(rec, st.Revisions.Update, st.Driver)
 	if st.State == StatusWaitingForDriver && st.Driver != nil && st.Driver.Live {
 		st.State = StatusInProgress
 		st.Verdict = strings.Replace(st.Verdict, "waiting for a driver (run rollplan apply, or install the controller)", "in progress, driven by "+st.Driver.Identity, 1)
@@ -270,6 +277,29 @@ func (e *Executor) driven(ctx context.Context, st *RolloutStatus, r *facts.Rollo
 		}
 	}
 	return nil
+}
+
+// staleRecord says why the controller's record rec no longer describes a
+// rollout to revision update that h holds (nil: no Lease holder), or "".
+func staleRecord(rec *live.RolloutState, update string, h *Holder) string {
+	if rec == nil {
+		return ""
+	}
+	var why []string
+	if rec.Revision != "" && rec.Revision != update {
+		why = append(why, fmt.Sprintf("recorded for revision %s; the rollout now rolls to %s", rec.Revision, update))
+	}
+	if rec.Driver != "" {
+		switch {
+		case h == nil:
+			why = append(why, rec.Driver+" no longer holds the driver Lease (nobody holds it)")
+		case h.Identity != rec.Driver:
+			why = append(why, fmt.Sprintf("%s no longer holds the driver Lease (%s does)", rec.Driver, h.Identity))
+		case !h.Live:
+			why = append(why, rec.Driver+" no longer holds the driver Lease (it lapsed)")
+		}
+	}
+	return strings.Join(why, "; ")
 }
 
 // lastActivity is the latest sign in the snapshot that the rollout moved,

@@ -315,7 +315,11 @@ func statusTable(w io.Writer, st *executor.RolloutStatus) error {
 		fmt.Fprintf(tw, "Driver:\t%s (Lease %s%s)\n", d.Identity, d.Lease, live)
 	}
 	if c := st.Controller; c != nil {
-		fmt.Fprintf(tw, "Controller:\t%s\n", c.Summary())
+		stale := ""
+		if st.ControllerStale != "" {
+			stale = " (stale: " + st.ControllerStale + ")"
+		}
+		fmt.Fprintf(tw, "Controller:\t%s%s\n", c.Summary(), stale)
 	}
 	tw.Flush()
 	inFlight := "In flight"

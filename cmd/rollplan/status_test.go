@@ -533,3 +533,21 @@ func TestStatusWatchPrintsChanges(t *testing.T) {
 		})
 	}
 }
+
+// The table marks the controller's record stale beside a verdict it no
+// longer matches.
+func TestStatusTableStaleController(t *testing.T) {
+	st := &executor.RolloutStatus{Workload: executor.StatusWorkload{Kind: "StatefulSet", Namespace: "demo", Name: "web", Strategy: "OnDelete", Managed: true},
+		State: executor.StatusWaitingForDriver, Verdict: "waiting for a driver (run rollplan apply, or install the controller)",
+		Revisions:       executor.StatusRevisions{Current: "web-1", Update: "web-2"},
+		Controller:      &live.RolloutState{Phase: live.RolloutInProgress, Revision: "web-2", Wave: 2, Waves: 3, Desired: 6, Updated: 2, Driver: "controller c1"},
+		ControllerStale: "controller c1 no longer holds the driver Lease (it lapsed)"}
+	var b bytes.Buffer
+	if err := statusTable(&b, st); err != nil {
+		t.Fatal(err)
+	}
+	want := "Controller:  InProgress: wave 2 of 3; 2/6 pods updated, 0 available, 0 in flight; revision web-2; driven by controller c1 (stale: controller c1 no longer holds the driver Lease (it lapsed))\n"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("table lacks %q:\n%s", want, b.String())
+	}
+}
