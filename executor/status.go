@@ -47,8 +47,8 @@ type RolloutStatus struct {
 	// InFlight: pods being updated in place right now, with why (the
 	// executor's detection: InFlight). They count as unavailable.
 	InFlight []StatusPod `json:"inFlight"`
-	// Waves: the rollout's waves. Done is an estimate (the executor keeps no
-	// history): the completed pods in waves of the largest wave.
+	// Waves: the rollout's waves, numbered against its own plan (see
+	// originPlan and waves).
 	Waves StatusWaves `json:"waves"`
 	// CurrentWave: the plan's next wave, what apply would carry out now;
 	// absent when nothing is left to plan. Its Number is Waves.Current,
@@ -172,13 +172,13 @@ type StatusPod struct {
 
 // StatusWaves counts waves.
 type StatusWaves struct {
-	// Done: waves completed (estimated from the pods updated); Current:
-	// the number of the wave going on now (Done+1): the pods in flight,
-	// with the plan's first wave when that starts now, else the plan's
-	// first wave; Remaining: the current wave and the ones after it;
-	// Total: Done + Remaining. A Deployment rolled by its controller has
-	// only Remaining, the plan's waves (its waves done cannot be counted);
-	// Done, Current and Total are 0. See waves.
+	// Total: the waves of the rollout's own plan (originPlan); Current:
+	// the wave going on now (the last pod that started moving is in it),
+	// else the next one, never below a previous read's nor past Total;
+	// Done: Current-1; Remaining: Total-Done. Without the rollout's own
+	// plan (a Deployment rolled by its controller, no previous revision
+	// known) only Remaining is set, the plan's waves; Done, Current and
+	// Total are 0. See waves.
 	Done      int `json:"done"`
 	Current   int `json:"current,omitempty"`
 	Remaining int `json:"remaining"`

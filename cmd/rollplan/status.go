@@ -73,23 +73,28 @@ up (N/N): REASON". Halted exits 3 and stalled 4 (the table below).
 It only reads, so it works for every workload rollplan plans: Deployments,
 StatefulSets and DaemonSets, rolled by their controller or by rollplan
 apply. The state is read and planned exactly as each step of rollplan apply
-reads and plans it (same policy flags). Waves done are an estimate: rollplan
-keeps no history, so they are counted from the pods already updated. The
-current wave is the pods in flight (with the plan's first wave when that
-starts now), else the plan's first wave; "wave N of M" is the waves done,
-plus the current one, plus the ones after it.
+reads and plans it (same policy flags). "wave N of M" counts the
+rollout's own plan: M is the waves of the rollout as planned before its
+first pod moved (rollplan keeps no history, so that plan is planned again
+at every read from the live state rewound: every pod back at the previous
+revision and available), the same at every read and after a restart. N
+is the wave of the last pod that started moving (in flight, terminating,
+missing, not yet available), else the next wave: counted from the pods the
+plan of what is left no longer updates, it never goes backwards and never
+passes M.
 
 With --watch it reads from informer caches, again on every change (at most
 every 0.2s) and every 2s, and prints again until the rollout is
 rolled out (exit 0), halted (exit 3) or stalled (exit 4): on a terminal the table is redrawn;
 otherwise a line (or, with -o json|yaml, a document) is printed only when
-something changed.
+it changed (the read time and how long nothing has moved aside).
 
 It also says who drives the rollout (the holder of its driver Lease: the
 rollplan controller or a person's rollplan apply; a rollout a live driver
 holds is never "waiting for a driver") and the controller's record of it
 (the workload's annotation rollplan.dev/rollout-state: phase, wave, pods,
-why it is halted). A rollout the controller halted shows halted until its
+why it is halted), marked stale when it was recorded for another revision
+or its driver no longer holds the driver Lease (the controller stopped). A rollout the controller halted shows halted until its
 template changes or rollplan resume, as the controller keeps it.
 
 -o json and -o yaml print a RolloutStatus (apiVersion rollplan.dev/v1alpha1).`,
