@@ -51,8 +51,8 @@ type RolloutStatus struct {
 	// originPlan and waves).
 	Waves StatusWaves `json:"waves"`
 	// CurrentWave: the plan's next wave, what apply would carry out now;
-	// absent when nothing is left to plan. Its Number is Waves.Current,
-	// or Waves.Current+1 when it waits for the pods in flight.
+	// absent when nothing is left to plan. Its Number is the wave of the
+	// rollout's own plan its first pod falls in (Waves.Current or later).
 	CurrentWave *StatusWave `json:"currentWave,omitempty"`
 	// Budgets: every budget of the plan with how much is in use now.
 	Budgets []StatusBudget `json:"budgets"`
