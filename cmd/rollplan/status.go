@@ -148,6 +148,7 @@ template changes or rollplan resume, as the controller keeps it.
 		},
 	}
 	config.register(cmd.Flags())
+	cmd.ValidArgsFunction = completeWorkloads(&config, false)
 	fl := cmd.Flags()
 	fl.StringSliceVar(&pf.policies, "policy", nil, "policy files or directories: Rego (entry package rollplan.strategy) or CEL RolloutPolicy YAML; default: the built-in strategy")
 	fl.StringVar(&pf.engine, "engine", "", "policy engine: "+engine.KindList()+"; "+engineDefault)
