@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/snapshot"
 )
@@ -240,6 +241,20 @@ func previousChanges(snap *snapshot.Snapshot, r *facts.Rollout, held map[string]
 		}
 	}
 	if w.Kind == "Deployment" {
+		// Updated in place, its pods' ReplicaSet keeps the template it
+		// rolls from until the rollout completes.
+		for _, d := range snap.Deployments {
+			if d.Namespace != w.Namespace || d.Name != w.Name || prev == "" {
+				continue
+			}
+			for _, rs := range snap.ReplicaSets {
+				if rs.Namespace == w.Namespace && rs.Name == prev {
+					if c := facts.Diff(live.StripHash(&rs.Spec.Template), live.StripHash(&d.Spec.Template)); len(c) > 0 {
+						return prev, c, true
+					}
+				}
+			}
+		}
 		return "", nil, false
 	}
 	var tmpl *corev1.PodTemplateSpec

@@ -10,7 +10,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
+
+	"github.com/rollplan/rollplan/planner/facts"
 )
 
 // TestStatusWavesAlongARollout reads the status of rollouts at each state
@@ -135,6 +138,43 @@ func TestStatusWavesAlongARollout(t *testing.T) {
 		return out
 	}
 
+	// A managed Deployment of 3 updated in place (max-unavailable 1): the
+	// pods' spec takes v2, the kubelet runs it later.
+	deploySteps := []map[int]string{{}, {2: "inflight"}, {2: "done"}, {1: "inflight"}, {1: "done"}, {0: "inflight"}}
+	deployReads := func() []func(t *testing.T) *Executor {
+		var out []func(t *testing.T) *Executor
+		for k := range deploySteps {
+			out = append(out, func(t *testing.T) *Executor {
+				objs := deployCluster(true, v2, "a", v1, false)
+				for _, o := range objs {
+					p, ok := o.(*corev1.Pod)
+					if !ok {
+						continue
+					}
+					p.Annotations = nil
+					for _, s := range deploySteps[:k+1] {
+						for i, state := range s {
+							if p.Name != fmt.Sprintf("api-aaa-%d", i) {
+								continue
+							}
+							p.Spec.Containers[0].Image = v2
+							if state == "done" {
+								p.Status.ContainerStatuses[0].Image = v2
+							}
+						}
+					}
+				}
+				for _, o := range objs {
+					if d, ok := o.(*appsv1.Deployment); ok {
+						d.Annotations[facts.AnnPodUpdatePolicy] = "InPlaceIfPossible"
+					}
+				}
+				return deployExec(t, fake.NewClientset(objs...), &bytes.Buffer{})
+			})
+		}
+		return out
+	}
+
 	tests := []struct {
 		name   string
 		reads  []func(t *testing.T) *Executor
@@ -173,6 +213,12 @@ func TestStatusWavesAlongARollout(t *testing.T) {
 			}(),
 			total: 3,
 			want:  []int{1, 1, 1, 1, 1, 2, 2, 2, 2, 2},
+		},
+		{
+			name:  "Deployment held by rollplan, in place, one pod a wave",
+			reads: deployReads(),
+			total: 3,
+			want:  []int{1, 1, 2, 2, 3, 3},
 		},
 		{
 			name:  "DaemonSet recreated, one pod a wave",
