@@ -331,8 +331,12 @@ func (e *Executor) Step(ctx context.Context) (*StepResult, error) {
 		return nil, err
 	}
 	wp := res.Plan.Workloads[0]
+	origin, err := e.originPlan(ctx, state.snap, state.rollout, wp, state.now)
+	if err != nil {
+		return nil, err
+	}
 	out := &StepResult{Plan: wp, InFlight: state.inFlight, Actions: []ActionResult{}, Desired: state.rollout.Workload.Replicas,
-		Status: BuildStatus(state.rollout, wp, state.inFlight, state.now)}
+		Status: BuildStatus(state.rollout, wp, origin, state.inFlight, state.now)}
 	// The readiness gate first (halted or not): new pods and completed
 	// in-place updates get it True, so they can become Ready.
 	gates, err := e.syncGates(ctx, state)

@@ -79,7 +79,7 @@ func TestObservedStatus(t *testing.T) {
 			if c.inFlight == nil {
 				c.inFlight = map[string]string{}
 			}
-			st := BuildStatus(r, wp, c.inFlight, now)
+			st := BuildStatus(r, wp, nil, c.inFlight, now)
 			observed(st, r, wp, c.act, now)
 			if st.State != c.state || !strings.HasPrefix(st.Verdict, c.verdict) {
 				t.Errorf("%s %q, want %s %q...", st.State, st.Verdict, c.state, c.verdict)

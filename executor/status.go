@@ -47,12 +47,12 @@ type RolloutStatus struct {
 	// InFlight: pods being updated in place right now, with why (the
 	// executor's detection: InFlight). They count as unavailable.
 	InFlight []StatusPod `json:"inFlight"`
-	// Waves: the rollout's waves. Done is an estimate (the executor keeps no
-	// history): the completed pods in waves of the largest wave.
+	// Waves: the rollout's waves, numbered against its own plan (see
+	// originPlan and waves).
 	Waves StatusWaves `json:"waves"`
 	// CurrentWave: the plan's next wave, what apply would carry out now;
-	// absent when nothing is left to plan. Its Number is Waves.Current,
-	// or Waves.Current+1 when it waits for the pods in flight.
+	// absent when nothing is left to plan. Its Number is the wave of the
+	// rollout's own plan its first pod falls in (Waves.Current or later).
 	CurrentWave *StatusWave `json:"currentWave,omitempty"`
 	// Budgets: every budget of the plan with how much is in use now.
 	Budgets []StatusBudget `json:"budgets"`
@@ -74,6 +74,12 @@ type RolloutStatus struct {
 	// workload's annotation rollplan.dev/rollout-state); absent when the
 	// controller has not stepped it.
 	Controller *live.RolloutState `json:"controller,omitempty"`
+	// ControllerStale: why Controller no longer describes the rollout,
+	// when it does not: it was recorded for another revision (the
+	// controller has not stepped this one: paused, stopped), or its driver
+	// no longer holds the driver Lease (the controller stopped or lost
+	// it). "" when it is current, or absent.
+	ControllerStale string `json:"controllerStale,omitempty"`
 }
 
 // StatusStall is what holds a stalled rollout.
@@ -166,13 +172,13 @@ type StatusPod struct {
 
 // StatusWaves counts waves.
 type StatusWaves struct {
-	// Done: waves completed (estimated from the pods updated); Current:
-	// the number of the wave going on now (Done+1): the pods in flight,
-	// with the plan's first wave when that starts now, else the plan's
-	// first wave; Remaining: the current wave and the ones after it;
-	// Total: Done + Remaining. A Deployment rolled by its controller has
-	// only Remaining, the plan's waves (its waves done cannot be counted);
-	// Done, Current and Total are 0. See waves.
+	// Total: the waves of the rollout's own plan (originPlan); Current:
+	// the wave going on now (the last pod that started moving is in it),
+	// else the next one, never below a previous read's nor past Total;
+	// Done: Current-1; Remaining: Total-Done. Without the rollout's own
+	// plan (a Deployment rolled by its controller, no previous revision
+	// known) only Remaining is set, the plan's waves; Done, Current and
+	// Total are 0. See waves.
 	Done      int `json:"done"`
 	Current   int `json:"current,omitempty"`
 	Remaining int `json:"remaining"`
@@ -227,7 +233,11 @@ func (e *Executor) Status(ctx context.Context) (*RolloutStatus, error) {
 		return nil, fmt.Errorf("%s: the plan has no workload", e.opts.Target)
 	}
 	wp := res.Plan.Workloads[0]
-	st := BuildStatus(state.rollout, wp, state.inFlight, state.now)
+	origin, err := e.originPlan(ctx, state.snap, state.rollout, wp, state.now)
+	if err != nil {
+		return nil, err
+	}
+	st := BuildStatus(state.rollout, wp, origin, state.inFlight, state.now)
 	observed(st, state.rollout, wp, lastActivity(state.snap, state.rollout), state.now)
 	if err := e.driven(ctx, st, state.rollout); err != nil {
 		return nil, err
@@ -253,6 +263,7 @@ func (e *Executor) driven(ctx context.Context, st *RolloutStatus, r *facts.Rollo
 		st.Notes = append(st.Notes, fmt.Sprintf("%s: unreadable: %v", e.opts.Target, err))
 	}
 	st.Controller = rec
+	st.ControllerStale = staleRecord(rec, st.Revisions.Update, st.Driver)
 	if st.State == StatusWaitingForDriver && st.Driver != nil && st.Driver.Live {
 		st.State = StatusInProgress
 		st.Verdict = strings.Replace(st.Verdict, "waiting for a driver (run rollplan apply, or install the controller)", "in progress, driven by "+st.Driver.Identity, 1)
@@ -266,6 +277,29 @@ func (e *Executor) driven(ctx context.Context, st *RolloutStatus, r *facts.Rollo
 		}
 	}
 	return nil
+}
+
+// staleRecord says why the controller's record rec no longer describes a
+// rollout to revision update that h holds (nil: no Lease holder), or "".
+func staleRecord(rec *live.RolloutState, update string, h *Holder) string {
+	if rec == nil {
+		return ""
+	}
+	var why []string
+	if rec.Revision != "" && rec.Revision != update {
+		why = append(why, fmt.Sprintf("recorded for revision %s; the rollout now rolls to %s", rec.Revision, update))
+	}
+	if rec.Driver != "" {
+		switch {
+		case h == nil:
+			why = append(why, rec.Driver+" no longer holds the driver Lease (nobody holds it)")
+		case h.Identity != rec.Driver:
+			why = append(why, fmt.Sprintf("%s no longer holds the driver Lease (%s does)", rec.Driver, h.Identity))
+		case !h.Live:
+			why = append(why, rec.Driver+" no longer holds the driver Lease (it lapsed)")
+		}
+	}
+	return strings.Join(why, "; ")
 }
 
 // lastActivity is the latest sign in the snapshot that the rollout moved,
@@ -404,8 +438,9 @@ func observed(st *RolloutStatus, r *facts.Rollout, wp plan.WorkloadPlan, act *Ac
 }
 
 // BuildStatus computes the status from the facts of a (normalised) read,
-// its plan and the pods in flight.
-func BuildStatus(r *facts.Rollout, wp plan.WorkloadPlan, inFlight map[string]string, now time.Time) *RolloutStatus {
+// its plan, the rollout's own plan (origin, see originPlan; nil: its
+// waves are not numbered) and the pods in flight.
+func BuildStatus(r *facts.Rollout, wp plan.WorkloadPlan, origin *plan.WorkloadPlan, inFlight map[string]string, now time.Time) *RolloutStatus {
 	w := r.Workload
 	st := &RolloutStatus{
 		APIVersion: statusAPIVersion, Kind: statusKind,
@@ -433,7 +468,8 @@ func BuildStatus(r *facts.Rollout, wp plan.WorkloadPlan, inFlight map[string]str
 	sort.Slice(st.InFlight, func(i, j int) bool { return st.InFlight[i].Pod < st.InFlight[j].Pod })
 
 	// Counted as StepResult counts them, plus completeness as finish sees it.
-	complete, active, doneUpdated := true, 0, 0
+	// moving: a pod of the rollout is on its way (see waves).
+	complete, active, moving := true, 0, len(inFlight) > 0
 	st.Pods.Desired = w.Replicas
 	for _, p := range r.Pods {
 		st.Pods.Total++
@@ -442,14 +478,13 @@ func BuildStatus(r *facts.Rollout, wp plan.WorkloadPlan, inFlight map[string]str
 			st.Pods.Held++
 		case p.Updated:
 			st.Pods.Updated++
-			if inFlight[p.Name] == "" {
-				doneUpdated++
-			}
+			moving = moving || !p.Available
 		}
 		if p.Available {
 			st.Pods.Available++
 		}
 		if p.Terminating || p.Terminal {
+			moving = moving || (p.Terminating && !held[p.Name])
 			continue
 		}
 		active++
@@ -461,12 +496,13 @@ func BuildStatus(r *facts.Rollout, wp plan.WorkloadPlan, inFlight map[string]str
 	if active < w.Replicas || len(wp.Waves) > 0 {
 		complete = false
 	}
+	moving = moving || active < w.Replicas
 
 	for _, b := range wp.Budgets {
 		st.Budgets = append(st.Budgets, StatusBudget{Name: b.Name, Type: b.Type, InUse: b.InUse, Limit: b.Limit, Advisory: b.Advisory, Source: b.Source})
 	}
 
-	st.Waves, st.CurrentWave = waves(wp, len(inFlight), doneUpdated)
+	st.Waves, st.CurrentWave = waves(wp, origin, moving)
 
 	switch {
 	case len(wp.Halted)+len(wp.Denied) > 0:
@@ -502,31 +538,28 @@ func BuildStatus(r *facts.Rollout, wp plan.WorkloadPlan, inFlight map[string]str
 }
 
 // waves numbers the rollout's waves, one story for the verdict, the table
-// and the progress line:
+// and the progress line, against origin, the rollout's own plan (see
+// originPlan): Total is its waves; Current = Done+1 is the wave going on
+// now; Remaining = Total - Done. With c(k) the pods origin's first k
+// waves update, and started the pods of the rollout that have started
+// moving (origin's pods less those wp, the plan of what is left, still
+// updates):
 //
-//	Total = Done + Remaining; Remaining = the current wave + the ones after it
+//   - while the rollout moves (pods in flight, terminating, missing, or
+//     updated and not yet available), Current is the wave of the last pod
+//     started: the least k with c(k) >= started;
+//   - while it does not, Current is the next wave: the least k with
+//     c(k) > started.
 //
-// The current wave, number Current = Done+1, is the one going on now: the
-// pods in flight, joined by the plan's first wave when that starts now (the
-// budgets let apply add its pods to those in flight: one wave, not two);
-// with nothing in flight, the plan's first wave. A first wave that waits
-// for the pods in flight is the next one, Current+1. The returned
-// StatusWave is the plan's first wave with its number.
+// Current stays within 1..Total. The returned StatusWave is wp's first
+// wave, numbered as the wave of its first pod (never below Current).
 //
-// rollplan keeps no history, so Done is an estimate: the updated pods not
-// in flight, counted in waves of the largest wave (of the plan, or the
-// current one). Not the first wave's size: one shrunk by the pods in flight
-// would count more waves done than there were, and the numbers would jump
-// as the rollout goes on.
-//
-// A Deployment rolled by its controller (the plan's waves scale
-// ReplicaSets) gets no number: its waves are the controller's syncs between
-// two waits, re-predicted from availability at every read, and a
-// scale-down moves no pod to the update revision, so counting updated pods
-// made a 6-pod Deployment end at "wave 7 of 7". Only what the plan has left
-// is known: Remaining is the plan's waves; Done, Current and Total stay 0,
-// and the verdict says "K waves left".
-func waves(wp plan.WorkloadPlan, inFlight, doneUpdated int) (StatusWaves, *StatusWave) {
+// Without origin (a Deployment its controller rolls: its waves are the
+// controller's syncs, re-predicted from availability at every read; no
+// previous revision known) only what the plan has left is known:
+// Remaining is wp's waves; Done, Current and Total stay 0, and the verdict
+// says "K waves left".
+func waves(wp plan.WorkloadPlan, origin *plan.WorkloadPlan, moving bool) (StatusWaves, *StatusWave) {
 	var cw *StatusWave
 	if len(wp.Waves) > 0 {
 		first := wp.Waves[0]
@@ -539,50 +572,40 @@ func waves(wp plan.WorkloadPlan, inFlight, doneUpdated int) (StatusWaves, *Statu
 			cw.Actions = append(cw.Actions, sa)
 		}
 	}
-	for _, w := range wp.Waves {
-		for _, a := range w.Actions {
-			if a.Type == plan.ActionScaleRS {
-				return StatusWaves{Remaining: len(wp.Waves)}, cw
+	if origin == nil || len(origin.Waves) == 0 {
+		return StatusWaves{Remaining: len(wp.Waves)}, cw
+	}
+	total := len(origin.Waves)
+	cum := make([]int, total) // cum[k-1] = c(k)
+	n := 0
+	for i, w := range origin.Waves {
+		n += waveUpdates(w)
+		cum[i] = n
+	}
+	started := min(max(n-updates(wp.Waves), 0), n)
+	// waveOf is the least k with c(k) >= m (Total when none is).
+	waveOf := func(m int) int {
+		for k, c := range cum {
+			if c >= m {
+				return k + 1
 			}
 		}
+		return total
 	}
-	if inFlight == 0 && cw == nil {
-		return StatusWaves{}, nil
+	current := waveOf(started + 1) // the next wave
+	if moving {
+		current = waveOf(started)
 	}
-	// The current wave's pods, and the largest wave.
-	current, next, largest := inFlight, 1, 0
-	for i, w := range wp.Waves {
-		n := wavePods(w)
-		if i == 0 && (inFlight == 0 || startsNow(w)) {
-			current += n
-			next = 0
-			continue
-		}
-		largest = max(largest, n)
-	}
-	largest = max(largest, current, 1)
-	done := (doneUpdated + largest - 1) / largest
-	remaining := len(wp.Waves) + next
-	st := StatusWaves{Done: done, Current: done + 1, Remaining: remaining, Total: done + remaining}
+	current = min(max(current, 1), total)
+	st := StatusWaves{Done: current - 1, Current: current, Remaining: total - current + 1, Total: total}
 	if cw != nil {
-		cw.Number = st.Current + next
+		cw.Number = min(max(waveOf(started+1), current), total)
 	}
 	return st, cw
 }
 
 // startsNow: the plan starts the wave at once.
 func startsNow(w plan.Wave) bool { return w.Start == "" || w.Start == "0s" }
-
-// wavePods counts the pods a wave changes (at least 1).
-func wavePods(w plan.Wave) int {
-	n := 0
-	for _, a := range w.Actions {
-		if a.Pod != "" {
-			n++
-		}
-	}
-	return max(n, 1)
-}
 
 func plural(n int, one, many string) string {
 	if n == 1 {

@@ -7,11 +7,16 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/live"
 )
 
 // TestStatus computes the status of StatefulSets in several states through
@@ -49,13 +54,13 @@ func TestStatus(t *testing.T) {
 				if !reflect.DeepEqual(st.Revisions, StatusRevisions{Current: oldRev, Update: newRev}) {
 					t.Errorf("revisions %+v", st.Revisions)
 				}
-				// The plan's first wave (one pod, now) joins web-2 in
-				// flight: the current wave, of 2 pods, the largest; the
-				// two pods done make one wave; two waves of one pod follow.
-				if want := (StatusWaves{Done: 1, Current: 2, Remaining: 3, Total: 4}); st.Waves != want {
+				// The rollout's own plan: 3 waves of 2 pods. Three pods
+				// have started (two done, web-2 in flight): web-2 is in
+				// wave 2, and the plan's first wave (one pod, now) joins it.
+				if want := (StatusWaves{Done: 1, Current: 2, Remaining: 2, Total: 3}); st.Waves != want {
 					t.Errorf("waves %+v, want %+v", st.Waves, want)
 				}
-				if want := "in progress: wave 2 of 4"; st.Verdict != want {
+				if want := "in progress: wave 2 of 3"; st.Verdict != want {
 					t.Errorf("verdict %q, want %q", st.Verdict, want)
 				}
 				cw := st.CurrentWave
@@ -163,7 +168,69 @@ func TestStatusLastWaveInFlight(t *testing.T) {
 	if st.State != StatusInProgress || st.CurrentWave != nil || st.Pods.InFlight != 1 {
 		t.Errorf("status %+v", st)
 	}
-	if st.Waves != (StatusWaves{Done: 1, Current: 2, Remaining: 1, Total: 2}) || st.Verdict != "in progress: wave 2 of 2" {
-		t.Errorf("waves %+v verdict %q, want wave 2 of 2", st.Waves, st.Verdict)
+	// Its own plan is one wave of both pods (max-unavailable 2).
+	if st.Waves != (StatusWaves{Done: 0, Current: 1, Remaining: 1, Total: 1}) || st.Verdict != "in progress: wave 1 of 1" {
+		t.Errorf("waves %+v verdict %q, want wave 1 of 1", st.Waves, st.Verdict)
+	}
+}
+
+// The controller's record is marked stale when it no longer describes the
+// rollout: recorded for another revision (a record kept while paused
+// carries the previous rollout's counts), or by a driver that no longer
+// holds the driver Lease (the controller stopped).
+func TestStatusControllerRecordStale(t *testing.T) {
+	lease := func(holder string, renewedAgo time.Duration) *coordinationv1.Lease {
+		renew := metav1.NewMicroTime(now.Add(-renewedAgo))
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: DriverLeaseName(live.Target{Namespace: ns, Kind: "StatefulSet", Name: "web"})},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, RenewTime: &renew, LeaseDurationSeconds: ptr.To[int32](15)}}
+	}
+	tests := []struct {
+		name   string
+		record live.RolloutState
+		lease  *coordinationv1.Lease
+		stale  string // substring; "" not stale
+	}{
+		{name: "paused, with the previous rollout's counts",
+			record: live.RolloutState{Phase: live.RolloutPaused, Revision: oldRev, Desired: 6, Updated: 6, Available: 6},
+			stale:  "recorded for revision web-old; the rollout now rolls to web-new"},
+		{name: "in progress, its driver's Lease lapsed",
+			record: live.RolloutState{Phase: live.RolloutInProgress, Revision: newRev, Wave: 1, Waves: 3, Desired: 6, Driver: "controller c1"},
+			lease:  lease("controller c1", time.Minute),
+			stale:  "controller c1 no longer holds the driver Lease (it lapsed)"},
+		{name: "in progress, its driver's Lease gone",
+			record: live.RolloutState{Phase: live.RolloutInProgress, Revision: newRev, Wave: 1, Waves: 3, Desired: 6, Driver: "controller c1"},
+			stale:  "controller c1 no longer holds the driver Lease (nobody holds it)"},
+		{name: "in progress, someone else holds the Lease",
+			record: live.RolloutState{Phase: live.RolloutInProgress, Revision: newRev, Wave: 1, Waves: 3, Desired: 6, Driver: "controller c1"},
+			lease:  lease("apply alice", 0),
+			stale:  "controller c1 no longer holds the driver Lease (apply alice does)"},
+		{name: "in progress, its driver holds the Lease: current",
+			record: live.RolloutState{Phase: live.RolloutInProgress, Revision: newRev, Wave: 1, Waves: 3, Desired: 6, Driver: "controller c1"},
+			lease:  lease("controller c1", time.Second)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCluster(6, appsv1.OnDeleteStatefulSetStrategyType, true, "example.com/app:v2", "a")
+			c.set.Annotations[facts.AnnRolloutState] = tt.record.Encode()
+			cs := c.client(&recorder{}, nil)
+			if tt.lease != nil {
+				if err := cs.Tracker().Add(tt.lease); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st, err := newExec(t, cs, false, &bytes.Buffer{}).Status(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Controller == nil {
+				t.Fatal("no controller record")
+			}
+			switch {
+			case tt.stale == "" && st.ControllerStale != "":
+				t.Errorf("stale %q, want current", st.ControllerStale)
+			case !strings.Contains(st.ControllerStale, tt.stale):
+				t.Errorf("stale %q, want %q", st.ControllerStale, tt.stale)
+			}
+		})
 	}
 }

@@ -123,6 +123,7 @@ rollout (the table below).`,
 		},
 	}
 	config.register(cmd.Flags())
+	cmd.ValidArgsFunction = completeWorkloads(&config, false)
 	fl := cmd.Flags()
 	fl.StringSliceVar(&pf.policies, "policy", nil, "policy files or directories: Rego (entry package rollplan.strategy) or CEL RolloutPolicy YAML; default: the built-in strategy")
 	fl.StringVar(&pf.engine, "engine", "", "policy engine: "+engine.KindList()+"; "+engineDefault)

@@ -74,6 +74,7 @@ documented in the README).`,
 		},
 	}
 	f.register(cmd)
+	cmd.ValidArgsFunction = completeExplain(&f)
 	cmd.Flags().StringVarP(&output, "output", "o", explainFormats[0], "output format: "+strings.Join(explainFormats, ", "))
 	cmd.Flags().IntVar(&wave, "wave", 0, "explain why wave N of workload KIND/NAME starts when it does (1 is the first wave)")
 	cmd.Flags().StringVar(&htmlFile, "html", "", "also write the plan as an HTML page (plan -o html) to this file, and print a file:// link that opens it at the pod")

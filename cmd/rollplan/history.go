@@ -92,6 +92,7 @@ apply) is listed last as "-*".`,
 		},
 	}
 	config.register(cmd.Flags())
+	cmd.ValidArgsFunction = completeWorkloads(&config, false)
 	cmd.Flags().StringVarP(&output, "output", "o", render.Formats[0], "output format: "+render.List())
 	cmd.Flags().Int64Var(&revision, "revision", 0, "print the pod template of this revision")
 	return cmd
@@ -215,6 +216,7 @@ rolled back. It exits as rollplan apply does (the table below).`,
 		},
 	}
 	config.register(cmd.Flags())
+	cmd.ValidArgsFunction = completeWorkloads(&config, false)
 	fl := cmd.Flags()
 	fl.Int64Var(&to, "to-revision", 0, "the revision to roll back to (rollplan history lists them); 0: the one before the current")
 	fl.StringVar(&dryRun, "dry-run", "none", `"client": print the plan of the rollback and change nothing; "none": roll back`)
@@ -384,6 +386,7 @@ stops too.`
 		},
 	}
 	config.register(cmd.Flags())
+	cmd.ValidArgsFunction = completeWorkloads(&config, false)
 	cmd.Flags().StringVar(&dryRun, "dry-run", "none", `"server": send the change with dryRun=All; "none": apply it`)
 	return cmd
 }

@@ -134,6 +134,7 @@ comment.`,
 		},
 	}
 	f.register(cmd)
+	_ = cmd.RegisterFlagCompletionFunc("workload", completePlanWorkload(&f))
 	cmd.Flags().StringVarP(&output, "output", "o", render.Formats[0], "output format: "+render.PlanList()+" (html: one self-contained page; redirect it to a file)")
 	cmd.Flags().BoolVar(&f.allowHalted, "allow-halted", false, "exit 0 when a planned rollout is halted (else 3) or stalled (else 4); a workload that could not be planned still exits 1")
 	cmd.Flags().BoolVar(&f.allowEmpty, "allow-empty", false, "exit 0 when nothing is planned: the snapshot holds no Deployment, StatefulSet or DaemonSet, or --change replaces none of its workloads (else 1)")

@@ -204,6 +204,7 @@ KIND is deployment (deploy), statefulset (sts) or daemonset (ds).`,
 		},
 	}
 	config.register(cmd.Flags())
+	cmd.ValidArgsFunction = completeWorkloads(&config, true)
 	fl := cmd.Flags()
 	fl.BoolVarP(&allNamespaces, "all-namespaces", "A", false, "capture the workloads of every namespace (-n is ignored)")
 	fl.StringVarP(&selector, "selector", "l", "", "capture only the workloads this label selector matches (e.g. app=web,tier!=cache)")

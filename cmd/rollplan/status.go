@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -72,23 +73,28 @@ up (N/N): REASON". Halted exits 3 and stalled 4 (the table below).
 It only reads, so it works for every workload rollplan plans: Deployments,
 StatefulSets and DaemonSets, rolled by their controller or by rollplan
 apply. The state is read and planned exactly as each step of rollplan apply
-reads and plans it (same policy flags). Waves done are an estimate: rollplan
-keeps no history, so they are counted from the pods already updated. The
-current wave is the pods in flight (with the plan's first wave when that
-starts now), else the plan's first wave; "wave N of M" is the waves done,
-plus the current one, plus the ones after it.
+reads and plans it (same policy flags). "wave N of M" counts the
+rollout's own plan: M is the waves of the rollout as planned before its
+first pod moved (rollplan keeps no history, so that plan is planned again
+at every read from the live state rewound: every pod back at the previous
+revision and available), the same at every read and after a restart. N
+is the wave of the last pod that started moving (in flight, terminating,
+missing, not yet available), else the next wave: counted from the pods the
+plan of what is left no longer updates, it never goes backwards and never
+passes M.
 
 With --watch it reads from informer caches, again on every change (at most
 every 0.2s) and every 2s, and prints again until the rollout is
 rolled out (exit 0), halted (exit 3) or stalled (exit 4): on a terminal the table is redrawn;
 otherwise a line (or, with -o json|yaml, a document) is printed only when
-something changed.
+it changed (the read time and how long nothing has moved aside).
 
 It also says who drives the rollout (the holder of its driver Lease: the
 rollplan controller or a person's rollplan apply; a rollout a live driver
 holds is never "waiting for a driver") and the controller's record of it
 (the workload's annotation rollplan.dev/rollout-state: phase, wave, pods,
-why it is halted). A rollout the controller halted shows halted until its
+why it is halted), marked stale when it was recorded for another revision
+or its driver no longer holds the driver Lease (the controller stopped). A rollout the controller halted shows halted until its
 template changes or rollplan resume, as the controller keeps it.
 
 -o json and -o yaml print a RolloutStatus (apiVersion rollplan.dev/v1alpha1).`,
@@ -138,10 +144,11 @@ template changes or rollplan resume, as the controller keeps it.
 				}
 				return statusErr(target, st)
 			}
-			return watchStatus(ctx, x, target, out, output, statusIsTTY(out), changes)
+			return watchStatus(ctx, x.Status, target, out, output, statusIsTTY(out), changes)
 		},
 	}
 	config.register(cmd.Flags())
+	cmd.ValidArgsFunction = completeWorkloads(&config, false)
 	fl := cmd.Flags()
 	fl.StringSliceVar(&pf.policies, "policy", nil, "policy files or directories: Rego (entry package rollplan.strategy) or CEL RolloutPolicy YAML; default: the built-in strategy")
 	fl.StringVar(&pf.engine, "engine", "", "policy engine: "+engine.KindList()+"; "+engineDefault)
@@ -164,22 +171,20 @@ func statusErr(t live.Target, st *executor.RolloutStatus) error {
 	return nil
 }
 
-// watchStatus reads and prints until the rollout is rolled out or halted,
-// or ctx ends: again when changes reports a change (nil: never), and every
-// statusInterval (time alone changes a status: minReadySeconds, deadlines).
-func watchStatus(ctx context.Context, x *executor.Executor, t live.Target, out io.Writer, format string, tty bool, changes <-chan struct{}) error {
+// watchStatus reads (read: the executor's Status) and prints until the
+// rollout is rolled out or halted, or ctx ends: again when changes reports
+// a change (nil: never), and every statusInterval (time alone changes a
+// status: minReadySeconds, deadlines).
+func watchStatus(ctx context.Context, read func(context.Context) (*executor.RolloutStatus, error), t live.Target, out io.Writer, format string, tty bool, changes <-chan struct{}) error {
 	last := ""
 	for {
-		st, err := x.Status(ctx)
+		st, err := read(ctx)
 		if err != nil {
 			return err
 		}
-		// What changed is judged without the read time.
-		key := *st
-		key.Time = ""
-		k, _ := json.Marshal(key)
-		if changed := string(k) != last; changed || (tty && format == "table") {
-			last = string(k)
+		k := watchKey(st, format)
+		if changed := k != last; changed || (tty && format == "table") {
+			last = k
 			var buf bytes.Buffer
 			switch {
 			case format != "table":
@@ -228,6 +233,30 @@ func watchStatus(ctx context.Context, x *executor.Executor, t live.Target, out i
 			return stopped()
 		}
 	}
+}
+
+// elapsed matches how long nothing has moved, in a verdict ("for 1h2m0s").
+var elapsed = regexp.MustCompile(`\bfor [0-9][0-9hms.]*`)
+
+// watchKey is what --watch compares between reads to tell a change: what
+// it prints (the line, or the document) without the read time and
+// without how long nothing has moved, which change at every read.
+func watchKey(st *executor.RolloutStatus, format string) string {
+	c := *st
+	c.Time = ""
+	c.Verdict = elapsed.ReplaceAllString(c.Verdict, "for …")
+	if c.Stalled != nil {
+		s := *c.Stalled
+		s.For = ""
+		c.Stalled = &s
+	}
+	if format == "table" {
+		var b bytes.Buffer
+		statusLine(&b, &c)
+		return b.String()
+	}
+	k, _ := json.Marshal(c) // plain fields: cannot fail
+	return string(k)
 }
 
 // statusLine is the one line --watch prints per change when not on a terminal.
@@ -292,7 +321,11 @@ func statusTable(w io.Writer, st *executor.RolloutStatus) error {
 		fmt.Fprintf(tw, "Driver:\t%s (Lease %s%s)\n", d.Identity, d.Lease, live)
 	}
 	if c := st.Controller; c != nil {
-		fmt.Fprintf(tw, "Controller:\t%s\n", c.Summary())
+		stale := ""
+		if st.ControllerStale != "" {
+			stale = " (stale: " + st.ControllerStale + ")"
+		}
+		fmt.Fprintf(tw, "Controller:\t%s%s\n", c.Summary(), stale)
 	}
 	tw.Flush()
 	inFlight := "In flight"

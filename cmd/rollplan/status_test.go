@@ -18,6 +18,7 @@ import (
 
 	"github.com/rollplan/rollplan/executor"
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/plan"
 )
 
@@ -364,6 +365,7 @@ func TestStatusWaveNumbers(t *testing.T) {
 		rollout  *facts.Rollout
 		inFlight map[string]string
 		waves    []plan.Wave
+		origin   []plan.Wave // the rollout's own plan; nil: none
 		verdict  string
 		waveNums executor.StatusWaves
 		table    []string // substrings of the table
@@ -376,6 +378,7 @@ func TestStatusWaveNumbers(t *testing.T) {
 				return r
 			}(),
 			waves:    []plan.Wave{inPlace("0s", 0), inPlace("20s", 1), inPlace("40s", 2), inPlace("1m", 3)},
+			origin:   []plan.Wave{inPlace("0s", 0), inPlace("20s", 1), inPlace("40s", 2), inPlace("1m", 3)},
 			verdict:  "in progress: wave 1 of 4",
 			waveNums: executor.StatusWaves{Done: 0, Current: 1, Remaining: 4, Total: 4},
 			table:    []string{"Waves:      wave 1 of 4: 0 done (estimated), 3 after it", "Current wave 1 (starts now):"},
@@ -388,6 +391,7 @@ func TestStatusWaveNumbers(t *testing.T) {
 			}(),
 			inFlight: func() map[string]string { _, fl := sts(10, []int{0, 1}, []int{2, 3}); return fl }(),
 			waves:    []plan.Wave{inPlace("1m", 4, 5), inPlace("2m", 6, 7), inPlace("3m", 8, 9)},
+			origin:   []plan.Wave{inPlace("0s", 0, 1), inPlace("1m", 2, 3), inPlace("2m", 4, 5), inPlace("3m", 6, 7), inPlace("4m", 8, 9)},
 			verdict:  "in progress: wave 2 of 5",
 			waveNums: executor.StatusWaves{Done: 1, Current: 2, Remaining: 4, Total: 5},
 			table:    []string{"wave 2 of 5: 1 done (estimated), 3 after it", "In flight (wave 2):", "Next wave 3 (starts in 1m):"},
@@ -401,8 +405,9 @@ func TestStatusWaveNumbers(t *testing.T) {
 			}(),
 			inFlight: func() map[string]string { _, fl := sts(6, []int{0, 1}, []int{2}); return fl }(),
 			waves:    []plan.Wave{inPlace("0s", 5), inPlace("20s", 4), inPlace("40s", 3)},
-			verdict:  "in progress: wave 2 of 4",
-			waveNums: executor.StatusWaves{Done: 1, Current: 2, Remaining: 3, Total: 4},
+			origin:   []plan.Wave{inPlace("0s", 0, 1), inPlace("20s", 2, 3), inPlace("40s", 4, 5)},
+			verdict:  "in progress: wave 2 of 3",
+			waveNums: executor.StatusWaves{Done: 1, Current: 2, Remaining: 2, Total: 3},
 			table:    []string{"In flight (wave 2):", "Current wave 2 (starts now):"},
 		},
 		{
@@ -428,7 +433,11 @@ func TestStatusWaveNumbers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			wp := plan.WorkloadPlan{Kind: tt.rollout.Workload.Kind, Namespace: "prod", Name: tt.rollout.Workload.Name, Waves: tt.waves}
-			st := executor.BuildStatus(tt.rollout, wp, tt.inFlight, now)
+			var origin *plan.WorkloadPlan
+			if tt.origin != nil {
+				origin = &plan.WorkloadPlan{Kind: wp.Kind, Namespace: wp.Namespace, Name: wp.Name, Waves: tt.origin}
+			}
+			st := executor.BuildStatus(tt.rollout, wp, origin, tt.inFlight, now)
 			if st.Verdict != tt.verdict || st.Waves != tt.waveNums {
 				t.Errorf("verdict %q, waves %+v; want %q, %+v", st.Verdict, st.Waves, tt.verdict, tt.waveNums)
 			}
@@ -450,5 +459,95 @@ func TestStatusWaveNumbers(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// --watch prints a line (or a document) per change: not again when only
+// the read time, the time nothing has moved for, or what the line does
+// not show changed; the redrawn table on a terminal is the exception.
+func TestStatusWatchPrintsChanges(t *testing.T) {
+	prev := statusInterval
+	t.Cleanup(func() { statusInterval = prev })
+	statusInterval = time.Millisecond
+	base := func(sec int, state, verdict string, updated, available, inFlight int, act string) *executor.RolloutStatus {
+		st := &executor.RolloutStatus{APIVersion: "rollplan.dev/v1alpha1", Kind: "RolloutStatus",
+			Workload: executor.StatusWorkload{Kind: "StatefulSet", Namespace: "demo", Name: "web"},
+			Time:     time.Date(2026, 11, 29, 1, 0, sec, 0, time.UTC).Format(time.RFC3339), State: state, Verdict: verdict,
+			Pods: executor.StatusPods{Desired: 6, Total: 6, Updated: updated, Available: available, InFlight: inFlight},
+			Held: []executor.StatusPod{}, InFlight: []executor.StatusPod{}, Budgets: []executor.StatusBudget{}, Halted: []string{}}
+		if act != "" {
+			st.LastActivity = &executor.Activity{Time: act, What: "pod web-5 created"}
+		}
+		return st
+	}
+	waiting := "waiting for a driver (run rollplan apply, or install the controller): nothing has moved for "
+	seq := []*executor.RolloutStatus{
+		base(0, executor.StatusWaitingForDriver, waiting+"1h0m0s", 0, 6, 0, "2026-11-29T00:00:00Z"),
+		base(2, executor.StatusWaitingForDriver, waiting+"1h0m2s", 0, 6, 0, "2026-11-29T00:00:00Z"),
+		base(4, executor.StatusInProgress, "in progress: wave 1 of 3", 2, 4, 2, "2026-11-29T01:00:03Z"),
+		// A pod turned Ready at the update revision: the line is the same.
+		base(5, executor.StatusInProgress, "in progress: wave 1 of 3", 2, 4, 2, "2026-11-29T01:00:05Z"),
+		base(6, executor.StatusInProgress, "in progress: wave 1 of 3", 2, 4, 2, "2026-11-29T01:00:05Z"),
+		base(8, executor.StatusRolledOut, "rolled out", 6, 6, 0, "2026-11-29T01:00:07Z"),
+	}
+	tests := []struct {
+		format string
+		want   []string // what is printed, in order: a line or a document's verdict each
+	}{
+		{format: "table", want: []string{
+			"2026-11-29T01:00:00Z StatefulSet demo/web: " + waiting + "1h0m0s; 0/6 pods updated, 6 available, 0 held, 0 in flight",
+			"2026-11-29T01:00:04Z StatefulSet demo/web: in progress: wave 1 of 3; 2/6 pods updated, 4 available, 0 held, 2 in flight",
+			"2026-11-29T01:00:08Z StatefulSet demo/web: rolled out; 6/6 pods updated, 6 available, 0 held, 0 in flight",
+		}},
+		{format: "json", want: []string{waiting + "1h0m0s", "in progress: wave 1 of 3", "in progress: wave 1 of 3", "rolled out"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.format, func(t *testing.T) {
+			i := 0
+			read := func(context.Context) (*executor.RolloutStatus, error) {
+				st := seq[min(i, len(seq)-1)]
+				i++
+				return st, nil
+			}
+			var out bytes.Buffer
+			err := watchStatus(context.Background(), read, live.Target{Kind: "StatefulSet", Namespace: "demo", Name: "web"}, &out, tt.format, false, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			if tt.format == "table" {
+				got = strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+			} else {
+				dec := json.NewDecoder(&out)
+				for dec.More() {
+					var st executor.RolloutStatus
+					if err := dec.Decode(&st); err != nil {
+						t.Fatal(err)
+					}
+					got = append(got, st.Verdict)
+				}
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("printed\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+}
+
+// The table marks the controller's record stale beside a verdict it no
+// longer matches.
+func TestStatusTableStaleController(t *testing.T) {
+	st := &executor.RolloutStatus{Workload: executor.StatusWorkload{Kind: "StatefulSet", Namespace: "demo", Name: "web", Strategy: "OnDelete", Managed: true},
+		State: executor.StatusWaitingForDriver, Verdict: "waiting for a driver (run rollplan apply, or install the controller)",
+		Revisions:       executor.StatusRevisions{Current: "web-1", Update: "web-2"},
+		Controller:      &live.RolloutState{Phase: live.RolloutInProgress, Revision: "web-2", Wave: 2, Waves: 3, Desired: 6, Updated: 2, Driver: "controller c1"},
+		ControllerStale: "controller c1 no longer holds the driver Lease (it lapsed)"}
+	var b bytes.Buffer
+	if err := statusTable(&b, st); err != nil {
+		t.Fatal(err)
+	}
+	want := "Controller:  InProgress: wave 2 of 3; 2/6 pods updated, 0 available, 0 in flight; revision web-2; driven by controller c1 (stale: controller c1 no longer holds the driver Lease (it lapsed))\n"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("table lacks %q:\n%s", want, b.String())
 	}
 }

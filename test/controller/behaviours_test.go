@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -111,6 +112,10 @@ func TestRolloverPauseHaltApply(t *testing.T) {
 		out = e.mustCLI("status", "statefulset/"+roll.Name)
 		if !strings.Contains(out, "Driver:") || !strings.Contains(out, controllerHolder(leader)) || !strings.Contains(out, "Controller:") || !strings.Contains(out, live.RolloutInProgress) {
 			t.Errorf("rollplan status mid-rollout does not show the driver %q and the controller's record InProgress:\n%s", controllerHolder(leader), out)
+		}
+		// Six pods one at a time: six waves, however far it has gone.
+		if !regexp.MustCompile(`: in progress(, driven by [^:]*)?: wave [1-6] of 6\n`).MatchString(out) || !regexp.MustCompile(`Controller: +InProgress: wave [1-6] of 6;`).MatchString(out) {
+			t.Errorf("rollplan status mid-rollout does not number the waves of the rollout's own plan (of 6), in the verdict and the controller's record:\n%s", out)
 		}
 		// A person who wants to drive it anyway waits for the controller.
 		wg.Add(1)
