@@ -130,7 +130,9 @@ $(foreach v,$(CLUSTER_VERSIONS),$(eval $(call cluster_bin_rule,$(v))))
 ## iptables come from the OS (Debian packages runc, iptables).
 NODE_BIN   := $(CLUSTER_BIN)/node
 NODE_STAMP := $(NODE_BIN)/.built
-CONTAINERD_VERSION := $(shell sed -n 's|^\tgithub.com/containerd/containerd/v2 \(v[^ ]*\).*|\1|p' test/node/containerd/go.mod)
+# Recursive (=): read only by node-bin, so make works where test/node is absent
+# (the README demo test runs the Makefile in a folder without it).
+CONTAINERD_VERSION = $(shell sed -n 's|^\tgithub.com/containerd/containerd/v2 \(v[^ ]*\).*|\1|p' test/node/containerd/go.mod 2>/dev/null)
 node-bin: $(NODE_STAMP)
 $(NODE_STAMP): $(wildcard test/node/containerd/go.* test/node/cni/go.* test/node/registry/go.* test/node/registry/*.go)
 	@mkdir -p $(NODE_BIN)/cni
