@@ -469,7 +469,7 @@ func (s *podSim) run(sim *simulation) {
 	t := 0.0
 	// Every step sees the state at its time: what is due by then (here:
 	// pods available again at 0s) is complete before the step starts.
-	s.completeDue(t)
+	s.completeDue(t, false)
 	s.done = s.done[:0]
 	s.initial = s.use()
 	var waitsFor []string // what the next wave waits for
@@ -684,10 +684,11 @@ func (s *podSim) run(sim *simulation) {
 		// before anything is declared stalled.
 		s.scheduleRuns(t)
 		next := math.Inf(1)
+		quiet := false // see completeDue
 		if d.Pacing == engine.PacingWave && len(actions) > 0 {
 			next = waveEnd
 		} else if s.heap.Len() > 0 {
-			next = s.heap[0].at
+			next, quiet = s.heap[0].at, true
 		}
 		if math.IsInf(next, 1) {
 			why := s.stallReason(hold, pending, blocked, blockedPod)
@@ -696,7 +697,7 @@ func (s *podSim) run(sim *simulation) {
 			sim.stalled = &Stall{After: formatDuration(t), Reason: why}
 			break
 		}
-		s.completeDue(next)
+		s.completeDue(next, quiet)
 		waitsFor = s.doneNames()
 		t = math.Max(t, next)
 	}

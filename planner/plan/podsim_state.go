@@ -82,6 +82,20 @@ func (m *missingRun) due(t float64) int {
 	return min(m.n, int((t-m.first)/m.step)+1)
 }
 
+// dueBefore: how many of the run's units are available before t.
+func (m *missingRun) dueBefore(t float64) int {
+	k := m.due(t)
+	// Units are due at exact products of integers: at most one unit (or,
+	// all at once, the whole run) is due at t itself.
+	if k > 0 && m.at(k-1) >= t {
+		if m.step == 0 {
+			return 0
+		}
+		k--
+	}
+	return k
+}
+
 // at: when unit j is available.
 func (m *missingRun) at(j int) float64 { return m.first + float64(j)*m.step }
 
@@ -262,13 +276,23 @@ func (s *podSim) release(ii int) {
 }
 
 // completeDue completes every item whose event is due by t, and the units
-// of every run of missing replicas available by t.
-func (s *podSim) completeDue(t float64) {
+// of every run of missing replicas available by t, in the order of their
+// times (at the same time, pods first: the runs' items come after theirs).
+//
+// A unit has no event of its own (scheduleRuns), but its time was a step
+// of the simulation all the same, and a step names in done only what
+// became available since the step before. quiet: t is the next event, so
+// every unit due before t was a step where nothing could start; only the
+// units due at t are named, as those steps would have left it. Otherwise
+// (t is the end of a wave the simulation waits for) every unit due by t
+// is named.
+func (s *podSim) completeDue(t float64, quiet bool) {
 	for s.heap.Len() > 0 && s.heap[0].at <= t {
+		s.settleRuns(s.heap[0].at, true, quiet, t)
 		e := heap.Pop(&s.heap).(event)
 		if it := &s.items[e.item]; it.until == e.at {
 			if it.run != nil {
-				s.settleRun(e.item, e.at)
+				s.settleRuns(e.at, false, quiet, t)
 				continue
 			}
 			if it.unavailable || it.surging {
@@ -277,20 +301,38 @@ func (s *podSim) completeDue(t float64) {
 			s.complete(e.item)
 		}
 	}
+	s.settleRuns(t, false, quiet, t)
+}
+
+// settleRuns settles every run, in item order, up to at (strict: the units
+// due before at).
+func (s *podSim) settleRuns(at float64, strict, quiet bool, t float64) {
 	for _, ii := range s.runs {
-		s.settleRun(ii, t)
+		s.settleRun(ii, at, strict, quiet, t)
 	}
 }
 
-// settleRun makes the run's units available by t available.
-func (s *podSim) settleRun(ii int, t float64) {
+// settleRun makes the run's units available by at available (strict:
+// before at), naming in done those due at t when quiet (see completeDue).
+func (s *podSim) settleRun(ii int, at float64, strict, quiet bool, t float64) {
 	it := &s.items[ii]
 	m := it.run
-	k := m.due(t) - m.done
+	due := m.due(at)
+	if strict {
+		due = m.dueBefore(at)
+	}
+	k := due - m.done
 	if k <= 0 || !it.unavailable {
 		return
 	}
-	s.done = append(s.done, doneEntry{item: ii, from: m.done, to: m.done + k})
+	if from := m.done; quiet {
+		from = max(from, m.dueBefore(t))
+		if from < due {
+			s.done = append(s.done, doneEntry{item: ii, from: from, to: due})
+		}
+	} else {
+		s.done = append(s.done, doneEntry{item: ii, from: from, to: due})
+	}
 	s.ledger.release(it.groups, it.relevant, k, false)
 	if s.stsAbove {
 		s.countAbove(ii, -k)

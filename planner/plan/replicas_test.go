@@ -98,6 +98,60 @@ func TestHugeReplicasPlanInBoundedMemory(t *testing.T) {
 	}
 }
 
+// A wave waits for what became available at its start, exactly as when
+// every missing replica had an event of its own: replicas that became
+// available at earlier times, where nothing could start, are not named
+// (they were, when a run of missing replicas was settled at once:
+// "web-5, web-6, web-7" for a wave that started when web-7 did).
+func TestMissingReplicasWaitsFor(t *testing.T) {
+	cases := []struct {
+		name     string
+		replicas int
+		starts   []string
+		waitsFor [][]string
+	}{
+		// Managed, OrderedReady, max-unavailable 2, web-0..web-4 (web-0
+		// held): web-5..web-8 are created a minute apart; web-4 fits once
+		// one of them is still unavailable (web-7 at 3m), web-3 and
+		// web-2 once web-4 and web-8 are available (4m).
+		{name: "9 replicas", replicas: 9, starts: []string{"3m", "4m", "5m"},
+			waitsFor: [][]string{{"web-7"}, {"web-4", "web-8"}, {"web-2", "web-3"}}},
+		// The same with 1999999995 missing replicas: web-1999999998 is
+		// available at 1999999994 minutes.
+		{name: "2e9 replicas", replicas: 2_000_000_000, starts: []string{"33333333h14m", "33333333h15m", "33333333h16m"},
+			waitsFor: [][]string{{"web-1999999998"}, {"web-4", "web-1999999999"}, {"web-2", "web-3"}}},
+	}
+	eng := regoPolicy(t, "")
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rs, err := scenario.Rollouts("../../testdata/scenarios", "sts-ondelete-managed")
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := rs[0]
+			r.Workload.Replicas = c.replicas
+			d, err := eng.Decide(context.Background(), r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wp, _ := Workload(r, d, testOptions)
+			var starts []string
+			var waits [][]string
+			for _, w := range wp.Waves {
+				starts = append(starts, w.Start)
+				var names []string
+				if w.Binding != nil {
+					names = w.Binding.WaitsFor
+				}
+				waits = append(waits, names)
+			}
+			if fmt.Sprint(starts) != fmt.Sprint(c.starts) || fmt.Sprint(waits) != fmt.Sprint(c.waitsFor) {
+				t.Errorf("waves start at %q waiting for %q, want %q waiting for %q", starts, waits, c.starts, c.waitsFor)
+			}
+		})
+	}
+}
+
 // Plan durations past time.Duration's range (292 years) read back.
 func TestDurationsPastDurationRange(t *testing.T) {
 	for _, sec := range []float64{0, 59, 60, 3600, 5400, 1e6, maxDurationSeconds - 1, 1.2e11} {
