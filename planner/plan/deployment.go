@@ -445,7 +445,7 @@ func (s *deploySim) run(sim *simulation) {
 	}
 	// Bounded work: the syncs grow with the pods the snapshot holds, never
 	// with spec.replicas alone (pods the simulation makes up are batches).
-	maxSyncs := 100000 + 10*len(s.r.Pods)
+	maxSyncs := 10000 + 10*len(s.r.Pods)
 	for i := 0; ; i++ {
 		if i == maxSyncs {
 			sim.err = fmt.Errorf("the simulated rollout takes more than %d controller syncs (%d waves so far, spec.replicas %d, maxSurge %d, maxUnavailable %d): rollplan stops there rather than plan without bound; plan it with larger maxSurge or maxUnavailable, or fewer replicas", maxSyncs, len(sim.waves), s.D, s.surge, s.unavail)

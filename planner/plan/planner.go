@@ -198,7 +198,11 @@ func Workload(r *facts.Rollout, d *engine.Decisions, o Options) (WorkloadPlan, *
 		sim = simulatePods(r, d, o)
 	}
 	if sim.err != nil {
-		return Failed(w.Kind, w.Namespace, w.Name, fmt.Errorf("%s %s/%s: %w", w.Kind, w.Namespace, w.Name, sim.err)), det
+		// The policy's deny rules stand without a plan: the gate reads
+		// them from here.
+		f := Failed(w.Kind, w.Namespace, w.Name, fmt.Errorf("%s %s/%s: %w", w.Kind, w.Namespace, w.Name, sim.err))
+		f.Denied = wp.Denied
+		return f, det
 	}
 	if sim.waves != nil {
 		wp.Waves = sim.waves // else [] (as set above), never null

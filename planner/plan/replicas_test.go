@@ -192,3 +192,35 @@ func BenchmarkPlanMissingReplicas(b *testing.B) {
 		}
 	}
 }
+
+// A Deployment whose simulation passes the sync bound (two billion
+// replicas known only from the ReplicaSet's status, one pod at a time) is
+// a workload error naming the fields, never a plan cut short in silence;
+// the policy's deny rules still stand on it, for the gate.
+func TestSyncBoundIsAnError(t *testing.T) {
+	rs, err := scenario.Rollouts("../../testdata/scenarios", "deploy-surge1-unavail0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rs[0]
+	const replicas = 2_000_000_000
+	r.Workload.Replicas = replicas
+	r.Pods = nil
+	for i := range r.ReplicaSets {
+		if !r.ReplicaSets[i].New {
+			r.ReplicaSets[i].Replicas, r.ReplicaSets[i].AvailableReplicas = replicas, replicas
+		}
+	}
+	d, err := regoPolicy(t, "").Decide(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Deny = []string{"change freeze"}
+	wp, _ := Workload(r, d, testOptions)
+	if !strings.Contains(wp.Error, "controller syncs") || !strings.Contains(wp.Error, "spec.replicas 2000000000") {
+		t.Errorf("error %q, want the sync bound and spec.replicas named", wp.Error)
+	}
+	if strings.Join(wp.Denied, ";") != "change freeze" {
+		t.Errorf("denied %q, want the policy's deny rule kept", wp.Denied)
+	}
+}
