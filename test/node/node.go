@@ -79,6 +79,7 @@ type Node struct {
 	binding    string // ClusterRoleBinding giving the kubelet system:node
 	reaper     *os.Process
 	stopped    bool
+	lock       *os.File // the host-wide node lock (lockHost), held until Stop
 }
 
 // Tags are the testapp image's tags. broken never becomes ready.
@@ -137,6 +138,15 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options) (_ 
 	if name == "" {
 		name = "rollplan-node"
 	}
+	lock, err := lockHost(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = lock.Close()
+		}
+	}()
 	suffix, err := randomHex(3)
 	if err != nil {
 		return nil, err
@@ -149,7 +159,7 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options) (_ 
 	}
 	n := &Node{
 		Name: name, dir: dir, bin: parts, k8sBin: cp.BinDir, cp: cp,
-		bridge:     "rpbr" + suffix,
+		bridge:     "rpbr" + suffix, lock: lock,
 		cgroupName: "rollplan-node-" + suffix,
 		binding:    "rollplan-node:" + name,
 	}
@@ -869,7 +879,46 @@ func (n *Node) Stop() error {
 		_ = syscall.Kill(-n.reaper.Pid, syscall.SIGKILL)
 		n.reaper = nil
 	}
+	if n.lock != nil {
+		_ = n.lock.Close() // closing releases the flock
+		n.lock = nil
+	}
 	return errors.Join(errs...)
+}
+
+// lockPath is the host-wide lock one node at a time holds: what a node
+// changes is the host's (kube-proxy's iptables chains, the kubelet's
+// sysctls and cgroup root), so two suites in parallel (go test ./... runs
+// packages side by side) would undo each other's rules and each would
+// report the other's as leftovers.
+const lockPath = "/run/lock/rollplan-node.lock"
+
+// lockHost waits for the host-wide node lock until ctx ends. The lock is
+// an flock: the kernel releases it when its holder dies, however it dies.
+func lockHost(ctx context.Context, name string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(lockPath), 0o755); err != nil {
+		return nil, fmt.Errorf("node %s: %w", name, err)
+	}
+	f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: open the host lock: %w", name, err)
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			_ = f.Close()
+			return nil, fmt.Errorf("node %s: lock %s: %w", name, lockPath, err)
+		}
+		select {
+		case <-ctx.Done():
+			_ = f.Close()
+			return nil, fmt.Errorf("node %s: waiting for another node on this host to stop (%s): %w", name, lockPath, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 func isUnreachable(err error) bool {
