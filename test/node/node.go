@@ -159,7 +159,7 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options) (_ 
 	}
 	n := &Node{
 		Name: name, dir: dir, bin: parts, k8sBin: cp.BinDir, cp: cp,
-		bridge:     "rpbr" + suffix, lock: lock,
+		bridge: "rpbr" + suffix, lock: lock,
 		cgroupName: "rollplan-node-" + suffix,
 		binding:    "rollplan-node:" + name,
 	}
