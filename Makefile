@@ -149,7 +149,7 @@ $(NODE_STAMP): $(wildcard test/node/containerd/go.* test/node/cni/go.* test/node
 ## kube-controller-manager, the real node: test/node, as root with runc and
 ## iptables); fails if any control-plane or node process outlives them
 FIDELITY_REPORT := bin/fidelity-report.txt
-CLUSTER_PROCS   := $(abspath $(CLUSTER_BIN))/(v[0-9.]+/(e[t]cd|kube-apiserve[r]|kube-controller-manage[r]|kube[l]et|kube-schedule[r])|node/(container[d]|registr[y]))
+CLUSTER_PROCS   := $(abspath $(CLUSTER_BIN))/(v[0-9.]+/(e[t]cd|kube-apiserve[r]|kube-controller-manage[r]|kube[l]et|kube-schedule[r]|kube-prox[y])|node/(container[d]|registr[y]))
 test-cluster: $(CLUSTER_STAMPS) $(NODE_STAMP)
 	@mkdir -p bin && rm -f $(FIDELITY_REPORT)
 	ROLLPLAN_CLUSTER_BIN=$(abspath $(CLUSTER_BIN)) ROLLPLAN_FIDELITY_REPORT=$(abspath $(FIDELITY_REPORT)) \

@@ -86,6 +86,12 @@ type Options struct {
 	// returns is called once that component is ready (nil) or failed. A
 	// program uses it for its progress lines (test/devcluster).
 	Progress func(component string) (done func(error))
+	// ServePods makes the control plane serve pods on real nodes
+	// (test/node): pods reach the apiserver through the kubernetes Service
+	// with their service-account tokens, and Services get EndpointSlices.
+	// See preparePods and PodControllers. The simulated kubelet needs none
+	// of it.
+	ServePods bool
 }
 
 // ControlPlane is a running control plane.
@@ -107,8 +113,13 @@ type ControlPlane struct {
 	// defaults (nil: none).
 	FeatureGates map[string]bool
 
-	env *envtest.Environment
-	kcm *exec.Cmd
+	// HostIP is the address pods reach the apiserver by (ServePods), the
+	// kubernetes Service's endpoint; empty otherwise.
+	HostIP string
+
+	env  *envtest.Environment
+	pods *podServing // ServePods
+	kcm  *exec.Cmd
 	// kcmDone is closed when the controller-manager has exited.
 	kcmDone chan struct{}
 	reaper  *os.Process
@@ -310,6 +321,12 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	if gates != "" {
 		env.ControlPlane.GetAPIServer().Configure().Set("feature-gates", gates)
 	}
+	if opts.ServePods {
+		if cp.pods, err = preparePods(dir, env.ControlPlane.APIServer); err != nil {
+			return nil, err
+		}
+		cp.HostIP = cp.pods.hostIP
+	}
 	cp.env = env
 	done := opts.progress("etcd and kube-apiserver " + version)
 	cfg, err := env.Start()
@@ -363,7 +380,7 @@ func (cp *ControlPlane) startControllerManager(ctx context.Context, bin, gates s
 		"--kubeconfig=" + cp.Kubeconfig,
 		"--authentication-kubeconfig=" + cp.Kubeconfig,
 		"--authorization-kubeconfig=" + cp.Kubeconfig,
-		"--controllers=" + strings.Join(Controllers, ","),
+		"--controllers=" + strings.Join(cp.controllers(), ","),
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(port),
@@ -375,6 +392,9 @@ func (cp *ControlPlane) startControllerManager(ctx context.Context, bin, gates s
 	}
 	if gates != "" {
 		args = append(args, "--feature-gates="+gates)
+	}
+	if cp.pods != nil {
+		args = append(args, cp.pods.kcmArgs()...)
 	}
 	cmd := exec.Command(filepath.Join(bin, "kube-controller-manager"), args...)
 	cmd.Stdout, cmd.Stderr = out, out
@@ -412,6 +432,15 @@ func (cp *ControlPlane) startControllerManager(ctx context.Context, bin, gates s
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// controllers are the controller-manager's controllers: Controllers, and
+// PodControllers when the control plane serves pods.
+func (cp *ControlPlane) controllers() []string {
+	if cp.pods == nil {
+		return Controllers
+	}
+	return append(slices.Clone(Controllers), PodControllers...)
 }
 
 // AddUser provisions an identity the apiserver authenticates (a client

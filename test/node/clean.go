@@ -19,7 +19,8 @@ import (
 
 // sysctls are the host settings a node changes: the kubelet sets the first
 // six at start (unless protectKernelDefaults), the bridge plugin turns on
-// forwarding for its gateway.
+// forwarding for its gateway, kube-proxy may set the conntrack limits and
+// route_localnet (it is told not to; the check holds it to that).
 var sysctls = []string{
 	"vm/overcommit_memory",
 	"vm/panic_on_oom",
@@ -28,6 +29,10 @@ var sysctls = []string{
 	"kernel/keys/root_maxkeys",
 	"kernel/keys/root_maxbytes",
 	"net/ipv4/ip_forward",
+	"net/ipv4/conf/all/route_localnet",
+	"net/netfilter/nf_conntrack_max",
+	"net/netfilter/nf_conntrack_tcp_timeout_established",
+	"net/netfilter/nf_conntrack_tcp_timeout_close_wait",
 }
 
 // hostPaths are where the kubelet, containerd or the CNI plugins write

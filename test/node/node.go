@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -129,7 +130,7 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options) (_ 
 	if err != nil {
 		return nil, err
 	}
-	for _, f := range []string{"kubelet", "kube-scheduler"} {
+	for _, f := range []string{"kubelet", "kube-scheduler", "kube-proxy"} {
 		if _, err := os.Stat(filepath.Join(cp.BinDir, f)); err != nil {
 			return nil, fmt.Errorf("node %s: %s of %s: %w (run `make cluster-bin`)", opts.Name, f, cp.Version, err)
 		}
@@ -200,6 +201,9 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options) (_ 
 		return nil, err
 	}
 	if err := n.startKubelet(ctx); err != nil {
+		return nil, err
+	}
+	if err := n.startProxy(ctx); err != nil {
 		return nil, err
 	}
 	if err := n.startScheduler(ctx); err != nil {
@@ -648,21 +652,6 @@ func (n *Node) makeCgroupRoot() error {
 	return nil
 }
 
-// hostIP is the address the node registers: the kubelet refuses loopback.
-func hostIP() (string, error) {
-	out, err := exec.Command("ip", "-4", "-o", "route", "get", "1.1.1.1").Output()
-	if err != nil {
-		return "", fmt.Errorf("node IP: ip route get: %w", err)
-	}
-	f := strings.Fields(string(out))
-	for i := range f[:len(f)-1] {
-		if f[i] == "src" {
-			return f[i+1], nil
-		}
-	}
-	return "", fmt.Errorf("node IP: no src in %q", out)
-}
-
 // startKubelet gives the kubelet its identity (system:node:NAME, bound to
 // the system:node role: the test apiserver has no Node authorizer) and
 // starts it.
@@ -683,7 +672,7 @@ func (n *Node) startKubelet(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("node %s: bind system:node: %w", n.Name, err)
 	}
-	ip, err := hostIP()
+	ip, err := controlplane.HostIP()
 	if err != nil {
 		return err
 	}
@@ -757,6 +746,66 @@ fileCheckFrequency: 10s
 	})
 }
 
+// startProxy runs kube-proxy in iptables mode as system:kube-proxy (its
+// bootstrap RBAC role): Services' ClusterIPs lead to their pods, from pods
+// and from the host (the apiserver calls the gate's webhook through its
+// Service). It is told to leave the host's conntrack settings and
+// route_localnet alone (clean.go checks that it did).
+func (n *Node) startProxy(ctx context.Context) error {
+	kc, err := n.cp.AddUser("system:kube-proxy")
+	if err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(n.dir, "kube-proxy.kubeconfig")
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		return fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	healthz, err := freePort()
+	if err != nil {
+		return err
+	}
+	metrics, err := freePort()
+	if err != nil {
+		return err
+	}
+	cfg := fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection:
+  kubeconfig: %s
+hostnameOverride: %s
+mode: iptables
+clusterCIDR: %s
+detectLocalMode: ClusterCIDR
+healthzBindAddress: 127.0.0.1:%d
+metricsBindAddress: 127.0.0.1:%d
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+iptables:
+  localhostNodePorts: false
+  minSyncPeriod: 100ms
+`, kubeconfig, n.Name, n.PodCIDR, healthz, metrics)
+	cfgPath := filepath.Join(n.dir, "kube-proxy.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		return fmt.Errorf("node %s: kube-proxy config: %w", n.Name, err)
+	}
+	p, err := n.start("kube-proxy", filepath.Join(n.k8sBin, "kube-proxy"), []string{"--config=" + cfgPath, "--v=2"}, nil)
+	if err != nil {
+		return err
+	}
+	client := &http.Client{Timeout: 2 * time.Second}
+	return n.waitFor(ctx, p, "kube-proxy healthy", 60*time.Second, func() (bool, error) {
+		resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", healthz))
+		if err != nil {
+			return false, err
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, fmt.Errorf("healthz: %s", resp.Status)
+	})
+}
+
 // startScheduler runs kube-scheduler as system:kube-scheduler (its
 // bootstrap RBAC role).
 func (n *Node) startScheduler(ctx context.Context) error {
@@ -794,7 +843,12 @@ func (n *Node) startScheduler(ctx context.Context) error {
 // node lifecycle controller would: the test control plane does not run it
 // (it would mark the simulated kubelet's nodes NotReady).
 func (n *Node) waitReady(ctx context.Context) error {
-	kubelet := n.procs[len(n.procs)-2]
+	var kubelet *process
+	for _, p := range n.procs {
+		if p.name == "kubelet" {
+			kubelet = p
+		}
+	}
 	err := n.waitFor(ctx, kubelet, "node "+n.Name+" Ready", 120*time.Second, func() (bool, error) {
 		node, err := n.cp.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 		if err != nil {

@@ -1,6 +1,8 @@
 package node_test
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -39,7 +41,7 @@ func start(t *testing.T) (*controlplane.ControlPlane, *node.Node) {
 	}
 	ctx := t.Context()
 	began := time.Now()
-	cp, err := controlplane.Start(ctx, controlplane.Options{Version: "v1.37"})
+	cp, err := controlplane.Start(ctx, controlplane.Options{Version: "v1.37", ServePods: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,6 +181,121 @@ func TestImageInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("node removed, nothing left, in %v; test %v", time.Since(phase).Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
+}
+
+// TestServices: a Service's ClusterIP leads to its pods (kube-proxy's
+// rules, the EndpointSlice controller), from the host as the apiserver
+// calls a webhook; the kubernetes Service leads to the apiserver, which
+// presents a certificate for that address signed by the CA every
+// namespace's kube-root-ca.crt holds (what an in-cluster client trusts);
+// and a pod gets its service-account token mounted (ServiceAccount
+// admission, the default account, the kubelet's TokenRequest).
+func TestServices(t *testing.T) {
+	cp, n := start(t)
+	ctx := t.Context()
+	c := cp.Client
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "services"}}
+	if _, err := c.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := testappPod("web-0", n.Image("testapp:1.0"))
+	pod.Spec.AutomountServiceAccountToken = nil
+	if _, err := c.CoreV1().Pods(ns.Name).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := c.CoreV1().Services(ns.Name).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app": "testapp"},
+			Ports:    []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromString("http")}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := waitPod(t, cp, ns.Name, pod.Name, "Ready", ready)
+	var token bool
+	for _, v := range p.Spec.Volumes {
+		if v.Projected != nil && strings.HasPrefix(v.Name, "kube-api-access-") {
+			token = true
+		}
+	}
+	if !token {
+		t.Errorf("pod %s: no kube-api-access-* volume: the ServiceAccount admission plugin did not mount its token", pod.Name)
+	}
+	if p.Spec.ServiceAccountName != "default" {
+		t.Errorf("pod %s: serviceAccountName %q, want default", pod.Name, p.Spec.ServiceAccountName)
+	}
+
+	// The Service, from the host: kube-proxy's rules and its EndpointSlice.
+	addr := net.JoinHostPort(svc.Spec.ClusterIP, "80")
+	body := eventually(t, "GET http://"+addr, func() (string, error) {
+		resp, err := (&http.Client{Timeout: 2 * time.Second}).Get("http://" + addr + "/")
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return string(b), err
+	})
+	if body != "testapp 1.0\n" {
+		t.Errorf("Service %s/%s at %s answers %q, want \"testapp 1.0\\n\"", ns.Name, svc.Name, addr, body)
+	}
+
+	// The apiserver through the kubernetes Service, verified as an
+	// in-cluster client verifies it.
+	var caPEM string
+	eventually(t, "ConfigMap kube-root-ca.crt in "+ns.Name, func() (string, error) {
+		cm, err := c.CoreV1().ConfigMaps(ns.Name).Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		caPEM = cm.Data["ca.crt"]
+		return caPEM, nil
+	})
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM([]byte(caPEM)) {
+		t.Fatalf("kube-root-ca.crt in %s holds no certificate: %q", ns.Name, caPEM)
+	}
+	kube, err := c.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kube.Spec.ClusterIP != controlplane.KubernetesServiceIP {
+		t.Errorf("Service default/kubernetes: ClusterIP %s, want %s", kube.Spec.ClusterIP, controlplane.KubernetesServiceIP)
+	}
+	api := "https://" + net.JoinHostPort(kube.Spec.ClusterIP, "443") + "/livez"
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	status := eventually(t, "GET "+api, func() (string, error) {
+		resp, err := client.Get(api)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		return resp.Status, nil
+	})
+	// Anonymous requests are refused or allowed /livez depending on the
+	// apiserver's flags; either answer proves TLS verified and routed.
+	if !strings.HasPrefix(status, "200") && !strings.HasPrefix(status, "401") && !strings.HasPrefix(status, "403") {
+		t.Errorf("GET %s: %s, want the apiserver's answer", api, status)
+	}
+}
+
+// eventually retries get for 30 seconds until it succeeds, and returns
+// its result, or fails the test with its last error.
+func eventually(t *testing.T, what string, get func() (string, error)) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		v, err := get()
+		if err == nil {
+			return v
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v (for 30s)", what, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 // testappPod runs image with its readiness probe, under the restricted
