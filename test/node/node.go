@@ -32,6 +32,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -217,6 +218,25 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options) (_ 
 
 // Image is the registry's name of repository:tag, e.g. Image("testapp:2.0").
 func (n *Node) Image(ref string) string { return n.Registry + "/" + ref }
+
+// ContainerLog returns the log of a pod's container as the kubelet wrote
+// it (its newest file), for a test's failure message: the test apiserver
+// cannot reach the kubelet for `kubectl logs`.
+func (n *Node) ContainerLog(namespace, pod, container string) string {
+	files, _ := filepath.Glob(filepath.Join(n.dir, "pod-logs", namespace+"_"+pod+"_*", container, "*.log"))
+	if len(files) == 0 {
+		return "(no log)"
+	}
+	slices.Sort(files)
+	b, err := os.ReadFile(files[len(files)-1])
+	if err != nil {
+		return err.Error()
+	}
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
 
 // Dir is the node's working folder (logs in Dir()/logs), removed by Stop.
 func (n *Node) Dir() string { return n.dir }
@@ -488,6 +508,7 @@ func (n *Node) startContainerd(ctx context.Context) error {
       "type": "bridge",
       "bridge": %q,
       "isGateway": true,
+      "isDefaultGateway": true,
       "ipMasq": false,
       "hairpinMode": true,
       "ipam": {
@@ -995,6 +1016,42 @@ func (n *Node) kubeletRunning() bool {
 func (n *Node) drainPods() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	// A webhook served through a Service by pods on this node would refuse
+	// the deletions once its own pods are gone when it fails closed (the
+	// gate's does): its configuration goes first, as when uninstalling.
+	hooks, err := n.cp.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("node %s: list webhook configurations: %w", n.Name, err)
+	}
+	for _, h := range hooks.Items {
+		if len(h.Webhooks) == 0 || h.Webhooks[0].ClientConfig.Service == nil {
+			continue
+		}
+		err := n.cp.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, h.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("node %s: delete webhook configuration %s: %w", n.Name, h.Name, err)
+		}
+	}
+	// Tainted first: no new pod is bound to the node while its pods go,
+	// neither by the scheduler nor by the DaemonSet controller, whose
+	// pods tolerate cordoning but not this taint.
+	err = n.waitFor(ctx, nil, "tainted "+stoppingTaint, 20*time.Second, func() (bool, error) {
+		node, err := n.cp.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, t := range node.Spec.Taints {
+			if t.Key == stoppingTaint {
+				return true, nil
+			}
+		}
+		node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: stoppingTaint, Effect: corev1.TaintEffectNoSchedule})
+		_, err = n.cp.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+		return err == nil, err
+	})
+	if err != nil {
+		return err
+	}
 	sel := "spec.nodeName=" + n.Name
 	pods, err := n.cp.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: sel})
 	if err != nil {
@@ -1021,6 +1078,9 @@ func (n *Node) drainPods() error {
 		return true, nil
 	})
 }
+
+// stoppingTaint keeps new pods off a node that Stop is draining.
+const stoppingTaint = "rollplan.dev/node-stopping"
 
 // startReaper starts a shell that outlives the test binary: if it dies
 // without Stop (a timeout panic, SIGKILL), it kills every process whose
