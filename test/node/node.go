@@ -238,6 +238,21 @@ func (n *Node) ContainerLog(namespace, pod, container string) string {
 	return string(b)
 }
 
+// KillContainer kills a container's processes outright (SIGKILL, through
+// runc, as the OOM killer or a crash would): no graceful shutdown, nothing
+// released. id is the runtime's ID (a containerStatuses[].containerID
+// without "containerd://"). The kubelet then restarts it.
+func (n *Node) KillContainer(id string) error {
+	// containerd's runc shim keeps its containers' state under the
+	// runtime's Root, in a folder per containerd namespace (the CRI's is
+	// k8s.io).
+	out, err := exec.Command("runc", "--root", filepath.Join(n.dir, "runc", "k8s.io"), "kill", "--all", id, "KILL").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("node %s: kill container %s: %w: %s", n.Name, id, err, out)
+	}
+	return nil
+}
+
 // Dir is the node's working folder (logs in Dir()/logs), removed by Stop.
 func (n *Node) Dir() string { return n.dir }
 
