@@ -2,8 +2,9 @@
 // (test/controlplane): containerd 2.x with its CRI plugin and runc, the CNI
 // bridge and host-local plugins, a kubelet and kube-scheduler of the control
 // plane's version, and an image registry on loopback holding images built
-// here (pause, testapp) with no Docker and no network. Pods run as real
-// containers with real probes.
+// here (pause, testapp, and rollplan's own when Options.Rollplan asks:
+// image.go) with no Docker and no network. Pods run as real containers
+// with real probes.
 //
 // The simulated kubelet (test/kubelet) stays for what a real node cannot
 // carry on two cores (the 2,000-pod scale run, the fidelity steps); this
