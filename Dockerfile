@@ -2,7 +2,10 @@
 # --image` for another): the static rollplan binary on distroless, as the
 # non-root user the Deployments' securityContext requires.
 #   docker build -t rollplan:latest .
-# ko builds the same image without Docker (.ko.yaml).
+# ko builds the same image without Docker (.ko.yaml). The real-node tests
+# (test/node) build this image from this file and .ko.yaml, on a local
+# equivalent of the distroless base, and run it: their parser reads only
+# the instructions used here and fails on any other, with the line.
 
 FROM golang:1.26 AS build
 WORKDIR /src

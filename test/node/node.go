@@ -2,8 +2,9 @@
 // (test/controlplane): containerd 2.x with its CRI plugin and runc, the CNI
 // bridge and host-local plugins, a kubelet and kube-scheduler of the control
 // plane's version, and an image registry on loopback holding images built
-// here (pause, testapp) with no Docker and no network. Pods run as real
-// containers with real probes.
+// here (pause, testapp, and rollplan's own when Options.Rollplan asks:
+// image.go) with no Docker and no network. Pods run as real containers
+// with real probes.
 //
 // The simulated kubelet (test/kubelet) stays for what a real node cannot
 // carry on two cores (the 2,000-pod scale run, the fidelity steps); this
@@ -53,6 +54,10 @@ type Options struct {
 	// Output receives the processes' logs besides their log files; nil:
 	// only the files, unless ROLLPLAN_CLUSTER_LOGS=1 adds stderr.
 	Output io.Writer
+	// Rollplan are rollplan images to build from the repository's
+	// Dockerfile and .ko.yaml and serve as rollplan:TAG, on BaseImage
+	// (image.go).
+	Rollplan []RollplanImage
 }
 
 // Node is a running node.
@@ -62,9 +67,9 @@ type Node struct {
 	// Registry is the image registry's HOST:PORT: images are
 	// Registry+"/testapp:1.0" (the value of $ROLLPLAN_REGISTRY).
 	Registry string
-	// Digests maps "repository:tag" (testapp:1.0) to its manifest digest,
-	// which a running container's status.containerStatuses[].imageID ends
-	// with.
+	// Digests maps "repository:tag" (testapp:1.0, rollplan:TAG) to its
+	// manifest digest, which a running container's
+	// status.containerStatuses[].imageID ends with.
 	Digests map[string]string
 	// PodCIDR is the range the bridge gives pods their IPs from.
 	PodCIDR string
@@ -82,6 +87,7 @@ type Node struct {
 	reaper     *os.Process
 	stopped    bool
 	lock       *os.File // the host-wide node lock (lockHost), held until Stop
+	rollplan   []RollplanImage
 }
 
 // Tags are the testapp image's tags. broken never becomes ready.
@@ -161,7 +167,7 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options) (_ 
 	}
 	n := &Node{
 		Name: name, dir: dir, bin: parts, k8sBin: cp.BinDir, cp: cp,
-		bridge: "rpbr" + suffix, lock: lock,
+		bridge: "rpbr" + suffix, lock: lock, rollplan: opts.Rollplan,
 		cgroupName: "rollplan-node-" + suffix,
 		binding:    "rollplan-node:" + name,
 	}
@@ -426,6 +432,11 @@ func (n *Node) startRegistry(ctx context.Context) error {
 			User:       "65532:65532",
 		})
 	}
+	rollplan, err := n.rollplanSpec(ctx, n.rollplan)
+	if err != nil {
+		return err
+	}
+	spec.Images = append(spec.Images, rollplan...)
 	b, err := json.Marshal(spec)
 	if err != nil {
 		return err
@@ -451,7 +462,7 @@ func (n *Node) startRegistry(ctx context.Context) error {
 		return true, json.Unmarshal(b, &ready)
 	})
 	if err != nil {
-		return err
+		return registryHint(err)
 	}
 	n.Registry, n.Digests = ready.Address, ready.Digests
 	return nil
@@ -464,19 +475,26 @@ type registrySpec struct {
 	Images []registryImage `json:"images"`
 }
 
+// registryImage and registryFile are test/node/registry's Image and File.
 type registryImage struct {
 	Repository string         `json:"repository"`
 	Tag        string         `json:"tag"`
+	Base       string         `json:"base,omitempty"`
 	Files      []registryFile `json:"files"`
 	Entrypoint []string       `json:"entrypoint,omitempty"`
 	Env        []string       `json:"env,omitempty"`
 	User       string         `json:"user,omitempty"`
+	WorkingDir string         `json:"workingDir,omitempty"`
 }
 
 type registryFile struct {
-	Path   string `json:"path"`
-	Source string `json:"source"`
-	Mode   int64  `json:"mode"`
+	Path    string `json:"path"`
+	Source  string `json:"source,omitempty"`
+	Content string `json:"content,omitempty"`
+	Dir     bool   `json:"dir,omitempty"`
+	Mode    int64  `json:"mode"`
+	UID     int    `json:"uid,omitempty"`
+	GID     int    `json:"gid,omitempty"`
 }
 
 // buildStatic builds a program of this module as a static binary (images

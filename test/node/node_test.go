@@ -30,6 +30,12 @@ import (
 // the host.
 func start(t *testing.T) (*controlplane.ControlPlane, *node.Node) {
 	t.Helper()
+	return startWith(t, node.Options{})
+}
+
+// startWith is start with the node's options.
+func startWith(t *testing.T, opts node.Options) (*controlplane.ControlPlane, *node.Node) {
+	t.Helper()
 	if _, err := controlplane.VersionDir("v1.37"); err != nil {
 		t.Skip(err)
 	}
@@ -52,7 +58,7 @@ func start(t *testing.T) (*controlplane.ControlPlane, *node.Node) {
 	})
 	t.Logf("control plane %s up in %v", cp.ServerVersion, time.Since(began).Round(time.Millisecond))
 	began = time.Now()
-	n, err := node.Start(ctx, cp, node.Options{})
+	n, err := node.Start(ctx, cp, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

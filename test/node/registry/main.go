@@ -1,8 +1,10 @@
 // Command registry is the real node's image registry (test/node): an OCI
 // registry held in memory (go-containerregistry's pkg/registry), served over
 // plain HTTP on loopback, into which it first pushes the images a JSON spec
-// describes, each built from local files (static binaries) with no base, no
-// Docker and no network. containerd on the node pulls from it.
+// describes, each built from local files (static binaries), inline files and
+// directories, on no base or on another image of the spec (a base built the
+// same way), with no Docker and no network. containerd on the node pulls
+// from it.
 //
 //	registry --spec images.json --listen 127.0.0.1:0 --out ready.json
 //
@@ -16,6 +18,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -49,28 +52,41 @@ type Spec struct {
 	Images []Image `json:"images"`
 }
 
-// Image is one image: one layer of Files, and the config to run it.
+// Image is one image: its Base's layers and config, if any, then one layer
+// of Files, and the config to run it. As in a Dockerfile, what the image
+// sets overrides the base's: Entrypoint (which also drops the base's Cmd),
+// Cmd, User, WorkingDir; Env and Labels are merged key by key.
 type Image struct {
 	// Repository and Tag name it in the registry: "testapp", "1.0".
-	Repository string   `json:"repository"`
-	Tag        string   `json:"tag"`
+	Repository string `json:"repository"`
+	Tag        string `json:"tag"`
+	// Base is "repository:tag" of an image earlier in the spec that this
+	// one is built on (a Dockerfile's FROM); empty: none (FROM scratch,
+	// with PATH=/ and working directory /).
+	Base       string   `json:"base,omitempty"`
 	Files      []File   `json:"files"`
 	Entrypoint []string `json:"entrypoint,omitempty"`
 	Cmd        []string `json:"cmd,omitempty"`
 	Env        []string `json:"env,omitempty"`
-	// User is the config's user ("65532:65532"); empty: root.
-	User   string            `json:"user,omitempty"`
-	Labels map[string]string `json:"labels,omitempty"`
+	// User is the config's user ("65532:65532"); empty: the base's, or
+	// root.
+	User       string            `json:"user,omitempty"`
+	WorkingDir string            `json:"workingDir,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"`
 }
 
-// File is one file of an image's layer: Source on this machine becomes
-// Path in the image, owned by UID:GID with Mode.
+// File is one entry of an image's layer at Path, owned by UID:GID with
+// Mode (permission bits, and 0o1000 for sticky): a directory if Dir, else a
+// regular file whose data is the file Source on this machine, or Content
+// when Source is empty. A parent directory not listed is made 0755, root's.
 type File struct {
-	Path   string `json:"path"`
-	Source string `json:"source"`
-	Mode   int64  `json:"mode"`
-	UID    int    `json:"uid,omitempty"`
-	GID    int    `json:"gid,omitempty"`
+	Path    string `json:"path"`
+	Source  string `json:"source,omitempty"`
+	Content string `json:"content,omitempty"`
+	Dir     bool   `json:"dir,omitempty"`
+	Mode    int64  `json:"mode"`
+	UID     int    `json:"uid,omitempty"`
+	GID     int    `json:"gid,omitempty"`
 }
 
 // Ready is what --out receives once every image is served.
@@ -121,12 +137,22 @@ func run(specPath, listen, out string, verbose bool) error {
 
 	addr := l.Addr().String()
 	ready := Ready{Address: addr, Digests: map[string]string{}}
+	built := map[string]v1.Image{}
 	for _, im := range spec.Images {
-		digest, err := push(addr, im)
-		if err != nil {
-			return fmt.Errorf("image %s:%s: %w", im.Repository, im.Tag, err)
+		ref := im.Repository + ":" + im.Tag
+		if _, dup := built[ref]; dup {
+			return fmt.Errorf("image %s: twice in the spec", ref)
 		}
-		ready.Digests[im.Repository+":"+im.Tag] = digest
+		img, err := build(im, built)
+		if err != nil {
+			return fmt.Errorf("image %s: %w", ref, err)
+		}
+		digest, err := push(addr, im, img)
+		if err != nil {
+			return fmt.Errorf("image %s: %w", ref, err)
+		}
+		built[ref] = img
+		ready.Digests[ref] = digest
 	}
 	b, err := json.MarshalIndent(ready, "", "  ")
 	if err != nil {
@@ -152,41 +178,99 @@ func run(specPath, listen, out string, verbose bool) error {
 	return srv.Shutdown(shutdown)
 }
 
-// push builds im and pushes it to the registry at addr; it returns the
-// manifest's digest.
-func push(addr string, im Image) (string, error) {
-	layerTar, err := layer(im.Files)
-	if err != nil {
-		return "", err
+// build makes im's image: its base (one of built, by "repository:tag"),
+// or an empty OCI image, a layer of its files, and its config over the
+// base's.
+func build(im Image, built map[string]v1.Image) (v1.Image, error) {
+	var img v1.Image
+	var cfg v1.Config
+	if im.Base != "" {
+		base, ok := built[im.Base]
+		if !ok {
+			return nil, fmt.Errorf("base %s: not an image earlier in the spec", im.Base)
+		}
+		cf, err := base.ConfigFile()
+		if err != nil {
+			return nil, fmt.Errorf("base %s: config: %w", im.Base, err)
+		}
+		img, cfg = base, *cf.Config.DeepCopy()
+	} else {
+		img = mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+		img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+		cfg = v1.Config{Env: []string{"PATH=/"}, WorkingDir: "/"}
+		if len(im.Files) == 0 {
+			return nil, errors.New("no files and no base")
+		}
 	}
-	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(layerTar)), nil
-	}, tarball.WithMediaType(types.OCILayer))
-	if err != nil {
-		return "", fmt.Errorf("layer: %w", err)
+	if len(im.Files) > 0 {
+		layerTar, err := layer(im.Files)
+		if err != nil {
+			return nil, err
+		}
+		// Compressed once, at the fastest level: the digest and the
+		// upload read the same bytes, and a 100 MB binary on loopback is
+		// not worth gzip's default effort.
+		l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+			return io.NopCloser(bytes.NewReader(layerTar)), nil
+		}, tarball.WithMediaType(types.OCILayer), tarball.WithCompressedCaching, tarball.WithCompressionLevel(gzip.BestSpeed))
+		if err != nil {
+			return nil, fmt.Errorf("layer: %w", err)
+		}
+		if img, err = mutate.AppendLayers(img, l); err != nil {
+			return nil, fmt.Errorf("append layer: %w", err)
+		}
 	}
-	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
-	if img, err = mutate.AppendLayers(img, l); err != nil {
-		return "", fmt.Errorf("append layer: %w", err)
+	if im.Entrypoint != nil {
+		cfg.Entrypoint, cfg.Cmd = im.Entrypoint, nil
+	}
+	if im.Cmd != nil {
+		cfg.Cmd = im.Cmd
+	}
+	for _, kv := range im.Env {
+		cfg.Env = setEnv(cfg.Env, kv)
+	}
+	if im.User != "" {
+		cfg.User = im.User
+	}
+	if im.WorkingDir != "" {
+		cfg.WorkingDir = im.WorkingDir
+	}
+	for k, v := range im.Labels {
+		if cfg.Labels == nil {
+			cfg.Labels = map[string]string{}
+		}
+		cfg.Labels[k] = v
 	}
 	cf, err := img.ConfigFile()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture = "linux", runtime.GOARCH
-	cf.Config = v1.Config{
-		Entrypoint: im.Entrypoint,
-		Cmd:        im.Cmd,
-		Env:        append([]string{"PATH=/"}, im.Env...),
-		User:       im.User,
-		Labels:     im.Labels,
-		WorkingDir: "/",
+	cf.Config = cfg
+	img, err = mutate.ConfigFile(img, cf)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
 	}
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		return "", fmt.Errorf("config: %w", err)
+	return img, nil
+}
+
+// setEnv sets KEY=VALUE in env, in place of KEY's earlier value if any.
+func setEnv(env []string, kv string) []string {
+	key, _, _ := strings.Cut(kv, "=")
+	for i, e := range env {
+		if k, _, _ := strings.Cut(e, "="); k == key {
+			out := append([]string(nil), env...)
+			out[i] = kv
+			return out
+		}
 	}
+	return append(append([]string(nil), env...), kv)
+}
+
+// push pushes img to the registry at addr as im's repository:tag; it
+// returns the manifest's digest.
+func push(addr string, im Image, img v1.Image) (string, error) {
 	ref, err := name.NewTag(addr+"/"+im.Repository+":"+im.Tag, name.Insecure)
 	if err != nil {
 		return "", fmt.Errorf("name: %w", err)
@@ -204,22 +288,30 @@ func push(addr string, im Image) (string, error) {
 // layer is a tar of files and their parent directories, with fixed times so
 // the same files always make the same digest.
 func layer(files []File) ([]byte, error) {
-	if len(files) == 0 {
-		return nil, errors.New("no files")
-	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	dirs := map[string]bool{}
+	written := map[string]bool{} // path: is a directory
 	sorted := append([]File(nil), files...)
+	// A directory sorts before what it holds ("a" < "a/b"), so a listed
+	// directory is written with its own mode before its contents.
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Path < sorted[j].Path })
 	for _, f := range sorted {
 		p := strings.TrimPrefix(path.Clean("/"+f.Path), "/")
 		if p == "" {
 			return nil, fmt.Errorf("file %q: a path in the image is required", f.Source)
 		}
+		if _, dup := written[p]; dup {
+			return nil, fmt.Errorf("file %s: listed twice", f.Path)
+		}
 		var parents []string // outermost first
-		for d := path.Dir(p); d != "." && !dirs[d]; d = path.Dir(d) {
-			dirs[d] = true
+		for d := path.Dir(p); d != "."; d = path.Dir(d) {
+			if isDir, ok := written[d]; ok {
+				if !isDir {
+					return nil, fmt.Errorf("file %s: %s is a file, not a directory", f.Path, d)
+				}
+				break
+			}
+			written[d] = true
 			parents = append([]string{d}, parents...)
 		}
 		for _, d := range parents {
@@ -227,9 +319,30 @@ func layer(files []File) ([]byte, error) {
 				return nil, err
 			}
 		}
-		data, err := os.ReadFile(f.Source)
-		if err != nil {
-			return nil, fmt.Errorf("file %s: %w", f.Path, err)
+		written[p] = f.Dir
+		if f.Dir {
+			if f.Source != "" || f.Content != "" {
+				return nil, fmt.Errorf("file %s: a directory has no source or content", f.Path)
+			}
+			mode := f.Mode
+			if mode == 0 {
+				mode = 0o755
+			}
+			hdr := &tar.Header{Typeflag: tar.TypeDir, Name: p + "/", Mode: mode, Uid: f.UID, Gid: f.GID, ModTime: time.Unix(0, 0)}
+			if err := tw.WriteHeader(hdr); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		data := []byte(f.Content)
+		if f.Source != "" {
+			if f.Content != "" {
+				return nil, fmt.Errorf("file %s: source and content both given", f.Path)
+			}
+			var err error
+			if data, err = os.ReadFile(f.Source); err != nil {
+				return nil, fmt.Errorf("file %s: %w", f.Path, err)
+			}
 		}
 		mode := f.Mode
 		if mode == 0 {
