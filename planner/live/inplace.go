@@ -168,15 +168,48 @@ func normalise(s *snapshot.Snapshot, minReady int, now time.Time) map[string]str
 			continue
 		}
 		inFlight[p.Name] = why
+		// Unready from when the kubelet took it out of service, but not
+		// before rollplan's in-place update began (it may have been
+		// unready before, on the old image): the progress deadline runs
+		// from there, so that an image whose container runs but never
+		// turns Ready halts the rollout instead of holding it in flight
+		// for ever. Without rollplan's record (the spec changed by
+		// someone else) or still Ready (the kubelet has not acted): now.
+		since := now
 		cp := p.DeepCopy()
-		if c := PodCondition(cp, corev1.PodReady); c != nil {
-			c.Status, c.LastTransitionTime = corev1.ConditionFalse, metav1.NewTime(now)
+		c := PodCondition(cp, corev1.PodReady)
+		if at := updateStart(p); !at.IsZero() && c != nil && c.Status == corev1.ConditionFalse {
+			since = c.LastTransitionTime.Time
+			if at.After(since) {
+				since = at
+			}
+			if since.After(now) {
+				since = now
+			}
+		}
+		if c != nil {
+			c.Status, c.LastTransitionTime = corev1.ConditionFalse, metav1.NewTime(since)
 		} else {
-			cp.Status.Conditions = append(cp.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(now)})
+			cp.Status.Conditions = append(cp.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(since)})
 		}
 		s.Pods[i] = cp
 	}
 	return inFlight
+}
+
+// updateStart is when the pod's in-place update (its AnnInPlaceUpdate
+// record) began; zero without a readable record.
+func updateStart(p *corev1.Pod) time.Time {
+	raw, ok := p.Annotations[AnnInPlaceUpdate]
+	if !ok {
+		return time.Time{}
+	}
+	var rec InPlaceRecord
+	if json.Unmarshal([]byte(raw), &rec) != nil {
+		return time.Time{}
+	}
+	at, _ := time.Parse(time.RFC3339, rec.At)
+	return at
 }
 
 // MinReadySeconds of the target workload in the snapshot.
