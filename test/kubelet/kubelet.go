@@ -703,9 +703,13 @@ func (k *Kubelet) nextStatus(pod *corev1.Pod, now time.Time) (*corev1.PodStatus,
 		return st, time.Millisecond
 	}
 	if c := condition(st, corev1.PodReadyToStartContainers); c == nil || c.Status != corev1.ConditionTrue {
-		// The sandbox is up (its network too): an update of its own, as
-		// the real kubelet's.
+		// The sandbox is up, its network too (the pod's IP): an update of
+		// its own, as the real kubelet's.
 		setCondition(st, corev1.PodReadyToStartContainers, corev1.ConditionTrue, t)
+		if st.PodIP == "" {
+			ip := podIP(pod.UID)
+			st.PodIP, st.PodIPs = ip, []corev1.PodIP{{IP: ip}}
+		}
 		orderConditions(st)
 		return st, time.Millisecond
 	}
