@@ -54,9 +54,14 @@ type Node struct {
 
 // Behavior is how containers of one image behave.
 type Behavior struct {
-	// StartDelay: from binding (or a restart) to the container running.
+	// StartDelay: from binding (or a crash) to the container running.
+	// After an in-place image change the new container is reported
+	// running at once, as the real kubelet does (it kills and starts in
+	// one sync and writes the status after), and StartDelay delays its
+	// Ready instead.
 	StartDelay time.Duration
-	// ReadyDelay: from running to Ready.
+	// ReadyDelay: from running to Ready; never in the update that reports
+	// the container running (a real readiness probe runs after the start).
 	ReadyDelay time.Duration
 	// NeverReady: runs but never becomes Ready.
 	NeverReady bool
@@ -64,7 +69,9 @@ type Behavior struct {
 	// default 1 s) and is never Ready.
 	CrashLoop     bool
 	CrashInterval time.Duration
-	// TerminationDelay: from the deletion request to the pod's removal.
+	// TerminationDelay: from the deletion request to the containers'
+	// exit, which is reported (phase Succeeded, exit code 0, not Ready)
+	// before the pod is removed.
 	TerminationDelay time.Duration
 }
 
@@ -477,7 +484,7 @@ func (k *Kubelet) sync(ctx context.Context, key string) (time.Duration, error) {
 		return 0, nil // another kubelet's pod
 	}
 	if pod.DeletionTimestamp != nil {
-		return k.terminate(ctx, pod)
+		return k.terminate(ctx, pod, node)
 	}
 	if node.NotReady || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		return 0, nil
@@ -575,8 +582,10 @@ func tolerates(pod *corev1.Pod, t corev1.Taint) bool {
 }
 
 // terminate removes a pod whose deletion was requested, after the image's
-// termination delay.
-func (k *Kubelet) terminate(ctx context.Context, pod *corev1.Pod) (time.Duration, error) {
+// termination delay: first its status says its containers exited, as the
+// real kubelet's does (not on a node that is not ready: no kubelet writes
+// there).
+func (k *Kubelet) terminate(ctx context.Context, pod *corev1.Pod, node Node) (time.Duration, error) {
 	var delay time.Duration
 	for _, c := range pod.Spec.Containers {
 		delay = max(delay, k.behavior(c.Image).TerminationDelay)
@@ -588,6 +597,16 @@ func (k *Kubelet) terminate(ctx context.Context, pod *corev1.Pod) (time.Duration
 	if wait := time.Until(requested.Add(delay)); wait > 0 {
 		return wait, nil
 	}
+	if st := terminated(pod, time.Now()); st != nil && !node.NotReady {
+		p := pod.DeepCopy()
+		p.Status = *st
+		if _, err := k.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+			if apierrors.IsNotFound(err) {
+				return 0, nil
+			}
+			return 0, fmt.Errorf("pod %s/%s: status of its exited containers: %w", pod.Namespace, pod.Name, err)
+		}
+	}
 	uid := pod.UID
 	err := k.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: new(int64),
@@ -597,6 +616,43 @@ func (k *Kubelet) terminate(ctx context.Context, pod *corev1.Pod) (time.Duration
 		return 0, fmt.Errorf("delete pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	return 0, nil
+}
+
+// terminated is the status of a deleted pod whose containers have exited
+// on SIGTERM: each running container terminated Completed with exit code
+// 0, not ready, not started; the pod Succeeded once none runs, and Ready,
+// ContainersReady and PodReadyToStartContainers False (the sandbox is
+// gone), as the real kubelet reports it. nil: no container ran (nothing
+// to report).
+func terminated(pod *corev1.Pod, now time.Time) *corev1.PodStatus {
+	st := pod.Status.DeepCopy()
+	t := metav1.NewTime(now.Truncate(time.Second))
+	ran := false
+	allDone := true
+	for i := range st.ContainerStatuses {
+		cs := &st.ContainerStatuses[i]
+		if r := cs.State.Running; r != nil {
+			ran = true
+			cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				Reason: "Completed", StartedAt: r.StartedAt, FinishedAt: t, ContainerID: cs.ContainerID,
+			}}
+		}
+		cs.Ready, cs.Started = false, new(bool)
+		if cs.State.Terminated == nil {
+			allDone = false
+		}
+	}
+	if !ran {
+		return nil
+	}
+	if allDone {
+		st.Phase = corev1.PodSucceeded
+	}
+	for _, typ := range []corev1.PodConditionType{corev1.PodReadyToStartContainers, corev1.ContainersReady, corev1.PodReady} {
+		setCondition(st, typ, corev1.ConditionFalse, t)
+	}
+	orderConditions(st)
+	return st
 }
 
 // ImageID is the imageID the kubelet reports for an image: a digest
@@ -623,9 +679,13 @@ func (k *Kubelet) nextStatus(pod *corev1.Pod, now time.Time) (*corev1.PodStatus,
 		st.HostIP = "10.0.0.1"
 		st.HostIPs = []corev1.HostIP{{IP: st.HostIP}}
 		setCondition(st, corev1.PodScheduled, corev1.ConditionTrue, t)
+		// The sandbox is not made yet: its condition turns True in the
+		// next update, before any container runs.
+		setCondition(st, corev1.PodReadyToStartContainers, corev1.ConditionFalse, t)
 		setCondition(st, corev1.PodInitialized, corev1.ConditionTrue, t)
 		setCondition(st, corev1.ContainersReady, corev1.ConditionFalse, t)
 		setCondition(st, corev1.PodReady, corev1.ConditionFalse, t)
+		orderConditions(st)
 		st.InitContainerStatuses = nil
 		for _, c := range pod.Spec.InitContainers {
 			st.InitContainerStatuses = append(st.InitContainerStatuses, corev1.ContainerStatus{
@@ -636,10 +696,21 @@ func (k *Kubelet) nextStatus(pod *corev1.Pod, now time.Time) (*corev1.PodStatus,
 		st.ContainerStatuses = nil
 		for _, c := range pod.Spec.Containers {
 			st.ContainerStatuses = append(st.ContainerStatuses, corev1.ContainerStatus{
-				Name: c.Name, Image: c.Image,
+				Name: c.Name, Image: c.Image, Started: new(bool),
 				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}},
 			})
 		}
+		return st, time.Millisecond
+	}
+	if c := condition(st, corev1.PodReadyToStartContainers); c == nil || c.Status != corev1.ConditionTrue {
+		// The sandbox is up, its network too (the pod's IP): an update of
+		// its own, as the real kubelet's.
+		setCondition(st, corev1.PodReadyToStartContainers, corev1.ConditionTrue, t)
+		if st.PodIP == "" {
+			ip := podIP(pod.UID)
+			st.PodIP, st.PodIPs = ip, []corev1.PodIP{{IP: ip}}
+		}
+		orderConditions(st)
 		return st, time.Millisecond
 	}
 
@@ -659,18 +730,23 @@ func (k *Kubelet) nextStatus(pod *corev1.Pod, now time.Time) (*corev1.PodStatus,
 		running := cs.State.Running != nil
 		if running && cs.Image != c.Image {
 			// In-place image change: the container restarts with the new
-			// image, and is not Ready until it has started again.
+			// image. The real kubelet kills and starts it in one sync and
+			// writes the status after: the next update shows the new
+			// container running (new imageID, one more restart, started)
+			// and not Ready, never a waiting container in between; its
+			// Ready waits StartDelay and ReadyDelay (restartedInPlace).
 			cs.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 				Reason: "Completed", ExitCode: 0, StartedAt: cs.State.Running.StartedAt, FinishedAt: t, ContainerID: cs.ContainerID,
 			}}
 			cs.RestartCount++
-			cs.Image = c.Image
-			cs.ImageID = ""
+			cs.Image, cs.ImageID = c.Image, ImageID(c.Image)
 			cs.Ready = false
-			cs.Started = new(bool)
-			cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}
-			// Written as its own step, so watchers see the pod not Ready.
-			soon(max(b.StartDelay, time.Millisecond))
+			cs.Started = ptrTrue()
+			cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: t}}
+			cs.ContainerID = "test://" + string(pod.UID) + "/" + c.Name + fmt.Sprint("/", cs.RestartCount)
+			if !b.NeverReady && !b.CrashLoop {
+				soon(max(b.StartDelay+b.ReadyDelay, time.Millisecond))
+			}
 			allReady = false
 			continue
 		}
@@ -708,7 +784,14 @@ func (k *Kubelet) nextStatus(pod *corev1.Pod, now time.Time) (*corev1.PodStatus,
 			cs.Image, cs.ImageID = c.Image, ImageID(c.Image)
 			cs.ContainerID = "test://" + string(pod.UID) + "/" + c.Name + fmt.Sprint("/", cs.RestartCount)
 			cs.Started = ptrTrue()
-			fallthrough
+			// Not Ready in the update that reports it running: the real
+			// kubelet's readiness probe runs after the start.
+			cs.Ready = false
+			allReady = false
+			if !b.NeverReady && !k.isBroken(pod) {
+				soon(max(b.ReadyDelay, time.Millisecond))
+			}
+			continue
 		default:
 			if b.NeverReady || !k.isReleased(pod, cs) || k.isBroken(pod) {
 				cs.Ready = false
@@ -716,7 +799,11 @@ func (k *Kubelet) nextStatus(pod *corev1.Pod, now time.Time) (*corev1.PodStatus,
 				continue
 			}
 			if !cs.Ready {
-				if wait := cs.State.Running.StartedAt.Add(b.ReadyDelay).Sub(now); wait > 0 {
+				delay := b.ReadyDelay
+				if restartedInPlace(cs) {
+					delay += b.StartDelay
+				}
+				if wait := cs.State.Running.StartedAt.Add(delay).Sub(now); wait > 0 {
 					soon(wait)
 					allReady = false
 					continue
@@ -750,10 +837,40 @@ func (k *Kubelet) nextStatus(pod *corev1.Pod, now time.Time) (*corev1.PodStatus,
 		}
 	}
 	setCondition(st, corev1.PodReady, ready, t)
+	orderConditions(st)
 	if statusEqual(old, st) {
 		return nil, next
 	}
 	return st, next
+}
+
+// restartedInPlace: the running container replaced one the image change
+// stopped, in the same instant (the in-place restart above), so it has
+// not waited its image's StartDelay yet.
+func restartedInPlace(cs *corev1.ContainerStatus) bool {
+	ts := cs.LastTerminationState.Terminated
+	return ts != nil && cs.State.Running != nil && ts.FinishedAt.Equal(&cs.State.Running.StartedAt)
+}
+
+// kubeletConditions are the conditions the real kubelet writes, in its
+// order; it keeps the pod's other conditions (readiness gates', a
+// disruption's) before them.
+var kubeletConditions = []corev1.PodConditionType{
+	corev1.PodReadyToStartContainers, corev1.PodInitialized, corev1.PodReady, corev1.ContainersReady, corev1.PodScheduled,
+}
+
+// orderConditions puts the conditions in the real kubelet's order: the
+// others first as they were, then the kubelet's own.
+func orderConditions(st *corev1.PodStatus) {
+	rank := func(t corev1.PodConditionType) int {
+		for i, k := range kubeletConditions {
+			if k == t {
+				return i + 1
+			}
+		}
+		return 0
+	}
+	sort.SliceStable(st.Conditions, func(i, j int) bool { return rank(st.Conditions[i].Type) < rank(st.Conditions[j].Type) })
 }
 
 func resetStatuses(pod *corev1.Pod) []corev1.ContainerStatus {

@@ -1,6 +1,7 @@
 package kubelet
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -204,5 +205,94 @@ func TestBehaviorByTag(t *testing.T) {
 	k.mu.Unlock()
 	if ok {
 		t.Error("canBeReady(example.com/web:crashloop) = true, want false: the tag says it crash-loops")
+	}
+}
+
+// The steps a pod's status goes through, as the real kubelet writes them
+// (test/node's TestKubeletsCompared checks the same against a real node):
+// each nextStatus result one update.
+func TestStatusStepsAsTheRealKubelet(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	k := New(nil, Options{Default: Behavior{StartDelay: 300 * time.Millisecond, ReadyDelay: 500 * time.Millisecond}})
+	type want struct {
+		sandbox, ready corev1.ConditionStatus
+		state          string
+		started        string
+		imageID        string
+		restarts       int32
+	}
+	summary := func(p *corev1.Pod) want {
+		cs := p.Status.ContainerStatuses[0]
+		w := want{sandbox: condition(&p.Status, corev1.PodReadyToStartContainers).Status, ready: readyOf(p), imageID: cs.ImageID, restarts: cs.RestartCount, started: "nil"}
+		if cs.Started != nil {
+			w.started = map[bool]string{true: "true", false: "false"}[*cs.Started]
+		}
+		switch {
+		case cs.State.Waiting != nil:
+			w.state = "waiting:" + cs.State.Waiting.Reason
+		case cs.State.Running != nil:
+			w.state = "running"
+		case cs.State.Terminated != nil:
+			w.state = "terminated:" + cs.State.Terminated.Reason
+		}
+		if c := condition(&p.Status, corev1.ContainersReady); c.Status != readyOf(p) {
+			t.Errorf("ContainersReady %s, Ready %s: the kubelet flips them in one update", c.Status, readyOf(p))
+		}
+		return w
+	}
+	// every runs nextStatus until it settles and returns each update.
+	every := func(p *corev1.Pod, now time.Time) ([]want, *corev1.Pod, time.Time) {
+		var out []want
+		for range 20 {
+			st, after := k.nextStatus(p, now)
+			if st != nil {
+				p = p.DeepCopy()
+				p.Status = *st
+				out = append(out, summary(p))
+			}
+			if after == 0 {
+				return out, p, now
+			}
+			now = now.Add(after)
+		}
+		t.Fatal("nextStatus did not settle in 20 updates")
+		return nil, nil, now
+	}
+	F, T := corev1.ConditionFalse, corev1.ConditionTrue
+	steps, p, now := every(testPod("app:1"), t0)
+	wantSteps := []want{
+		{F, F, "waiting:ContainerCreating", "false", "", 0},
+		{T, F, "waiting:ContainerCreating", "false", "", 0},
+		{T, F, "running", "true", ImageID("app:1"), 0},
+		{T, T, "running", "true", ImageID("app:1"), 0},
+	}
+	if !slices.Equal(steps, wantSteps) {
+		t.Errorf("creation: updates\n%+v\nwant\n%+v", steps, wantSteps)
+	}
+	var order []corev1.PodConditionType
+	for _, c := range p.Status.Conditions {
+		order = append(order, c.Type)
+	}
+	if !slices.Equal(order, kubeletConditions) {
+		t.Errorf("conditions in order %v, want the real kubelet's %v", order, kubeletConditions)
+	}
+
+	p.Spec.Containers[0].Image = "app:2"
+	steps, p, _ = every(p, now.Add(time.Minute))
+	wantSteps = []want{
+		{T, F, "running", "true", ImageID("app:2"), 1},
+		{T, T, "running", "true", ImageID("app:2"), 1},
+	}
+	if !slices.Equal(steps, wantSteps) {
+		t.Errorf("in place: updates\n%+v\nwant\n%+v", steps, wantSteps)
+	}
+
+	st := terminated(p, now.Add(2*time.Minute))
+	p.Status = *st
+	if got, w := summary(p), (want{F, F, "terminated:Completed", "false", ImageID("app:2"), 1}); got != w || p.Status.Phase != corev1.PodSucceeded {
+		t.Errorf("deleted: %+v phase %s, want %+v Succeeded", got, p.Status.Phase, w)
+	}
+	if terminated(testPod("app:1"), t0) != nil {
+		t.Error("a pod whose containers never ran: a status of exited containers")
 	}
 }
