@@ -33,7 +33,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -224,25 +223,6 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options) (_ 
 
 // Image is the registry's name of repository:tag, e.g. Image("testapp:2.0").
 func (n *Node) Image(ref string) string { return n.Registry + "/" + ref }
-
-// ContainerLog returns the log of a pod's container as the kubelet wrote
-// it (its newest file), for a test's failure message: the test apiserver
-// cannot reach the kubelet for `kubectl logs`.
-func (n *Node) ContainerLog(namespace, pod, container string) string {
-	files, _ := filepath.Glob(filepath.Join(n.dir, "pod-logs", namespace+"_"+pod+"_*", container, "*.log"))
-	if len(files) == 0 {
-		return "(no log)"
-	}
-	slices.Sort(files)
-	b, err := os.ReadFile(files[len(files)-1])
-	if err != nil {
-		return err.Error()
-	}
-	if len(b) > 4000 {
-		b = b[len(b)-4000:]
-	}
-	return string(b)
-}
 
 // KillContainer kills a container's processes outright (SIGKILL, through
 // runc, as the OOM killer or a crash would): no graceful shutdown, nothing
