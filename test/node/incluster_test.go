@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -336,6 +337,7 @@ func TestRollplanOnRealNode(t *testing.T) {
 	}{
 		{"in place per kind, recreate as baseline", (*cluster).inPlacePerKind},
 		{"broken image halts, undo restores in place", (*cluster).brokenImage},
+		{"resize in place: cpu without a restart, memory with one", (*cluster).resize},
 		{"gate refuses a drain past the budget", (*cluster).drainRefused},
 		{"controller leader lost mid-rollout", (*cluster).leaderLost},
 		{"upgrade rollplan", (*cluster).upgrade},
@@ -470,6 +472,7 @@ func (c *cluster) roll(w workload, image, tag string) rolled {
 		return len(pods) == w.replicas && all(pods, c.runs(tag))
 	})
 	r.took = time.Since(began)
+	c.caughtUp(rec.Recording, r.after)
 	if err := rec.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -482,6 +485,23 @@ func (c *cluster) roll(w workload, image, tag string) rolled {
 		t.Errorf("%s %s: %d pods unready at once (%v), budget %d", w.kind, w.name, u.Count, u.Pods, w.budget)
 	}
 	return r
+}
+
+// caughtUp waits until the recording holds the pods' states a GET saw:
+// the watch may deliver them a moment later.
+func (c *cluster) caughtUp(rec *podwatch.Recording, pods []corev1.Pod) {
+	c.t.Helper()
+	err := wait.PollUntilContextTimeout(c.t.Context(), 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		for i := range pods {
+			if !rec.Has(&pods[i]) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		c.t.Fatalf("the pod watch never delivered the pods' last states: %v", err)
+	}
 }
 
 // checkInPlace: the same pods after as before, each restarted restarts
@@ -499,8 +519,12 @@ func (c *cluster) checkInPlace(w workload, r rolled, restarts int32) {
 		if d, err := r.rec.RestartDelta(p.Name, "app"); err != nil || d != restarts {
 			t.Errorf("%s %s: pod %s: restartCount +%d (%v), want +%d", w.kind, w.name, p.Name, d, err, restarts)
 		}
-		if flips := r.rec.ReadyFlips(p.Name); len(flips) < 3 || !flips[len(flips)-1] {
-			t.Errorf("%s %s: pod %s: Ready went %v, want True, False (restart), True (probe)", w.kind, w.name, p.Name, flips)
+		// Ready again at the end. Not necessarily False on the way: the
+		// kubelet's status manager may write the restarted container
+		// running and already Ready in one update when the probe passes
+		// at once (seen under load), so an API watcher can miss the gap.
+		if flips := r.rec.ReadyFlips(p.Name); len(flips) == 0 || !flips[len(flips)-1] {
+			t.Errorf("%s %s: pod %s: Ready went %v, want True at the end", w.kind, w.name, p.Name, flips)
 		}
 	}
 }
@@ -580,6 +604,7 @@ func (c *cluster) brokenImage() {
 		return len(pods) == w.replicas && all(pods, c.runs("2.0"))
 	})
 	t.Logf("undone in %v", time.Since(began).Round(time.Millisecond))
+	c.caughtUp(rec.Recording, after)
 	if err := rec.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -731,6 +756,7 @@ func (c *cluster) leaderLost() {
 		return len(pods) == w.replicas && all(pods, c.runs("2.0"))
 	})
 	t.Logf("%v: rolled out; leader %s", time.Since(began).Round(time.Millisecond), c.leader())
+	c.caughtUp(rec.Recording, after)
 	if err := rec.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -854,6 +880,92 @@ func (c *cluster) uninstall() {
 		// carry its name, rollplan-node: not rollplan's.
 		if strings.Contains(l, "rollplan") && !strings.HasSuffix(l, "/"+c.n.Name) && !strings.Contains(l, "/"+c.n.Name+":") {
 			t.Errorf("left after uninstall: %s", l)
+		}
+	}
+}
+
+// resize: a managed StatefulSet's cpu request and memory limit change
+// (Burstable before and after) is applied through pods/resize on the real
+// kubelet: the same pods, the new values in status.containerStatuses[].resources,
+// no restart for cpu (resizePolicy NotRequired) and one for memory
+// (RestartContainer).
+func (c *cluster) resize() {
+	t := c.t
+	w := workload{kind: "StatefulSet", name: "sized", replicas: 2, budget: 1}
+	tmpl := testappTemplate(w.name, c.n.Image("testapp:1.0"))
+	tmpl.Spec.Containers[0].Resources = corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+	}
+	tmpl.Spec.Containers[0].ResizePolicy = []corev1.ContainerResizePolicy{
+		{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.NotRequired},
+		{ResourceName: corev1.ResourceMemory, RestartPolicy: corev1.RestartContainer},
+	}
+	c.create(appsNS, &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: w.name, Namespace: appsNS, Annotations: inPlace(w.budget)},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr.To(int32(w.replicas)), ServiceName: w.name, PodManagementPolicy: appsv1.ParallelPodManagement,
+			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": w.name}},
+			Template:       tmpl,
+			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
+		},
+	}, w)
+	for _, step := range []struct {
+		what     string
+		patch    string
+		resource corev1.ResourceName
+		limit    bool
+		want     string
+		restarts int32
+	}{
+		{"cpu request 50m to 100m", `{"spec":{"template":{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"100m"}}}]}}}}`, corev1.ResourceCPU, false, "100m", 0},
+		{"memory limit 64Mi to 96Mi", `{"spec":{"template":{"spec":{"containers":[{"name":"app","resources":{"limits":{"memory":"96Mi"}}}]}}}}`, corev1.ResourceMemory, true, "96Mi", 1},
+	} {
+		rec, err := podwatch.Start(t.Context(), c.cp.Client, appsNS, w.selector())
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := c.pods(appsNS, w)
+		began := time.Now()
+		if _, err := c.n.Kubectl(t.Context(), nil, "-n", appsNS, "patch", w.ref(), "--type=strategic", "-p", step.patch); err != nil {
+			t.Fatal(err)
+		}
+		want := resource.MustParse(step.want)
+		after := c.waitPods(appsNS, w, step.what+" in status", 2*time.Minute, func(pods []corev1.Pod) bool {
+			for _, p := range pods {
+				if !ready(&p) || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].Resources == nil {
+					return false
+				}
+				r := p.Status.ContainerStatuses[0].Resources
+				got, ok := r.Requests[step.resource]
+				if step.limit {
+					got, ok = r.Limits[step.resource]
+				}
+				if !ok || got.Cmp(want) != 0 {
+					return false
+				}
+			}
+			return len(pods) == w.replicas
+		})
+		c.caughtUp(rec.Recording, after)
+		if err := rec.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: in every pod's status %v after the patch", step.what, time.Since(began).Round(time.Millisecond))
+		for i, p := range after {
+			if p.UID != before[i].UID {
+				t.Errorf("%s: pod %s recreated (UID %s, was %s), want resized in place", step.what, p.Name, p.UID, before[i].UID)
+			}
+			if d, err := rec.RestartDelta(p.Name, "app"); err != nil || d != step.restarts {
+				t.Errorf("%s: pod %s restartCount +%d (%v), want +%d (resizePolicy)", step.what, p.Name, d, err, step.restarts)
+			}
+			if q := p.Status.QOSClass; q != corev1.PodQOSBurstable {
+				t.Errorf("%s: pod %s QoS class %s, want Burstable kept", step.what, p.Name, q)
+			}
+		}
+		names := []string{before[0].Name, before[1].Name}
+		if u := rec.MaxUnready(names...); u.Count > w.budget {
+			t.Errorf("%s: %d pods unready at once (%v), budget %d", step.what, u.Count, u.Pods, w.budget)
 		}
 	}
 }

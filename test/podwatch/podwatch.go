@@ -275,6 +275,19 @@ func (r *Recording) Pod(name string) (Pod, bool) {
 	return out, true
 }
 
+// Has reports whether the recording has caught up with p: the last step
+// recorded under its name is of its UID and the same as p's status. A
+// test that saw a pod's final state by a GET waits for Has before it
+// stops the recorder: the watch may deliver that state a moment later.
+func (r *Recording) Has(p *corev1.Pod) bool {
+	rec, ok := r.Pod(p.Name)
+	if !ok || len(rec.Lives) == 0 {
+		return false
+	}
+	last := rec.Lives[len(rec.Lives)-1]
+	return last.UID == p.UID && len(last.Steps) > 0 && Same(last.Steps[len(last.Steps)-1], StepOf(p))
+}
+
 // Names are the pod names recorded, sorted.
 func (r *Recording) Names() []string {
 	r.mu.Lock()

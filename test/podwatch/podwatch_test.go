@@ -179,6 +179,20 @@ func TestHelpers(t *testing.T) {
 	obs(pod(podSpec{name: "web-1", uid: "c", image: "app:2"}))
 	obs(pod(podSpec{name: "web-1", uid: "c", image: "app:2", ready: true}))
 
+	for _, tc := range []struct {
+		p    *corev1.Pod
+		want bool
+	}{
+		{pod(podSpec{name: "web-0", uid: "a", restarts: 1, ready: true, image: "app:2"}), true},
+		{pod(podSpec{name: "web-0", uid: "a", restarts: 1, image: "app:2"}), false}, // an earlier step
+		{pod(podSpec{name: "web-1", uid: "b", ready: true, image: "app:2"}), false}, // an earlier life
+		{pod(podSpec{name: "web-1", uid: "c", image: "app:2", ready: true}), true},
+		{pod(podSpec{name: "web-2", uid: "d", image: "app:2", ready: true}), false}, // never seen
+	} {
+		if got := r.Has(tc.p); got != tc.want {
+			t.Errorf("Has(%s %s %s) = %v, want %v", tc.p.Name, tc.p.UID, StepOf(tc.p), got, tc.want)
+		}
+	}
 	if !r.UIDKept("web-0") || r.UIDKept("web-1") || r.UIDKept("web-2") {
 		t.Errorf("UIDKept web-0 %v web-1 %v web-2 %v, want true false false", r.UIDKept("web-0"), r.UIDKept("web-1"), r.UIDKept("web-2"))
 	}
