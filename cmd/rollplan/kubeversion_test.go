@@ -30,7 +30,8 @@ func TestKubernetesVersionFlag(t *testing.T) {
 		wantStderr string
 	}{
 		{"minor", []string{"--kubernetes-version", "v1.36"}, false, "", "kubernetesVersion: v1.36", ""},
-		{"patch suffix", []string{"--kubernetes-version", "v1.37.2"}, false, "", "kubernetesVersion: v1.37", ""},
+		{"patch kept", []string{"--kubernetes-version", "v1.37.2"}, false, "", "kubernetesVersion: v1.37.2", ""},
+		{"patch of a gate default change", []string{"--kubernetes-version", "v1.35.2"}, false, "", "kubernetesVersion: v1.35.2\n  featureGates:\n    MaxUnavailableStatefulSet: true", ""},
 		{"without v", []string{"--kubernetes-version", "1.35"}, false, "", "kubernetesVersion: v1.35", ""},
 		{"too old", []string{"--kubernetes-version", "v1.34"}, true, "--kubernetes-version v1.34 is not supported: rollplan plans for v1.35, v1.36 and v1.37", "", ""},
 		{"too new", []string{"--kubernetes-version", "v1.38.0"}, true, "v1.38 is not supported: rollplan plans for v1.35, v1.36 and v1.37", "", ""},
@@ -107,7 +108,7 @@ func TestSnapshotRecordsTheClusterVersion(t *testing.T) {
 	if err != nil || stderr != "" {
 		t.Fatalf("%v, stderr %q", err, stderr)
 	}
-	if !strings.Contains(out, "\n  kubernetesVersion: v1.36\n") || !strings.Contains(out, "MaxUnavailableStatefulSet: false") {
+	if !strings.Contains(out, "\n  kubernetesVersion: v1.36.3\n") || !strings.Contains(out, "MaxUnavailableStatefulSet: false") {
 		t.Errorf("the plan is not for v1.36's defaults:\n%.500s", out)
 	}
 	// A snapshot from a cluster newer than rollplan knows plans for the

@@ -1,6 +1,7 @@
 // Package kubeversion names the Kubernetes minor versions rollplan plans
 // for and the feature gates whose defaults change rollout behaviour
-// between them. The default strategy predicts the controllers of the
+// between them, and inside a minor where upstream changed a default in a
+// patch release. The default strategy predicts the controllers of the
 // version it plans for: reference §0.1 and §8 list what each one does.
 package kubeversion
 
@@ -12,21 +13,42 @@ import (
 	"strings"
 )
 
-// Version is a Kubernetes minor version (major 1).
-type Version struct{ Minor int }
+// Version is a Kubernetes minor version (major 1), and the patch release
+// when it is known (a cluster's gitVersion, a snapshot's annotation, a
+// flag such as v1.35.2): gate defaults can differ by patch. Compare
+// versions with Minor or AtLeast, not ==: v1.35.2 and v1.35 are the same
+// minor.
+type Version struct {
+	Minor int
+	// Patch is the patch release when HasPatch: v1.35.2 → 2.
+	Patch    int
+	HasPatch bool
+}
 
 // The supported minors, oldest first. Newest is the default when nothing
 // says which version a snapshot comes from.
 var (
-	V1_35     = Version{35}
-	V1_36     = Version{36}
-	V1_37     = Version{37}
+	V1_35     = Version{Minor: 35}
+	V1_36     = Version{Minor: 36}
+	V1_37     = Version{Minor: 37}
 	Supported = []Version{V1_35, V1_36, V1_37}
 	Newest    = V1_37
 )
 
-// String is "v1.MINOR".
+// String is "v1.MINOR": the minor, which planning keys on (and policies
+// read as kubernetesVersion).
 func (v Version) String() string { return fmt.Sprintf("v1.%d", v.Minor) }
+
+// Release is "v1.MINOR.PATCH" when the patch is known, else String().
+func (v Version) Release() string {
+	if !v.HasPatch {
+		return v.String()
+	}
+	return fmt.Sprintf("v1.%d.%d", v.Minor, v.Patch)
+}
+
+// MinorOnly is v without its patch.
+func (v Version) MinorOnly() Version { return Version{Minor: v.Minor} }
 
 // IsZero reports whether v was never set.
 func (v Version) IsZero() bool { return v.Minor == 0 }
@@ -74,7 +96,18 @@ func ParseAny(s string) (Version, error) {
 	if err != nil || minor <= 0 {
 		return Version{}, fmt.Errorf("%q is not a Kubernetes version such as v1.37 or v1.37.2", s)
 	}
-	return Version{minor}, nil
+	v := Version{Minor: minor}
+	if end >= 0 && rest[end] == '.' {
+		// A patch: digits up to a build suffix ("2", "2-gke.1200", "3+k3s1").
+		p := rest[end+1:]
+		if stop := strings.IndexFunc(p, func(r rune) bool { return r < '0' || r > '9' }); stop >= 0 {
+			p = p[:stop]
+		}
+		if n, err := strconv.Atoi(p); err == nil {
+			v.Patch, v.HasPatch = n, true
+		}
+	}
+	return v, nil
 }
 
 // Parse reads a version rollplan supports (a patch suffix is accepted).
@@ -83,7 +116,7 @@ func Parse(s string) (Version, error) {
 	if err != nil {
 		return Version{}, fmt.Errorf("%w: rollplan plans for %s", err, SupportedList())
 	}
-	if !slices.Contains(Supported, v) {
+	if !slices.ContainsFunc(Supported, func(s Version) bool { return s.Minor == v.Minor }) {
 		return Version{}, fmt.Errorf("%s is not supported: rollplan plans for %s", v, SupportedList())
 	}
 	return v, nil
@@ -105,8 +138,9 @@ func Nearest(v Version) (Version, bool) {
 // The feature gates that change what a rollout controller does.
 const (
 	// MaxUnavailableStatefulSet: a RollingUpdate StatefulSet takes
-	// maxUnavailable pods at once (KEP-961). Alpha, off, through 1.36;
-	// beta and on from 1.37.
+	// maxUnavailable pods at once (KEP-961). Alpha, off, through 1.34;
+	// beta and on in 1.35.0–1.35.3, off from 1.35.4 and in 1.36 (a patch
+	// release changed the default: see gates); on from 1.37.
 	MaxUnavailableStatefulSet = "MaxUnavailableStatefulSet"
 	// StatefulSetRecreateStrategy: updateStrategy.type Recreate for
 	// StatefulSets. Alpha, off, from 1.37.
@@ -118,22 +152,89 @@ type gate struct {
 	// since: the first minor that has the gate; onFrom: the first minor
 	// where it is on by default (0: never).
 	since, onFrom int
+	// patches: defaults upstream changed inside a minor, in patch order.
+	patches []patchDefault
+}
+
+// patchDefault: from patch fromPatch of the minor on, the gate's default
+// is on; why cites upstream.
+type patchDefault struct {
+	minor, fromPatch int
+	on               bool
+	why              string
 }
 
 var gates = []gate{
-	{MaxUnavailableStatefulSet, 24, 37},
-	{StatefulSetRecreateStrategy, 37, 0},
+	{MaxUnavailableStatefulSet, 24, 37, []patchDefault{
+		{35, 0, true, "beta and on by default in v1.35.0 (kubernetes/kubernetes pkg/features/kube_features.go)"},
+		{35, 4, false, "off by default from v1.35.4 (kubernetes/kubernetes#137904, cherry-picked as #137926) after the Parallel regression #137409"},
+	}},
+	{StatefulSetRecreateStrategy, 37, 0, nil},
 }
 
-// Gates returns the gates version v knows, by name, at their defaults.
+// Gates returns the gates version v knows, by name, at their defaults: by
+// minor, then by patch where upstream changed one inside the minor. A
+// version whose patch is unknown gets the minor's last patch rule (the
+// release clusters upgrade to); PatchRules says so.
 func Gates(v Version) map[string]bool {
 	out := map[string]bool{}
 	for _, g := range gates {
-		if v.Minor >= g.since {
-			out[g.name] = g.onFrom != 0 && v.Minor >= g.onFrom
+		if v.Minor < g.since {
+			continue
+		}
+		out[g.name] = g.onFrom != 0 && v.Minor >= g.onFrom
+		for _, p := range g.patches {
+			if p.minor == v.Minor && (!v.HasPatch || v.Patch >= p.fromPatch) {
+				out[g.name] = p.on
+			}
 		}
 	}
 	return out
+}
+
+// PatchRules says which patch-release rules set v's gate defaults, one
+// line per gate whose default changed inside v's minor, e.g.
+// "MaxUnavailableStatefulSet on in v1.35.0–v1.35.3: beta and on by
+// default in v1.35.0 (...)"; nil when no gate changed inside the minor.
+func PatchRules(v Version) []string {
+	var out []string
+	for _, g := range gates {
+		var rules []patchDefault
+		for _, p := range g.patches {
+			if p.minor == v.Minor {
+				rules = append(rules, p)
+			}
+		}
+		if len(rules) == 0 {
+			continue
+		}
+		for i, p := range rules {
+			last := i == len(rules)-1
+			if v.HasPatch && (v.Patch < p.fromPatch || (!last && v.Patch >= rules[i+1].fromPatch)) {
+				continue
+			}
+			span := fmt.Sprintf("from v1.%d.%d", v.Minor, p.fromPatch)
+			if !last {
+				span = fmt.Sprintf("in v1.%d.%d–v1.%d.%d", v.Minor, p.fromPatch, v.Minor, rules[i+1].fromPatch-1)
+			}
+			line := fmt.Sprintf("%s %s %s: %s", g.name, onOff(p.on), span, p.why)
+			if !v.HasPatch {
+				if !last {
+					continue
+				}
+				line = fmt.Sprintf("patch unknown, %s's latest rule: %s", v, line)
+			}
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
 }
 
 // WithOverrides returns v's default gates with overrides applied. A gate v

@@ -14,9 +14,10 @@ func TestParse(t *testing.T) {
 	}{
 		{"v1.37", V1_37, ""},
 		{"1.36", V1_36, ""},
-		{"v1.35.0", V1_35, ""},
-		{"v1.37.2-gke.1200", V1_37, ""},
-		{"v1.36.3+k3s1", V1_36, ""},
+		{"v1.35.0", Version{Minor: 35, Patch: 0, HasPatch: true}, ""},
+		{"v1.37.2-gke.1200", Version{Minor: 37, Patch: 2, HasPatch: true}, ""},
+		{"v1.36.3+k3s1", Version{Minor: 36, Patch: 3, HasPatch: true}, ""},
+		{"v1.35.12", Version{Minor: 35, Patch: 12, HasPatch: true}, ""},
 		{" v1.37 ", V1_37, ""},
 		{"v1.34", Version{}, "v1.34 is not supported: rollplan plans for v1.35, v1.36 and v1.37"},
 		{"v1.38.1", Version{}, "v1.38 is not supported"},
@@ -43,8 +44,17 @@ func TestGates(t *testing.T) {
 		v    Version
 		want map[string]bool
 	}{
+		// Patch unknown: the minor's last rule.
 		{V1_35, map[string]bool{MaxUnavailableStatefulSet: false}},
+		// kubernetes/kubernetes pkg/features/kube_features.go at each tag:
+		// Default true in v1.35.0 to v1.35.3, false from v1.35.4 (#137926).
+		{Version{Minor: 35, Patch: 0, HasPatch: true}, map[string]bool{MaxUnavailableStatefulSet: true}},
+		{Version{Minor: 35, Patch: 3, HasPatch: true}, map[string]bool{MaxUnavailableStatefulSet: true}},
+		{Version{Minor: 35, Patch: 4, HasPatch: true}, map[string]bool{MaxUnavailableStatefulSet: false}},
+		{Version{Minor: 35, Patch: 9, HasPatch: true}, map[string]bool{MaxUnavailableStatefulSet: false}},
 		{V1_36, map[string]bool{MaxUnavailableStatefulSet: false}},
+		{Version{Minor: 36, Patch: 0, HasPatch: true}, map[string]bool{MaxUnavailableStatefulSet: false}},
+		{Version{Minor: 37, Patch: 0, HasPatch: true}, map[string]bool{MaxUnavailableStatefulSet: true, StatefulSetRecreateStrategy: false}},
 		{V1_37, map[string]bool{MaxUnavailableStatefulSet: true, StatefulSetRecreateStrategy: false}},
 	}
 	for _, c := range cases {
@@ -88,7 +98,8 @@ func TestResolve(t *testing.T) {
 		note, err       string
 	}{
 		{"v1.35", "v1.37.2", V1_35, "", ""},
-		{"", "v1.36.3", V1_36, "", ""},
+		{"", "v1.36.3", Version{Minor: 36, Patch: 3, HasPatch: true}, "", ""},
+		{"v1.35.2", "v1.37.2", Version{Minor: 35, Patch: 2, HasPatch: true}, "", ""},
 		{"", "", V1_37, "the snapshot records no Kubernetes version: planning for v1.37's controllers", ""},
 		{"", "v1.40.0", V1_37, "the snapshot runs Kubernetes v1.40.0, which rollplan does not model (it plans for v1.35, v1.36 and v1.37): planning for v1.37's controllers", ""},
 		{"", "v1.30.1", V1_35, "planning for v1.35's controllers", ""},
@@ -105,6 +116,33 @@ func TestResolve(t *testing.T) {
 		}
 		if err != nil || v != c.want || !strings.Contains(note, c.note) || (c.note == "") != (note == "") {
 			t.Errorf("Resolve(%q, %q) = %v, %q, %v; want %v, %q", c.asked, c.recorded, v, note, err, c.want, c.note)
+		}
+	}
+}
+
+// The patch rules that set a version's gate defaults, for the plan's
+// header: the one in effect at a known patch, the last one (and that the
+// patch is unknown) without one, none in a minor without rules.
+func TestPatchRules(t *testing.T) {
+	for _, c := range []struct {
+		v    Version
+		want []string
+	}{
+		{Version{Minor: 35, Patch: 2, HasPatch: true}, []string{"MaxUnavailableStatefulSet on in v1.35.0–v1.35.3: beta and on by default in v1.35.0"}},
+		{Version{Minor: 35, Patch: 4, HasPatch: true}, []string{"MaxUnavailableStatefulSet off from v1.35.4: off by default from v1.35.4 (kubernetes/kubernetes#137904, cherry-picked as #137926)"}},
+		{V1_35, []string{"patch unknown, v1.35's latest rule: MaxUnavailableStatefulSet off from v1.35.4"}},
+		{Version{Minor: 36, Patch: 3, HasPatch: true}, nil},
+		{V1_37, nil},
+	} {
+		got := PatchRules(c.v)
+		if len(got) != len(c.want) {
+			t.Errorf("PatchRules(%s) = %q, want %d lines like %q", c.v.Release(), got, len(c.want), c.want)
+			continue
+		}
+		for i := range got {
+			if !strings.HasPrefix(got[i], c.want[i]) {
+				t.Errorf("PatchRules(%s)[%d] = %q, want it to start %q", c.v.Release(), i, got[i], c.want[i])
+			}
 		}
 	}
 }

@@ -25,6 +25,6 @@ func Run(ctx context.Context, f *request.Facts, eng engine.Engine, o Options) (*
 		return nil, err
 	}
 	meta := Metadata{SnapshotDigest: digest, Now: f.Now.UTC().Format(time.RFC3339), Warnings: req.Warnings,
-		KubernetesVersion: v.String(), FeatureGates: gates}
+		KubernetesVersion: v.Release(), FeatureGates: gates, PatchRules: kubeversion.PatchRules(v)}
 	return Build(ctx, f.Rollouts, eng, meta, o)
 }

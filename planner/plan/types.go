@@ -44,10 +44,14 @@ type Metadata struct {
 	// Now is the snapshot time the plan was computed at.
 	Now string `json:"now"`
 	// KubernetesVersion is the version whose controllers the plan
-	// predicts ("v1.37"), and FeatureGates the gates it planned with (the
-	// version's defaults with --feature-gates applied).
+	// predicts ("v1.37", or "v1.35.2" when the patch is known), and
+	// FeatureGates the gates it planned with (the version's defaults, by
+	// patch where upstream changed one inside the minor, with
+	// --feature-gates applied). PatchRules says which patch-release rules
+	// set those defaults (kubeversion.PatchRules).
 	KubernetesVersion string          `json:"kubernetesVersion,omitempty"`
 	FeatureGates      map[string]bool `json:"featureGates,omitempty"`
+	PatchRules        []string        `json:"patchRules,omitempty"`
 	// Warnings about the input as a whole (skipped kinds).
 	Warnings []string `json:"warnings,omitempty"`
 }

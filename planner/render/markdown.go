@@ -38,6 +38,12 @@ func (m Markdown) Render(w io.Writer, p *plan.Plan) error {
 			gates = append(gates, fmt.Sprintf("%s=%t", name, p.Metadata.FeatureGates[name]))
 		}
 		fmt.Fprintf(&b, "Planned for Kubernetes %s controllers (feature gates: %s), engine %s, at %s.\n\n", v, code(strings.Join(gates, ", ")), p.Metadata.Engine, p.Metadata.Now)
+		for _, r := range p.Metadata.PatchRules {
+			fmt.Fprintf(&b, "- Patch rule: %s\n", r)
+		}
+		if len(p.Metadata.PatchRules) > 0 {
+			b.WriteString("\n")
+		}
 	}
 	if n == 0 {
 		b.WriteString("No Deployment, StatefulSet or DaemonSet to plan: nothing rolls out.\n\n")

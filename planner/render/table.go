@@ -49,7 +49,11 @@ func (t Table) Render(w io.Writer, p *plan.Plan) error {
 		for _, name := range slices.Sorted(maps.Keys(p.Metadata.FeatureGates)) {
 			gates = append(gates, fmt.Sprintf("%s=%t", name, p.Metadata.FeatureGates[name]))
 		}
-		fmt.Fprintf(w, "Planned for Kubernetes %s controllers (feature gates: %s)\n\n", v, strings.Join(gates, ", "))
+		fmt.Fprintf(w, "Planned for Kubernetes %s controllers (feature gates: %s)\n", v, strings.Join(gates, ", "))
+		for _, r := range p.Metadata.PatchRules {
+			fmt.Fprintf(w, "  patch rule: %s\n", r)
+		}
+		fmt.Fprintln(w)
 	}
 	for i, wp := range p.Workloads {
 		if i > 0 {

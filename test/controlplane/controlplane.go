@@ -149,7 +149,7 @@ func VersionDir(version string) (string, error) {
 		return "", fmt.Errorf("control plane version: %w", err)
 	}
 	for _, b := range builds {
-		if b.version == v {
+		if b.version.Minor == v.Minor {
 			return b.dir, nil
 		}
 	}
