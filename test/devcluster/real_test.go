@@ -334,3 +334,32 @@ func webState(ctx context.Context, t *testing.T, client kubernetes.Interface, im
 	}
 	return got
 }
+
+// TestTriesSameOnBothNodes checks, without a cluster, that the ready
+// block gives the same commands on a real node as on the simulated one
+// (the README has one session for both), only what it says of them
+// differs, and that the sessions set the image in $ROLLPLAN_REGISTRY.
+func TestTriesSameOnBothNodes(t *testing.T) {
+	base := options{dir: "bin/dev-cluster", rollplan: "bin/rollplan", namespace: "demo"}
+	commands := map[string][]string{}
+	says := map[string][]string{}
+	for _, tc := range []struct {
+		name string
+		node *node.Node
+	}{{nodeSimulated, nil}, {nodeReal, &node.Node{}}} {
+		c := &cluster{opts: base, cp: &controlplane.ControlPlane{BinDir: "test/cluster/bin/v1.37"}, node: tc.node}
+		for _, try := range c.tries() {
+			commands[tc.name] = append(commands[tc.name], try.commands...)
+			says[tc.name] = append(says[tc.name], try.says...)
+		}
+	}
+	if !slices.Equal(commands[nodeSimulated], commands[nodeReal]) {
+		t.Errorf("commands differ:\nsimulated %q\nreal      %q", commands[nodeSimulated], commands[nodeReal])
+	}
+	if slices.Equal(says[nodeSimulated], says[nodeReal]) {
+		t.Errorf("the real node's steps say what the simulated ones say, yet its controller rolls web by itself: %q", says[nodeReal])
+	}
+	if !slices.ContainsFunc(commands[nodeReal], func(c string) bool { return strings.HasSuffix(c, "app=$"+registryEnv+"/testapp:2.0") }) {
+		t.Errorf("no command sets web's image in $%s: %q", registryEnv, commands[nodeReal])
+	}
+}
