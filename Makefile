@@ -165,12 +165,16 @@ test-cluster: $(CLUSTER_STAMPS) $(NODE_STAMP)
 ## (built first if needed), the test kubelet with 6 nodes in 3 zones,
 ## bin/rollplan's gate and three demo workloads, as local processes; prints
 ## the kubeconfig and the commands to try, and runs until Ctrl-C, which stops
-## every process it started. Not part of `make test` (it never ends); its
-## test, test/devcluster, is (make test-cluster).
+## every process it started. NODE=real runs one real node instead (as root,
+## with runc, iptables, nft; node-bin first), its registry holding testapp and
+## rollplan's image built from this checkout, and installs rollplan from its
+## manifests: the controller and the gate run as pods. Not part of `make test`
+## (it never ends); its test, test/devcluster, is (make test-cluster).
 DEV_VERSION := $(call minor,$(firstword $(CLUSTER_VERSIONS)))
-dev-cluster: build $(CLUSTER_BIN)/$(DEV_VERSION)/.built
+NODE        ?= simulated
+dev-cluster: build $(CLUSTER_BIN)/$(DEV_VERSION)/.built $(if $(filter real,$(NODE)),$(NODE_STAMP))
 	$(GO) build -o bin/devcluster ./test/devcluster
-	ROLLPLAN_CLUSTER_BIN=$(CLUSTER_BIN) ./bin/devcluster --kubernetes-version $(DEV_VERSION) --rollplan ./bin/rollplan --dir bin/dev-cluster
+	ROLLPLAN_CLUSTER_BIN=$(CLUSTER_BIN) ./bin/devcluster --node $(NODE) --kubernetes-version $(DEV_VERSION) --rollplan ./bin/rollplan --dir bin/dev-cluster
 
 clean:
 	rm -rf bin $(CLUSTER_BIN)

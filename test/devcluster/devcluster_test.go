@@ -153,88 +153,16 @@ func TestDevClusterSession(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	root := t.TempDir()
-	// test/cluster/bin/<version>/ as make cluster-bin leaves it, each
-	// binary a link to the one the test was given.
-	binDir := filepath.Join(root, "test/cluster/bin", harness.Version)
-	if err := os.MkdirAll(binDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kubectl"} {
-		if err := os.Symlink(filepath.Join(versionDir, name), filepath.Join(binDir, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	start := time.Now()
-	build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(root, "bin")+"/",
-		"github.com/rollplan/rollplan/cmd/rollplan", "github.com/rollplan/rollplan/test/devcluster")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	t.Logf("built bin/rollplan and bin/devcluster in %s", time.Since(start).Round(time.Second/10))
-
-	// As the Makefile runs it.
-	start = time.Now()
-	dc := exec.Command("./bin/devcluster", "--kubernetes-version", harness.Version, "--rollplan", "./bin/rollplan", "--dir", "bin/dev-cluster")
-	dc.Dir = root
-	dc.Env = append(os.Environ(), controlplane.BinEnv+"=test/cluster/bin")
-	out := &harness.SyncBuffer{}
-	pipe, err := dc.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dc.Stderr = out
-	if err := dc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	ready := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(pipe)
-		for sc.Scan() {
-			fmt.Fprintln(out, sc.Text())
-			if strings.HasPrefix(sc.Text(), "Ctrl-C here stops") {
-				close(ready)
-			}
-		}
-		exited <- dc.Wait()
-	}()
-	stopped := false
-	defer func() {
-		if !stopped {
-			_ = dc.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("dev cluster output:\n%s", out.String())
-			for _, log := range []string{"gate.log", "devcluster.log"} {
-				if b, err := os.ReadFile(filepath.Join(root, "bin/dev-cluster", log)); err == nil {
-					t.Logf("%s:\n%s", log, b)
-				}
-			}
-		}
-	}()
-	select {
-	case <-ready:
-	case err := <-exited:
-		stopped = true
-		t.Fatalf("the dev cluster exited before it was ready: %v", err)
-	case <-ctx.Done():
-		t.Fatal("the dev cluster was not ready within the test's time")
-	}
-	t.Logf("dev cluster ready in %s", time.Since(start).Round(time.Second/10))
-
-	printed := out.String()
+	layOut(ctx, t, root, versionDir, "etcd", "kube-apiserver", "kube-controller-manager", "kubectl")
+	dc := startDevCluster(ctx, t, root, nodeSimulated)
+	printed := dc.out.String()
 	if got, want := normalize(printed), normalize(wantOutput); got != want {
 		t.Errorf("make dev-cluster prints, normalised:\n%s\nREADME (%s) says:\n%s", got, markOutput, want)
 	}
 	commands := commandLines(session)
-	if tryAt := strings.Index(printed, tryHeader); tryAt < 0 {
-		t.Fatalf("no %q in the output", tryHeader)
-	} else if got := commandLines(printed[tryAt:]); strings.Join(got, "\n") != strings.Join(commands, "\n") {
-		t.Errorf("the commands printed:\n%s\nthe README session's:\n%s", strings.Join(got, "\n"), strings.Join(commands, "\n"))
-	}
+	checkPrintedCommands(t, printed, commands)
 
-	procs := descendants(t, dc.Process.Pid)
+	procs := descendants(t, dc.cmd.Process.Pid)
 	for _, want := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "rollplan gate"} {
 		found := false
 		for _, cmd := range procs {
@@ -255,9 +183,9 @@ func TestDevClusterSession(t *testing.T) {
 		// kubectl returned once web-0 and web-1 were deleted; a user
 		// reading on gives their replacements the second they take.
 		client := clientFor(t, filepath.Join(root, "bin/dev-cluster/kubeconfig"))
-		before := webPods(ctx, t, client, "example.com/web:v2")
+		before := webPods(ctx, t, client, simRegistry+"/testapp:2.0")
 		runSession(ctx, t, root, broken, brokenChecks)
-		after := webPods(ctx, t, client, "example.com/web:v2")
+		after := webPods(ctx, t, client, simRegistry+"/testapp:2.0")
 		for name, uid := range before {
 			if after[name] != uid {
 				t.Errorf("pod %s after undo: uid %s, was %s: the rollback is an image change, in place", name, after[name], uid)
@@ -265,21 +193,7 @@ func TestDevClusterSession(t *testing.T) {
 		}
 	}
 
-	start = time.Now()
-	if err := dc.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		stopped = true
-		if err != nil {
-			t.Errorf("the dev cluster after SIGINT: %v, want exit 0", err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("the dev cluster did not exit within a minute of SIGINT")
-	}
-	t.Logf("stopped in %s", time.Since(start).Round(time.Second/10))
-	stopOut := out.String()[len(printed):]
+	stopOut := dc.interrupt(t)
 	if got, want := normalize(stopOut), normalize(wantStop); got != want {
 		t.Errorf("on SIGINT the dev cluster prints, normalised:\n%s\nREADME (%s) says:\n%s", got, markStop, want)
 	}
@@ -300,11 +214,140 @@ func TestDevClusterSession(t *testing.T) {
 		}
 		_ = l.Close()
 	}
-	for _, f := range []string{"kubeconfig", "gate", "devcluster.pid"} {
+	checkStateGone(t, root, "gate")
+}
+
+// checkPrintedCommands compares the commands of the ready block with the
+// README session's.
+func checkPrintedCommands(t *testing.T, printed string, commands []string) {
+	t.Helper()
+	if tryAt := strings.Index(printed, tryHeader); tryAt < 0 {
+		t.Fatalf("no %q in the output", tryHeader)
+	} else if got := commandLines(printed[tryAt:]); strings.Join(got, "\n") != strings.Join(commands, "\n") {
+		t.Errorf("the commands printed:\n%s\nthe README session's:\n%s", strings.Join(got, "\n"), strings.Join(commands, "\n"))
+	}
+}
+
+// checkStateGone checks that the files stale without the cluster went
+// with it.
+func checkStateGone(t *testing.T, root string, more ...string) {
+	t.Helper()
+	for _, f := range append([]string{"kubeconfig", "devcluster.pid"}, more...) {
 		if _, err := os.Stat(filepath.Join(root, "bin/dev-cluster", f)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("bin/dev-cluster/%s is still there after the stop (%v): it is stale without the cluster", f, err)
 		}
 	}
+}
+
+// layOut makes root a folder laid out like a checkout as the README's
+// commands expect it: test/cluster/bin/<version>/ as make cluster-bin
+// leaves it, each binary a link to the one the test was given, and
+// bin/rollplan and bin/devcluster built by the test.
+func layOut(ctx context.Context, t *testing.T, root, versionDir string, binaries ...string) {
+	t.Helper()
+	binDir := filepath.Join(root, "test/cluster/bin", harness.Version)
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range binaries {
+		if err := os.Symlink(filepath.Join(versionDir, name), filepath.Join(binDir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(root, "bin")+"/",
+		"github.com/rollplan/rollplan/cmd/rollplan", "github.com/rollplan/rollplan/test/devcluster")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	t.Logf("built bin/rollplan and bin/devcluster in %s", time.Since(start).Round(time.Second/10))
+}
+
+// devCluster is bin/devcluster, started by startDevCluster.
+type devCluster struct {
+	root    string
+	cmd     *exec.Cmd
+	out     *harness.SyncBuffer
+	exited  chan error
+	stopped bool
+	printed int // the output's length when it was ready
+}
+
+// startDevCluster starts bin/devcluster in root as the Makefile runs it
+// and waits until it printed its ready block; at the test's end it kills
+// it if still running and, if the test failed, logs its output and logs.
+func startDevCluster(ctx context.Context, t *testing.T, root, nodeKind string) *devCluster {
+	t.Helper()
+	start := time.Now()
+	cmd := exec.Command("./bin/devcluster", "--node", nodeKind, "--kubernetes-version", harness.Version, "--rollplan", "./bin/rollplan", "--dir", "bin/dev-cluster")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), controlplane.BinEnv+"=test/cluster/bin")
+	dc := &devCluster{root: root, cmd: cmd, out: &harness.SyncBuffer{}, exited: make(chan error, 1)}
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = dc.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			fmt.Fprintln(dc.out, sc.Text())
+			if strings.HasPrefix(sc.Text(), "Ctrl-C here stops") {
+				close(ready)
+			}
+		}
+		dc.exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if !dc.stopped {
+			_ = cmd.Process.Kill()
+			<-dc.exited
+		}
+		if t.Failed() {
+			t.Logf("dev cluster output:\n%s", dc.out.String())
+			for _, log := range []string{"gate.log", "devcluster.log"} {
+				if b, err := os.ReadFile(filepath.Join(root, "bin/dev-cluster", log)); err == nil {
+					t.Logf("%s:\n%s", log, b)
+				}
+			}
+		}
+	})
+	select {
+	case <-ready:
+	case err := <-dc.exited:
+		dc.stopped = true
+		t.Fatalf("the dev cluster exited before it was ready: %v", err)
+	case <-ctx.Done():
+		t.Fatal("the dev cluster was not ready within the test's time")
+	}
+	t.Logf("dev cluster (%s) ready in %s", nodeKind, time.Since(start).Round(time.Second/10))
+	dc.printed = len(dc.out.String())
+	return dc
+}
+
+// interrupt sends SIGINT, waits (a minute at most) for the exit, checks
+// it is 0, and returns what the dev cluster printed since it was ready.
+func (dc *devCluster) interrupt(t *testing.T) string {
+	t.Helper()
+	start := time.Now()
+	if err := dc.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-dc.exited:
+		dc.stopped = true
+		if err != nil {
+			t.Errorf("the dev cluster after SIGINT: %v, want exit 0", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the dev cluster did not exit within 2 minutes of SIGINT")
+	}
+	t.Logf("stopped in %s", time.Since(start).Round(time.Second/10))
+	return dc.out.String()[dc.printed:]
 }
 
 // runSession runs the commands in order from root, each after the export
@@ -624,8 +667,9 @@ func TestReadmeSession(t *testing.T) {
 	if strings.Join(printed, "\n") != strings.Join(session, "\n") {
 		t.Errorf("README: the commands of the printed block:\n%s\nand of the session:\n%s", strings.Join(printed, "\n"), strings.Join(session, "\n"))
 	}
-	if len(session) != len(checks)+1 {
-		t.Errorf("README session: %d commands, want the export and %d checked ones", len(session), len(checks))
+	exports := []string{"export KUBECONFIG=$PWD/bin/dev-cluster/kubeconfig", "export " + registryEnv + "=" + simRegistry}
+	if len(session) != len(checks)+len(exports) || strings.Join(session[:min(len(exports), len(session))], "\n") != strings.Join(exports, "\n") {
+		t.Errorf("README session: commands %q, want %q and %d checked ones", session, exports, len(checks))
 	}
 	for _, line := range session {
 		n := 0
@@ -645,11 +689,11 @@ func TestReadmeSession(t *testing.T) {
 	// "Out of a broken rollout": each command with its check, and the
 	// image it sets one the dev cluster's kubelet crash-loops.
 	broken := commandLines(readmeBlock(t, readme, markBroken))
-	if len(broken) != len(brokenChecks)+1 || !strings.HasPrefix(broken[0], "export KUBECONFIG=") || broken[0] != session[0] {
-		t.Errorf("README broken rollout: commands %q, want the session's export and %d checked ones", broken, len(brokenChecks))
+	if len(broken) != len(brokenChecks)+len(exports) || strings.Join(broken[:min(len(exports), len(broken))], "\n") != strings.Join(exports, "\n") {
+		t.Errorf("README broken rollout: commands %q, want the session's exports %q and %d checked ones", broken, exports, len(brokenChecks))
 	}
 	crashing := false
-	for _, line := range broken[min(1, len(broken)):] {
+	for _, line := range broken[min(len(exports), len(broken)):] {
 		n := 0
 		for _, c := range brokenChecks {
 			if strings.Contains(line, c.match) {
@@ -660,7 +704,7 @@ func TestReadmeSession(t *testing.T) {
 			t.Errorf("README broken-rollout command %q matches %d checks, want 1", line, n)
 		}
 		if _, image, ok := strings.Cut(line, " set image sts/web app="); ok {
-			_, tag, _ := strings.Cut(image, ":")
+			tag := image[strings.LastIndex(image, ":")+1:]
 			b, ok := kubeletImages().Tags[tag]
 			crashing = ok && b.CrashLoop
 		}

@@ -12,6 +12,14 @@
 // never ready, slow start), so that a broken rollout can be tried with
 // kubectl set image (README "Out of a broken rollout").
 //
+// With --node real (make dev-cluster NODE=real) it runs a real node
+// instead (test/node: containerd with runc, a kubelet, kube-proxy and
+// kube-scheduler, and a loopback registry with testapp images and
+// rollplan's own, built from this checkout), installs rollplan from its
+// manifests (controller and gate as pods; no gate on the host) and creates
+// the same workloads on testapp images: the in-cluster controller rolls
+// web by itself (real.go). It needs root, runc, iptables and nft.
+//
 // Everything runs as a local process. On SIGINT (Ctrl-C) or SIGTERM it
 // stops every process it started and exits 0; a second signal quits at
 // once, and the control plane's reaper and the other processes'
@@ -40,14 +48,17 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"github.com/rollplan/rollplan/internal/testobj"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/test/controlplane"
 	"github.com/rollplan/rollplan/test/harness"
 	"github.com/rollplan/rollplan/test/kubelet"
+	"github.com/rollplan/rollplan/test/node"
 )
 
 // options are the command's flags.
@@ -57,7 +68,14 @@ type options struct {
 	version   string // Kubernetes minor version of the control plane
 	namespace string // of the demo workloads
 	nodes     int    // spread over three zones
+	node      string // nodeSimulated or nodeReal
 }
+
+// The kinds of node (--node).
+const (
+	nodeSimulated = "simulated"
+	nodeReal      = "real"
+)
 
 func main() {
 	var o options
@@ -66,12 +84,13 @@ func main() {
 	fs.StringVar(&o.rollplan, "rollplan", "bin/rollplan", "the rollplan binary (make build): the gate runs it and the printed commands name it")
 	fs.StringVar(&o.version, "kubernetes-version", "", "Kubernetes minor version of the control plane, e.g. v1.37; default: the newest built under $"+controlplane.BinEnv)
 	fs.StringVar(&o.namespace, "namespace", "demo", "namespace of the demo workloads")
-	fs.IntVar(&o.nodes, "nodes", 6, "number of nodes, spread over zone-a, zone-b and zone-c (at least 3)")
+	fs.IntVar(&o.nodes, "nodes", 6, "number of simulated nodes, spread over zone-a, zone-b and zone-c (at least 3)")
+	fs.StringVar(&o.node, "node", nodeSimulated, "simulated: the test kubelet plays --nodes nodes and the gate runs on the host; real: one real node (root, runc, iptables, nft) with rollplan installed from its manifests")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}
-	if fs.NArg() > 0 || o.nodes < 3 {
-		fmt.Fprintln(os.Stderr, "usage: devcluster [--dir DIR] [--rollplan BIN] [--kubernetes-version vX.Y] [--namespace NS] [--nodes N>=3]")
+	if fs.NArg() > 0 || o.nodes < 3 || (o.node != nodeSimulated && o.node != nodeReal) {
+		fmt.Fprintln(os.Stderr, "usage: devcluster [--dir DIR] [--rollplan BIN] [--kubernetes-version vX.Y] [--namespace NS] [--nodes N>=3] [--node simulated|real]")
 		os.Exit(2)
 	}
 	os.Exit(run(o, os.Stdout))
@@ -121,6 +140,16 @@ type cluster struct {
 	gateDone chan struct{}
 	gateURL  string
 	gateLog  string
+
+	// registry is $ROLLPLAN_REGISTRY, the images' HOST:PORT: the real
+	// node's registry, or simRegistry.
+	registry string
+	// node is the real node (--node real), rollplanImage the image
+	// rollplan is installed from there.
+	node          *node.Node
+	nodeLog       string
+	nodeLogFile   *os.File
+	rollplanImage string
 	// removeAtStop: files stale once the cluster is gone.
 	removeAtStop []string
 }
@@ -171,6 +200,13 @@ func (c *cluster) rel(path string) string {
 
 func (c *cluster) start(ctx context.Context) error {
 	o := c.opts
+	real := o.node == nodeReal
+	if real {
+		// Before anything is emptied or started: say what the host lacks.
+		if err := realRequirements(); err != nil {
+			return err
+		}
+	}
 	if err := c.prepareDir(); err != nil {
 		return err
 	}
@@ -193,6 +229,9 @@ func (c *cluster) start(ctx context.Context) error {
 		Version:  o.version,
 		Output:   cpLog,
 		Progress: func(component string) func(error) { return c.step("starting " + component) },
+		// A real node's pods reach the API server through the kubernetes
+		// Service with service-account tokens (the controller, the gate).
+		ServePods: real,
 	})
 	if err != nil {
 		return fmt.Errorf("start the control plane (its log: %s): %w", c.rel(cpLog.Name()), err)
@@ -210,7 +249,12 @@ func (c *cluster) start(ctx context.Context) error {
 	}
 	c.removeAtStop = append(c.removeAtStop, c.kubeconfig)
 
-	for _, run := range []func(context.Context) error{c.startKubelet, c.startGate, c.createWorkloads} {
+	steps := []func(context.Context) error{c.startKubelet, c.startGate, c.createWorkloads}
+	c.registry = simRegistry
+	if real {
+		steps = []func(context.Context) error{c.startNode, c.installRollplan, c.createWorkloads}
+	}
+	for _, run := range steps {
 		if err := run(ctx); err != nil {
 			return err
 		}
@@ -293,6 +337,8 @@ var (
 	imageTags       = []imageTag{
 		{"crashloop", kubelet.Behavior{StartDelay: 500 * time.Millisecond, CrashLoop: true, CrashInterval: time.Second, TerminationDelay: 500 * time.Millisecond}},
 		{"never-ready", kubelet.Behavior{StartDelay: 500 * time.Millisecond, NeverReady: true, TerminationDelay: 500 * time.Millisecond}},
+		// testapp:broken as on a real node (test/node): runs, never Ready.
+		{"broken", kubelet.Behavior{StartDelay: 500 * time.Millisecond, NeverReady: true, TerminationDelay: 500 * time.Millisecond}},
 		{"slow", kubelet.Behavior{StartDelay: 500 * time.Millisecond, ReadyDelay: 30 * time.Second, TerminationDelay: 500 * time.Millisecond}},
 	}
 )
@@ -416,19 +462,50 @@ func (c *cluster) startGate(ctx context.Context) (err error) {
 	return nil
 }
 
-// The demo workloads, in the namespace ns.
-func webStatefulSet(ns string) *appsv1.StatefulSet {
-	return testobj.StatefulSet(ns, stsName).Managed().Annotate(map[string]string{facts.AnnMaxUnavailable: "2"}).
-		Replicas(stsReplicas).ServiceName(stsName).PodManagement(appsv1.ParallelPodManagement).OnDelete().
-		Image("example.com/web:v1").Obj()
+// simRegistry is $ROLLPLAN_REGISTRY on the simulated cluster: a name
+// only, the test kubelet pulls nothing and runs any image. On a real node
+// the same image names (REGISTRY/testapp:TAG) are its registry's.
+const simRegistry = "registry.example:5000"
+
+// demoTemplate is the demo workloads' pod template: testapp (test/node)
+// with its readiness probe, which the real kubelet runs; the test kubelet
+// ignores probes and turns pods Ready by its rules.
+func demoTemplate(app, image string) corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}},
+		Spec: corev1.PodSpec{
+			// testapp stops at once on SIGTERM: no need to wait 30s.
+			TerminationGracePeriodSeconds: ptr.To[int64](5),
+			Containers: []corev1.Container{{
+				Name:  "app",
+				Image: image,
+				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+				ReadinessProbe: &corev1.Probe{
+					ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("http")}},
+					PeriodSeconds: 1,
+				},
+			}},
+		},
+	}
 }
 
-func agentDaemonSet(ns string) *appsv1.DaemonSet {
-	return testobj.DaemonSet(ns, dsName).RollingUpdate("0", "1").Image("example.com/agent:v1").Obj()
+// demoImage is the demo workloads' first image, in registry.
+func demoImage(registry string) string { return registry + "/testapp:1.0" }
+
+// The demo workloads, in the namespace ns, on images of registry.
+func webStatefulSet(ns, registry string) *appsv1.StatefulSet {
+	return testobj.StatefulSet(ns, stsName).Template(demoTemplate(stsName, demoImage(registry))).
+		Managed().Annotate(map[string]string{facts.AnnMaxUnavailable: "2"}).
+		Replicas(stsReplicas).ServiceName(stsName).PodManagement(appsv1.ParallelPodManagement).OnDelete().Obj()
 }
 
-func apiDeployment(ns string) *appsv1.Deployment {
-	return testobj.Deployment(ns, deployName).Replicas(deployScale).RollingUpdate("25%", "25%").Image("example.com/api:v1").Obj()
+func agentDaemonSet(ns, registry string) *appsv1.DaemonSet {
+	return testobj.DaemonSet(ns, dsName).Template(demoTemplate(dsName, demoImage(registry))).RollingUpdate("0", "1").Obj()
+}
+
+func apiDeployment(ns, registry string) *appsv1.Deployment {
+	return testobj.Deployment(ns, deployName).Template(demoTemplate(deployName, demoImage(registry))).
+		Replicas(deployScale).RollingUpdate("25%", "25%").Obj()
 }
 
 // createWorkloads creates the demo workloads and waits until every pod
@@ -441,20 +518,20 @@ func (c *cluster) createWorkloads(ctx context.Context) error {
 		create func() error
 		ready  func() (bool, error)
 	}
-	nodes := int32(len(c.nodes))
+	nodes := int32(c.nodeCount())
 	for _, w := range []workload{
 		{fmt.Sprintf("creating StatefulSet %s/%s (%d pods, driven by rollplan, in place)", ns, stsName, stsReplicas),
 			func() error {
-				_, err := apps.StatefulSets(ns).Create(ctx, webStatefulSet(ns), metav1.CreateOptions{})
+				_, err := apps.StatefulSets(ns).Create(ctx, webStatefulSet(ns, c.registry), metav1.CreateOptions{})
 				return err
 			},
 			func() (bool, error) {
 				s, err := apps.StatefulSets(ns).Get(ctx, stsName, metav1.GetOptions{})
 				return err == nil && s.Status.ObservedGeneration == s.Generation && s.Status.ReadyReplicas == stsReplicas, err
 			}},
-		{fmt.Sprintf("creating DaemonSet %s/%s (%d pods, one per node)", ns, dsName, nodes),
+		{fmt.Sprintf("creating DaemonSet %s/%s (%s, one per node)", ns, dsName, pods(int(nodes))),
 			func() error {
-				_, err := apps.DaemonSets(ns).Create(ctx, agentDaemonSet(ns), metav1.CreateOptions{})
+				_, err := apps.DaemonSets(ns).Create(ctx, agentDaemonSet(ns, c.registry), metav1.CreateOptions{})
 				return err
 			},
 			func() (bool, error) {
@@ -463,7 +540,7 @@ func (c *cluster) createWorkloads(ctx context.Context) error {
 			}},
 		{fmt.Sprintf("creating Deployment %s/%s (%d pods)", ns, deployName, deployScale),
 			func() error {
-				_, err := apps.Deployments(ns).Create(ctx, apiDeployment(ns), metav1.CreateOptions{})
+				_, err := apps.Deployments(ns).Create(ctx, apiDeployment(ns, c.registry), metav1.CreateOptions{})
 				return err
 			},
 			func() (bool, error) {
@@ -482,6 +559,22 @@ func (c *cluster) createWorkloads(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// nodeCount is how many nodes the cluster has.
+func (c *cluster) nodeCount() int {
+	if c.node != nil {
+		return 1
+	}
+	return len(c.nodes)
+}
+
+// pods is "1 pod", "6 pods".
+func pods(n int) string {
+	if n == 1 {
+		return "1 pod"
+	}
+	return fmt.Sprintf("%d pods", n)
 }
 
 // wait blocks until ctx ends (a signal) or the gate exits by itself.
@@ -513,6 +606,9 @@ func (c *cluster) stop() error {
 		if err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if c.node != nil {
+		errs = append(errs, c.stopNode())
 	}
 	if c.kubeletStop != nil {
 		done := c.step("stopping the test kubelet")

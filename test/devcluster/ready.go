@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 )
@@ -25,17 +26,31 @@ func (c *cluster) tries() []try {
 	snapshot := c.rel(filepath.Join(c.opts.dir, "snapshot.yaml"))
 	ns := c.opts.namespace
 	sts := "sts/" + stsName
-	return []try{
-		{[]string{
+	image := "$" + registryEnv + "/testapp:2.0"
+	says := map[string][]string{
+		"set": {
 			"Change web's image. rollplan drives web (OnDelete), so no pod moves",
 			"yet; the gate answers with the plan: \"Warning: rollplan: will update ...\"",
-		}, []string{fmt.Sprintf("%s -n %s set image %s app=example.com/web:v2", kubectl, ns, sts)}},
+		},
+		"apply": {"Carry it out: in place, 2 pods at a time (max-unavailable 2)"},
+	}
+	if c.node != nil {
+		says["set"] = []string{
+			"Change web's image. The gate answers with the plan (\"Warning: rollplan:",
+			"will update ...\") and the rollplan controller rolls web by itself, in place",
+		}
+		says["apply"] = []string{
+			"The controller drives web: apply waits until it is done (--wait-for-lease)",
+			"and finds nothing left to do",
+		}
+	}
+	return []try{
+		{says["set"], []string{fmt.Sprintf("%s -n %s set image %s app=%s", kubectl, ns, sts, image)}},
 		{[]string{"Capture what rollplan plans from: workloads, pods, nodes"},
 			[]string{fmt.Sprintf("%s snapshot -n %s --output-file %s", rollplan, ns, snapshot)}},
 		{[]string{"Preview the rollout, wave by wave (web in place; agent and api rolled out)"},
 			[]string{fmt.Sprintf("%s plan -f %s", rollplan, snapshot)}},
-		{[]string{"Carry it out: in place, 2 pods at a time (max-unavailable 2)"},
-			[]string{fmt.Sprintf("%s apply -n %s %s", rollplan, ns, sts)}},
+		{says["apply"], []string{fmt.Sprintf("%s apply -n %s %s --wait-for-lease", rollplan, ns, sts)}},
 		{[]string{"Where it stands; run it in a third terminal during step 4 to watch the waves"},
 			[]string{fmt.Sprintf("%s status -n %s %s --watch", rollplan, ns, sts)}},
 		{[]string{
@@ -44,6 +59,10 @@ func (c *cluster) tries() []try {
 		}, []string{fmt.Sprintf("%s -n %s delete pod %s-0 %s-1 %s-2", kubectl, ns, stsName, stsName, stsName)}},
 	}
 }
+
+// registryEnv names the images' registry in the printed commands and the
+// README: the real node's, or simRegistry.
+const registryEnv = "ROLLPLAN_REGISTRY"
 
 // gateCommand is the gate's command line as a shell would take it.
 func (c *cluster) gateCommand() string {
@@ -72,6 +91,36 @@ func (c *cluster) printReady() {
 	kubeconfig := c.rel(c.kubeconfig)
 	fmt.Fprintf(w, "\nCluster ready: Kubernetes %s at %s\n", c.cp.ServerVersion, c.cp.Config.Host)
 	fmt.Fprintf(w, "  kubeconfig  %s\n", kubeconfig)
+	if c.node != nil {
+		c.printRealCluster(w)
+	} else {
+		c.printSimulatedCluster(w)
+	}
+	fmt.Fprintf(w, "\n%s\n\n", tryHeader)
+	kc := kubeconfig
+	if !filepath.IsAbs(kc) {
+		kc = "$PWD/" + kc
+	}
+	fmt.Fprintf(w, "  export KUBECONFIG=%s\n", kc)
+	fmt.Fprintf(w, "  export %s=%s\n", registryEnv, c.registry)
+	for i, t := range c.tries() {
+		for j, s := range t.says {
+			if j == 0 {
+				fmt.Fprintf(w, "  # %d. %s\n", i+1, s)
+			} else {
+				fmt.Fprintf(w, "  #    %s\n", s)
+			}
+		}
+		for _, cmd := range t.commands {
+			fmt.Fprintf(w, "  %s\n", cmd)
+		}
+	}
+	fmt.Fprintf(w, "\nCtrl-C here stops the cluster and every process it started.\n")
+}
+
+// printSimulatedCluster prints the test kubelet's and the host gate's
+// lines of the ready block.
+func (c *cluster) printSimulatedCluster(w io.Writer) {
 	byZone := map[string][]string{}
 	for _, n := range c.nodes {
 		byZone[n.Zone] = append(byZone[n.Zone], n.Name)
@@ -86,30 +135,11 @@ func (c *cluster) printReady() {
 	fmt.Fprintf(w, "    DaemonSet   %-5s %d pods  rolled by its controller: RollingUpdate, maxUnavailable 1\n", dsName, len(c.nodes))
 	fmt.Fprintf(w, "    Deployment  %-5s %d pods  rolled by its controller: RollingUpdate, 25%% surge, 25%% unavailable\n", deployName, deployScale)
 	// README "Out of a broken rollout" runs here with the first tag.
-	fmt.Fprintf(w, "  images      by tag, in any repository (README \"Out of a broken rollout\" sets example.com/web:%s):\n", imageTags[0].tag)
+	fmt.Fprintf(w, "  images      any name, nothing is pulled; by tag (README \"Out of a broken rollout\" sets $%s/testapp:%s):\n", registryEnv, imageTags[0].tag)
 	for _, t := range imageTags {
 		fmt.Fprintf(w, "    %-13s %s\n", ":"+t.tag, describe(t.b))
 	}
 	fmt.Fprintf(w, "    %-13s %s\n", "other tags", describe(defaultBehavior))
 	fmt.Fprintf(w, "  gate        rollplan gate at %s for namespace %s (log %s), run as\n", c.gateURL, c.opts.namespace, c.rel(c.gateLog))
 	fmt.Fprintf(w, "              %s\n", c.gateCommand())
-	fmt.Fprintf(w, "\n%s\n\n", tryHeader)
-	kc := kubeconfig
-	if !filepath.IsAbs(kc) {
-		kc = "$PWD/" + kc
-	}
-	fmt.Fprintf(w, "  export KUBECONFIG=%s\n", kc)
-	for i, t := range c.tries() {
-		for j, s := range t.says {
-			if j == 0 {
-				fmt.Fprintf(w, "  # %d. %s\n", i+1, s)
-			} else {
-				fmt.Fprintf(w, "  #    %s\n", s)
-			}
-		}
-		for _, cmd := range t.commands {
-			fmt.Fprintf(w, "  %s\n", cmd)
-		}
-	}
-	fmt.Fprintf(w, "\nCtrl-C here stops the cluster and every process it started.\n")
 }
