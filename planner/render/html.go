@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rollplan/rollplan/internal/plural"
 	"github.com/rollplan/rollplan/planner/explain"
 	"github.com/rollplan/rollplan/planner/plan"
 )
@@ -431,7 +432,7 @@ func buildWorkload(wp *plan.WorkloadPlan, det *plan.Detail) *workloadView {
 				wave.Pods -= len(a.Pods) // evicted pods are not the workload's
 			}
 		}
-		wave.Title = fmt.Sprintf("wave %d of %d: %s to %s, %s", w.Index, len(wp.Waves), w.Start, wave.End, fmt.Sprintf("%d %s", wave.Actions, plural(wave.Actions, "action", "actions")))
+		wave.Title = fmt.Sprintf("wave %d of %d: %s to %s, %s", w.Index, len(wp.Waves), w.Start, wave.End, fmt.Sprintf("%d %s", wave.Actions, plural.Noun(wave.Actions, "action", "actions")))
 		wave.Binding = waveBinding(&w)
 		if w.Binding != nil {
 			wave.Bound = w.Binding.Budget
