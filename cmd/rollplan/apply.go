@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rollplan/rollplan/executor"
+	"github.com/rollplan/rollplan/internal/plural"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/live"
 )
@@ -349,8 +350,8 @@ func report(w io.Writer, t live.Target, dryRun bool, sum *executor.Summary, err 
 	case last.Done:
 		state = "done"
 	}
-	fmt.Fprintf(w, "%s: %s: %s in %d step(s); %d/%d pods updated, %d available, %d held, %d in flight\n",
-		t, state, strings.Join(acts, ", "), max(sum.Steps, 1), last.Updated, last.Desired-last.Held, last.Available, last.Held, len(last.InFlight))
+	fmt.Fprintf(w, "%s: %s: %s in %s; %d/%d pods updated, %d available, %d held, %d in flight\n",
+		t, state, strings.Join(acts, ", "), plural.Count(max(sum.Steps, 1), "step", "steps"), last.Updated, last.Desired-last.Held, last.Available, last.Held, len(last.InFlight))
 	if last.Note != "" && !last.Done {
 		fmt.Fprintf(w, "%s: %s\n", t, last.Note)
 	}

@@ -23,4 +23,11 @@ func TestCountAndNoun(t *testing.T) {
 			t.Errorf("Noun(%d, %q, %q) = %q, want %q", c.n, c.one, c.many, got, c.noun)
 		}
 	}
+	// Counts come as other integer types too.
+	if got := Count(int64(1), "object", "objects"); got != "1 object" {
+		t.Errorf("Count(int64(1)) = %q, want \"1 object\"", got)
+	}
+	if got := Count(int32(3), "replica", "replicas"); got != "3 replicas" {
+		t.Errorf("Count(int32(3)) = %q, want \"3 replicas\"", got)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/rollplan/rollplan/internal/plural"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/kubeversion"
@@ -190,7 +191,7 @@ func (s *podSim) deleteAction(pi int, reason string) Action {
 }
 
 func (s *podSim) condemnedReason(p *facts.Pod) string {
-	return fmt.Sprintf("ordinal %d is beyond the %d replicas (scale-down): the StatefulSet controller deletes the pod and does not recreate it", p.Ordinal, s.r.Workload.Replicas)
+	return fmt.Sprintf("ordinal %d is beyond the %s (scale-down): the StatefulSet controller deletes the pod and does not recreate it", p.Ordinal, plural.Count(s.r.Workload.Replicas, "replica", "replicas"))
 }
 
 func (s *podSim) run(sim *simulation) {

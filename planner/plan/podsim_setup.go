@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/rollplan/rollplan/internal/plural"
 	"github.com/rollplan/rollplan/planner/facts"
 )
 
@@ -268,5 +269,5 @@ func (s *podSim) condemnedNotes(sim *simulation) {
 			how += "; nothing is updated before they are gone"
 		}
 	}
-	sim.notes = append(sim.notes, fmt.Sprintf("pod(s) %s are beyond the %d replicas (condemned by a scale-down): the StatefulSet controller deletes them and never recreates them, %s; they count against no budget", strings.Join(names, ", "), s.r.Workload.Replicas, how))
+	sim.notes = append(sim.notes, fmt.Sprintf("pod(s) %s are beyond the %s (condemned by a scale-down): the StatefulSet controller deletes them and never recreates them, %s; they count against no budget", strings.Join(names, ", "), plural.Count(s.r.Workload.Replicas, "replica", "replicas"), how))
 }

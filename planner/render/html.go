@@ -744,7 +744,7 @@ func replicaSetLanes(wp *plan.WorkloadPlan, spans []span, ts timeScale) []rsLane
 			x, width := ts.bar(spans[i])
 			lanes[li].Steps = append(lanes[li].Steps, rsBar{
 				Label: fmt.Sprintf("%d→%d", ft.from, ft.to),
-				Title: fmt.Sprintf("wave %d (%s): ReplicaSet %s from %d to %d replicas in %d steps", w.Index, w.Start, rs, ft.from, ft.to, ft.steps),
+				Title: fmt.Sprintf("wave %d (%s): ReplicaSet %s from %d to %s in %s", w.Index, w.Start, rs, ft.from, plural.Count(ft.to, "replica", "replicas"), plural.Count(ft.steps, "step", "steps")),
 				X:     x, W: width,
 			})
 		}
