@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/rollplan/rollplan/internal/plural"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/plan"
@@ -527,7 +528,7 @@ func BuildStatus(r *facts.Rollout, wp plan.WorkloadPlan, origin *plan.WorkloadPl
 			st.Verdict = fmt.Sprintf("in progress: wave %d of %d", st.Waves.Current, st.Waves.Total)
 		case st.Waves.Remaining > 0:
 			// A Deployment rolled by its controller: see waves.
-			st.Verdict = fmt.Sprintf("in progress: rolled by the Deployment controller, %s left", plural(st.Waves.Remaining, "wave", "waves"))
+			st.Verdict = fmt.Sprintf("in progress: rolled by the Deployment controller, %s left", plural.Count(st.Waves.Remaining, "wave", "waves"))
 		case len(wp.Notes) > 0 && active >= w.Replicas && notUpdated(r, held) > 0:
 			st.Verdict = "in progress: nothing planned: " + wp.Notes[0]
 		default:
@@ -606,13 +607,6 @@ func waves(wp plan.WorkloadPlan, origin *plan.WorkloadPlan, moving bool) (Status
 
 // startsNow: the plan starts the wave at once.
 func startsNow(w plan.Wave) bool { return w.Start == "" || w.Start == "0s" }
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
-}
 
 func notUpdated(r *facts.Rollout, held map[string]bool) int {
 	n := 0

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/rollplan/rollplan/internal/plural"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/plan"
@@ -48,7 +49,7 @@ func (s *shortfall) String() string {
 	switch n := s.OtherWorkloads; {
 	case n == 0:
 	case len(s.Elsewhere) == n:
-		parts = append(parts, fmt.Sprintf("%s (other workloads' %s selected by PodDisruptionBudget %s)", strings.Join(s.Elsewhere, ", "), plural(n, "pod", "pods"), s.Budget.PDB))
+		parts = append(parts, fmt.Sprintf("%s (other workloads' %s selected by PodDisruptionBudget %s)", strings.Join(s.Elsewhere, ", "), plural.Noun(n, "pod", "pods"), s.Budget.PDB))
 	default:
 		parts = append(parts, fmt.Sprintf("%d pod(s) of other workloads selected by PodDisruptionBudget %s", n, s.Budget.PDB))
 	}
@@ -56,9 +57,9 @@ func (s *shortfall) String() string {
 	if len(parts) > 0 {
 		down = strings.Join(parts, ", ")
 	}
-	what := plural(s.Budget.Limit, "pod", "pods") + " unavailable"
+	what := plural.Noun(s.Budget.Limit, "pod", "pods") + " unavailable"
 	if s.Budget.Type == "groups" {
-		what = plural(s.Budget.Limit, "group", "groups") + " (" + s.Budget.GroupBy + ") with pods unavailable"
+		what = plural.Noun(s.Budget.Limit, "group", "groups") + " (" + s.Budget.GroupBy + ") with pods unavailable"
 	}
 	if s.Budget.Limit == 0 {
 		out := fmt.Sprintf("budget %s allows 0 %s (%s): it admits no disruption of an available pod", s.Budget.Name, what, s.Budget.Source)
@@ -84,14 +85,6 @@ func (s *shortfall) advice(t live.Target) string {
 		change, strings.ToLower(t.Kind), t.Name, t.Namespace, AnnEnforcement, Warn, DryRun)
 }
 
-// plural: "1 pod", "2 pods".
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
-
 // surplus returns what says why a pod of r is one the workload no longer
 // wants, which its controller removes whatever the budgets say: a
 // StatefulSet pod whose ordinal is outside [ordinals.start,
@@ -109,7 +102,7 @@ func surplus(r *facts.Rollout) func(*facts.Pod) string {
 			if p.Ordinal < 0 || (p.Ordinal >= start && p.Ordinal < end) {
 				return ""
 			}
-			return fmt.Sprintf("its ordinal %d is outside the StatefulSet's ordinals %d to %d (%d %s): the StatefulSet removes it", p.Ordinal, start, end-1, r.Workload.Replicas, plural(r.Workload.Replicas, "replica", "replicas"))
+			return fmt.Sprintf("its ordinal %d is outside the StatefulSet's ordinals %d to %d (%d %s): the StatefulSet removes it", p.Ordinal, start, end-1, r.Workload.Replicas, plural.Noun(r.Workload.Replicas, "replica", "replicas"))
 		}
 	case "DaemonSet":
 		leaving := map[string]bool{}

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/rollplan/rollplan/internal/plural"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/plan"
@@ -162,7 +163,7 @@ func summarise(wp plan.WorkloadPlan, podWhy map[string]string) string {
 		if len(wp.Notes) == 0 {
 			return ""
 		}
-		return fmt.Sprintf("%d %s to update, nothing planned: %s", s.ToUpdate, plural(s.ToUpdate, "pod", "pods"), wp.Notes[0])
+		return fmt.Sprintf("%d %s to update, nothing planned: %s", s.ToUpdate, plural.Noun(s.ToUpdate, "pod", "pods"), wp.Notes[0])
 	}
 	var why []string
 	add := func(reason string) {
@@ -210,7 +211,7 @@ func summarise(wp plan.WorkloadPlan, podWhy map[string]string) string {
 		}
 		parts = append(parts, b)
 	}
-	out := fmt.Sprintf("will update %d %s in %d %s", s.ToUpdate, plural(s.ToUpdate, "pod", "pods"), s.Waves, plural(s.Waves, "wave", "waves"))
+	out := fmt.Sprintf("will update %d %s in %d %s", s.ToUpdate, plural.Noun(s.ToUpdate, "pod", "pods"), s.Waves, plural.Noun(s.Waves, "wave", "waves"))
 	if len(parts) > 0 {
 		out += ": " + strings.Join(parts, ", ")
 	}

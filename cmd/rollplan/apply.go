@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rollplan/rollplan/executor"
+	"github.com/rollplan/rollplan/internal/plural"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/live"
 )
@@ -134,7 +135,7 @@ rollout (the table below).`,
 	fl.StringVar(&deleteMethod, "delete-method", executor.DeleteEvict, `how a recreation removes a pod: "evict" through the Eviction API (PodDisruptionBudgets honoured), or "delete": a plain delete with a UID precondition, for clusters where eviction is not allowed (PodDisruptionBudgets are then NOT enforced by the API server; only the plan's budgets hold)`)
 	fl.BoolVar(&once, "once", false, "carry out one step and exit, done or not")
 	durationVarOff(fl, &timeout, "timeout", 0, zeroOrPositive, "no limit", "give up after this long (exit 1); 0: no limit")
-	fl.StringVar(&metrics, "metrics-bind-address", "", `serve Prometheus metrics on this address at /metrics (e.g. ":8080"); "": off`)
+	fl.StringVar(&metrics, "metrics-bind-address", "", `serve Prometheus metrics on this address at /metrics (e.g. ":8080"); "" or "0": off`)
 	fl.BoolVar(&waitLease, "wait-for-lease", false, "when the rollplan controller or another apply drives the workload, wait until it lets go (bounded by --timeout) instead of exiting")
 	return cmd
 }
@@ -186,13 +187,11 @@ func drive(cmd *cobra.Command, w *liveWorkload, o driveOptions) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	opts.Metrics = executor.NewMetrics(reg)
-	if o.metrics != "" {
-		stopMetrics, err := serveMetrics(o.metrics, reg, opts.Log)
-		if err != nil {
-			return err
-		}
-		defer stopMetrics()
+	stopMetrics, err := serveMetrics(o.metrics, reg, opts.Log)
+	if err != nil {
+		return err
 	}
+	defer stopMetrics()
 	if !opts.DryRun {
 		rec, err := executor.StartEvents(w.client)
 		if err != nil {
@@ -286,9 +285,16 @@ func applyIdentity() string {
 	return fmt.Sprintf("%s %s@%s (pid %d)", executor.DriverApply, user, host, os.Getpid())
 }
 
+// metricsOff reports whether --metrics-bind-address turns metrics off: ""
+// and, as controller-runtime and kubebuilder projects read it, "0".
+func metricsOff(addr string) bool { return addr == "" || addr == "0" }
+
 // serveMetrics serves the registry's metrics at addr/metrics until the
-// returned function stops it.
+// returned function stops it; when metricsOff(addr) it serves nothing.
 func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (func(), error) {
+	if metricsOff(addr) {
+		return func() {}, nil
+	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-bind-address: %w", err)
@@ -344,8 +350,8 @@ func report(w io.Writer, t live.Target, dryRun bool, sum *executor.Summary, err 
 	case last.Done:
 		state = "done"
 	}
-	fmt.Fprintf(w, "%s: %s: %s in %d step(s); %d/%d pods updated, %d available, %d held, %d in flight\n",
-		t, state, strings.Join(acts, ", "), max(sum.Steps, 1), last.Updated, last.Desired-last.Held, last.Available, last.Held, len(last.InFlight))
+	fmt.Fprintf(w, "%s: %s: %s in %s; %d/%d pods updated, %d available, %d held, %d in flight\n",
+		t, state, strings.Join(acts, ", "), plural.Count(max(sum.Steps, 1), "step", "steps"), last.Updated, last.Desired-last.Held, last.Available, last.Held, len(last.InFlight))
 	if last.Note != "" && !last.Done {
 		fmt.Fprintf(w, "%s: %s\n", t, last.Note)
 	}

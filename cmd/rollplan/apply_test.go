@@ -143,21 +143,28 @@ func TestExitCodes(t *testing.T) {
 func TestReport(t *testing.T) {
 	target := live.Target{Namespace: "prod", Kind: "Deployment", Name: "api"}
 	tests := []struct {
-		name string
-		last executor.StepResult
-		want string
+		name  string
+		steps int
+		last  executor.StepResult
+		want  string
 	}{
-		{name: "a rolling update's old pods still terminating",
+		{name: "a rolling update's old pods still terminating", steps: 10,
 			last: executor.StepResult{Done: true, Pods: 9, Desired: 6, Updated: 6, Available: 6},
-			want: "Deployment prod/api: done: no action in 10 step(s); 6/6 pods updated, 6 available, 0 held, 0 in flight\n"},
-		{name: "held pods are not in the total",
+			want: "Deployment prod/api: done: no action in 10 steps; 6/6 pods updated, 6 available, 0 held, 0 in flight\n"},
+		{name: "held pods are not in the total", steps: 10,
 			last: executor.StepResult{Done: true, Pods: 5, Desired: 5, Held: 2, Updated: 3, Available: 5},
-			want: "Deployment prod/api: done: no action in 10 step(s); 3/3 pods updated, 5 available, 2 held, 0 in flight\n"},
+			want: "Deployment prod/api: done: no action in 10 steps; 3/3 pods updated, 5 available, 2 held, 0 in flight\n"},
+		{name: "one step", steps: 1,
+			last: executor.StepResult{Done: true, Pods: 1, Desired: 1, Updated: 1, Available: 1},
+			want: "Deployment prod/api: done: no action in 1 step; 1/1 pods updated, 1 available, 0 held, 0 in flight\n"},
+		{name: "no step counted reads as one", steps: 0,
+			last: executor.StepResult{Done: true, Pods: 2, Desired: 2, Updated: 2, Available: 2},
+			want: "Deployment prod/api: done: no action in 1 step; 2/2 pods updated, 2 available, 0 held, 0 in flight\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var b strings.Builder
-			report(&b, target, false, &executor.Summary{Steps: 10, Actions: map[string]int{}, Last: &tt.last}, nil)
+			report(&b, target, false, &executor.Summary{Steps: tt.steps, Actions: map[string]int{}, Last: &tt.last}, nil)
 			if b.String() != tt.want {
 				t.Errorf("report %q, want %q", b.String(), tt.want)
 			}

@@ -141,7 +141,7 @@ rollplan_executor_actions_total{kind,action,outcome}, workqueue_*.`,
 	fl.StringVar(&cf.leaseNS, "leader-elect-resource-namespace", "", "namespace of the leader-election Lease; default: $POD_NAMESPACE, else "+deploy.DefaultNamespace)
 	fl.StringVar(&cf.leaseName, "leader-elect-resource-name", "rollplan-controller", "name of the leader-election Lease")
 	fl.StringVar(&cf.health, "health-probe-bind-address", ":8081", `address of /healthz and /readyz; "": off`)
-	fl.StringVar(&cf.metrics, "metrics-bind-address", ":8080", `address of Prometheus /metrics; "": off`)
+	fl.StringVar(&cf.metrics, "metrics-bind-address", ":8080", `address of Prometheus /metrics; "" or "0": off`)
 	fl.Float32Var(&cf.qps, "kube-api-qps", 50, "queries per second to the API server")
 	fl.IntVar(&cf.burst, "kube-api-burst", 100, "burst of queries to the API server")
 	return cmd
@@ -227,13 +227,11 @@ func runController(cmd *cobra.Command, config *kubeFlags, pf *planFlags, cf *con
 			return nil
 		}).
 		Add("leader-election Lease", func(ctx context.Context) error { return leaseUsable(ctx, cl.client, leaseNS, leaseName) })
-	if cf.metrics != "" {
-		stopMetrics, err := serveMetrics(cf.metrics, reg, log)
-		if err != nil {
-			return err
-		}
-		defer stopMetrics()
+	stopMetrics, err := serveMetrics(cf.metrics, reg, log)
+	if err != nil {
+		return err
 	}
+	defer stopMetrics()
 	if cf.health != "" {
 		stopHealth, err := serveHealth(cf.health, ready, log)
 		if err != nil {

@@ -56,8 +56,8 @@ func TestExplainWaveErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"--wave", "4", "statefulset/web"}, exitError, "StatefulSet default/web has 3 wave(s): want --wave 1 to 3, not 4"},
-		{[]string{"--wave", "0", "sts/web"}, exitError, "StatefulSet default/web has 3 wave(s)"},
+		{[]string{"--wave", "4", "statefulset/web"}, exitError, "StatefulSet default/web has 3 waves: want --wave 1 to 3, not 4"},
+		{[]string{"--wave", "0", "sts/web"}, exitError, "StatefulSet default/web has 3 waves"},
 		{[]string{"--wave", "1", "sts/nope"}, exitError, "StatefulSet nope is not in the snapshot: it has StatefulSet default/web"},
 		{[]string{"--wave", "1", "deploy/web", "-n", "other"}, exitError, `Deployment web is not in namespace "other" of the snapshot: it has StatefulSet default/web`},
 		{[]string{"--wave", "1", "pod/web-1"}, exitUsage, `kind "pod" is not a workload rollplan plans`},

@@ -179,13 +179,11 @@ or the kustomize base in deploy/; alone: 'rollplan gate manifests'.`,
 			factory.Start(ctx.Done())
 			// Nothing else deletes a workload's reservations once it is gone.
 			go gate.PruneEvery(ctx, store, gcEvery, log.With("namespace", ns))
-			if metrics != "" {
-				stopMetrics, err := serveMetrics(metrics, reg, log)
-				if err != nil {
-					return err
-				}
-				defer stopMetrics()
+			stopMetrics, err := serveMetrics(metrics, reg, log)
+			if err != nil {
+				return err
 			}
+			defer stopMetrics()
 			if len(pf.policies) > 0 && reload > 0 {
 				go watchPolicies(ctx, pf.policies, reload, log, func() error {
 					e, err := newEngine(ctx, kind, pf.policies, pf.timeout)
@@ -238,7 +236,7 @@ or the kustomize base in deploy/; alone: 'rollplan gate manifests'.`,
 	fl.StringVar(&enforcement, "enforcement", gate.Deny, "deny, warn (admit with a warning) or dryrun (admit, log only); a workload's rollplan.dev/gate-enforcement annotation overrides it")
 	fl.StringVar(&bind, "bind-address", ":8443", "address of the webhook (HTTPS, path /validate)")
 	fl.StringVar(&health, "health-probe-bind-address", ":8081", `address of /healthz and /readyz; "": off`)
-	fl.StringVar(&metrics, "metrics-bind-address", ":8080", `address of Prometheus /metrics; "": off`)
+	fl.StringVar(&metrics, "metrics-bind-address", ":8080", `address of Prometheus /metrics; "" or "0": off`)
 	fl.StringToStringVar(&policyModes, "policy-enforcement", nil, "enforcement per policy name, for workloads whose rollplan.dev/policy annotation names it, e.g. strict=deny,canary=warn")
 	fl.StringSliceVar(&exempt, "exempt-namespaces", nil, "namespaces never gated, besides kube-system and the gate's own")
 	durationVar(fl, &reservationTTL, "reservation-ttl", 30*time.Second, positiveSeconds, "how long an admitted disruption holds its budget at most before the cache shows it (at least 1s)")

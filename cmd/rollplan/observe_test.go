@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -57,26 +58,52 @@ func TestApplyEvents(t *testing.T) {
 	}
 }
 
-// --metrics-bind-address serves the registry at /metrics.
+// --metrics-bind-address serves the registry at /metrics; "" and "0" turn
+// metrics off (controller-runtime's reading of "0"), ":0" is a free port.
 func TestServeMetrics(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m := executor.NewMetrics(reg)
-	m.Steps.Inc()
-	var log bytes.Buffer
-	stop, err := serveMetrics("127.0.0.1:0", reg, slog.New(slog.NewTextHandler(&log, nil)))
-	if err != nil {
-		t.Fatal(err)
+	cases := []struct {
+		addr  string
+		serve bool
+	}{
+		{addr: "", serve: false},
+		{addr: "0", serve: false},
+		{addr: "127.0.0.1:0", serve: true},
+		{addr: ":0", serve: true},
 	}
-	defer stop()
-	url := regexp.MustCompile(`http://\S+/metrics`).FindString(log.String())
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if !strings.Contains(string(body), "rollplan_executor_steps_total 1") {
-		t.Errorf("/metrics lacks the steps counter:\n%s", body)
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("%q", c.addr), func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			m := executor.NewMetrics(reg)
+			m.Steps.Inc()
+			var log bytes.Buffer
+			stop, err := serveMetrics(c.addr, reg, slog.New(slog.NewTextHandler(&log, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stop()
+			if got := metricsOff(c.addr); got == c.serve {
+				t.Errorf("metricsOff(%q) = %v, want %v", c.addr, got, !c.serve)
+			}
+			url := regexp.MustCompile(`http://\S+/metrics`).FindString(log.String())
+			if !c.serve {
+				if log.Len() != 0 {
+					t.Errorf("metrics off, but serveMetrics logged %q", log.String())
+				}
+				return
+			}
+			if url == "" {
+				t.Fatalf("no metrics address logged: %q", log.String())
+			}
+			resp, err := http.Get(url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			if !strings.Contains(string(body), "rollplan_executor_steps_total 1") {
+				t.Errorf("/metrics lacks the steps counter:\n%s", body)
+			}
+		})
 	}
 }
 

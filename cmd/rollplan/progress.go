@@ -11,6 +11,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/rollplan/rollplan/executor"
+	"github.com/rollplan/rollplan/internal/plural"
 	"github.com/rollplan/rollplan/planner/snapshot"
 )
 
@@ -186,7 +187,7 @@ func loadStatus(st snapshot.Status) string {
 		}
 		return fmt.Sprintf("reading %s: %s", st.File, megabytes(st.Done))
 	}
-	return fmt.Sprintf("decoding %s: %d of %d objects", st.File, st.Done, st.Total)
+	return fmt.Sprintf("decoding %s: %d of %s", st.File, st.Done, plural.Count(st.Total, "object", "objects"))
 }
 
 func megabytes(n int64) string {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/rollplan/rollplan/internal/plural"
 	"github.com/rollplan/rollplan/planner/snapshot"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
 )
@@ -217,15 +218,8 @@ KIND is deployment (deploy), statefulset (sts) or daemonset (ds).`,
 func summary(w io.Writer, s *snapshot.Snapshot, source, into string) {
 	workloads := len(s.Deployments) + len(s.StatefulSets) + len(s.DaemonSets)
 	fmt.Fprintf(w, "captured %s, %s, %s, %s from %s%s\n",
-		plural(workloads, "workload", "workloads"), plural(len(s.Pods), "pod", "pods"),
-		plural(len(s.Nodes), "node", "nodes"), plural(len(s.PDBs), "PDB", "PDBs"), source, into)
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
+		plural.Count(workloads, "workload", "workloads"), plural.Count(len(s.Pods), "pod", "pods"),
+		plural.Count(len(s.Nodes), "node", "nodes"), plural.Count(len(s.PDBs), "PDB", "PDBs"), source, into)
 }
 
 // writeFileAtomic writes data to a temporary file beside path and renames

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rollplan/rollplan/internal/plural"
 	"github.com/rollplan/rollplan/planner/engine/rego"
 	"github.com/rollplan/rollplan/planner/kubeversion"
 	"github.com/rollplan/rollplan/planner/policytest"
@@ -205,7 +206,7 @@ func runTests(ctx context.Context, stdout, stderr io.Writer, paths []string, o t
 		}
 		summary := fmt.Sprintf("%d passed, %d failed", counts[policytest.Pass], counts[policytest.Fail])
 		if n := counts[policytest.Error]; n > 0 {
-			summary += fmt.Sprintf(", %d errors", n)
+			summary += ", " + plural.Count(n, "error", "errors")
 		}
 		if n := counts[policytest.Skip]; n > 0 {
 			summary += fmt.Sprintf(", %d skipped", n)
@@ -231,9 +232,9 @@ func printCoverage(w io.Writer, rr *policytest.RegoRun, failUnder float64) {
 	fmt.Fprintln(w, "coverage:")
 	for _, f := range files {
 		fr := c.Files[f]
-		fmt.Fprintf(w, "  %6.2f%%  %s (%d of %d lines)\n", fr.Coverage, f, fr.CoveredLines, fr.CoveredLines+fr.NotCoveredLines)
+		fmt.Fprintf(w, "  %6.2f%%  %s (%d of %s)\n", fr.Coverage, f, fr.CoveredLines, plural.Count(fr.CoveredLines+fr.NotCoveredLines, "line", "lines"))
 	}
-	line := fmt.Sprintf("  %6.2f%%  total (%d of %d lines)", c.Coverage, c.CoveredLines, c.CoveredLines+c.NotCoveredLines)
+	line := fmt.Sprintf("  %6.2f%%  total (%d of %s)", c.Coverage, c.CoveredLines, plural.Count(c.CoveredLines+c.NotCoveredLines, "line", "lines"))
 	if failUnder >= 0 {
 		line += fmt.Sprintf(", --fail-under %v", failUnder)
 	}

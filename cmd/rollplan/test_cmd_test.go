@@ -123,7 +123,7 @@ ERROR data.fixture.failing_test.test_errors
 	if !strings.HasPrefix(out, want) {
 		t.Errorf("output does not start with\n%s\ngot:\n%s", want, out)
 	}
-	if !strings.HasSuffix(out, "\n1 passed, 1 failed, 1 errors\n") {
+	if !strings.HasSuffix(out, "\n1 passed, 1 failed, 1 error\n") {
 		t.Errorf("summary line missing:\n%s", out)
 	}
 	if strings.Contains(out, "PASS") {
@@ -190,7 +190,7 @@ func TestTestBadYAML(t *testing.T) {
 	for _, w := range []string{
 		"ERROR testdata/policytest/bad-yaml/bad_test.yaml\n",
 		`testdata/policytest/bad-yaml/bad_test.yaml: test "a typo" (spec.tests[0]): field expect.decisions[StatefulSet/default/web].pods[web-4]: unknown field "scop" (did you mean "scope"?); valid fields: scope, heldReason, action, reasons, order`,
-		"0 passed, 0 failed, 1 errors\n",
+		"0 passed, 0 failed, 1 error\n",
 	} {
 		if !strings.Contains(out, w) {
 			t.Errorf("output lacks %q:\n%s", w, out)

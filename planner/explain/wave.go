@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/rollplan/rollplan/internal/plural"
 	"github.com/rollplan/rollplan/planner/plan"
 )
 
@@ -95,7 +96,7 @@ func ExplainWave(res *plan.Result, workloadIndex, wave int) (WaveExplanation, er
 		}
 		return WaveExplanation{}, fmt.Errorf("%s has no wave (%s)", name, why)
 	case wave < 1 || wave > len(wp.Waves):
-		return WaveExplanation{}, fmt.Errorf("%s has %d wave(s): want --wave 1 to %d, not %d", name, len(wp.Waves), len(wp.Waves), wave)
+		return WaveExplanation{}, fmt.Errorf("%s has %s: want --wave 1 to %d, not %d", name, plural.Count(len(wp.Waves), "wave", "waves"), len(wp.Waves), wave)
 	}
 	w := &wp.Waves[wave-1]
 	e := WaveExplanation{

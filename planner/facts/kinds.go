@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/rollplan/rollplan/internal/plural"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -492,7 +493,7 @@ func (b *builder) daemonSet(ds *appsv1.DaemonSet) (*Rollout, error) {
 		if w.Replicas == 0 {
 			w.Replicas = len(perNode)
 		}
-		r.Warnings = append(r.Warnings, fmt.Sprintf("%s: the snapshot has no Node objects: %d nodes assumed from the DaemonSet status and its pods", id, w.Replicas))
+		r.Warnings = append(r.Warnings, fmt.Sprintf("%s: the snapshot has no Node objects: %s assumed from the DaemonSet status and its pods", id, plural.Count(w.Replicas, "node", "nodes")))
 		return r, nil
 	}
 	for _, n := range b.snap.Nodes {

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/rollplan/rollplan/internal/plural"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
 )
@@ -168,7 +169,7 @@ func simulateDeployment(r *facts.Rollout, d *engine.Decisions, o Options) *simul
 		}
 		if len(names) > 0 {
 			sim.removed = append(sim.removed, names...)
-			sim.notes = append(sim.notes, fmt.Sprintf("pod(s) %s: ReplicaSet %s has more pods than its %d replicas: the ReplicaSet controller deletes them first, and nothing replaces them", strings.Join(names, ", "), rs.name, rs.spec))
+			sim.notes = append(sim.notes, fmt.Sprintf("pod(s) %s: ReplicaSet %s has more pods than its %s: the ReplicaSet controller deletes them first, and nothing replaces them", strings.Join(names, ", "), rs.name, plural.Count(rs.spec, "replica", "replicas")))
 		}
 	}
 	// A finished pod (Failed, Succeeded) of an old ReplicaSet: the
@@ -334,7 +335,7 @@ func (s *deploySim) syncRolling() bool {
 	if s.newRS == nil {
 		n := s.newRSNewReplicas(0)
 		s.newRS = &simRS{name: s.r.Workload.UpdateRevision, minReady: s.r.Workload.MinReadySeconds}
-		s.scale(s.newRS, n, fmt.Sprintf("create ReplicaSet %s at the update revision with %d replicas (maxSurge %d over %d desired)", s.newRS.name, n, s.surge, s.D))
+		s.scale(s.newRS, n, fmt.Sprintf("create ReplicaSet %s at the update revision with %s (maxSurge %d over %d desired)", s.newRS.name, plural.Count(n, "replica", "replicas"), s.surge, s.D))
 		wrote = true // creating is not a scale-up: the same sync goes on to the old ReplicaSets
 	} else {
 		switch spec := s.newRS.spec; {
@@ -343,7 +344,7 @@ func (s *deploySim) syncRolling() bool {
 			return true
 		case spec < s.D:
 			if n := s.newRSNewReplicas(spec); n != spec {
-				s.scale(s.newRS, n, fmt.Sprintf("scale up within maxSurge: %d pods in all, at most %d", sumSpec(s.all()), s.D+s.surge))
+				s.scale(s.newRS, n, fmt.Sprintf("scale up within maxSurge: %s in all, at most %d", plural.Count(sumSpec(s.all()), "pod", "pods"), s.D+s.surge))
 				return true
 			}
 		}
@@ -418,7 +419,7 @@ func (s *deploySim) syncRecreate() bool {
 	}
 	if s.newRS == nil {
 		s.newRS = &simRS{name: s.r.Workload.UpdateRevision, minReady: s.r.Workload.MinReadySeconds}
-		s.scale(s.newRS, s.D, fmt.Sprintf("Recreate: create ReplicaSet %s with all %d replicas once the old pods are gone", s.newRS.name, s.D))
+		s.scale(s.newRS, s.D, fmt.Sprintf("Recreate: create ReplicaSet %s with all %s once the old pods are gone", s.newRS.name, plural.Count(s.D, "replica", "replicas")))
 		return true
 	}
 	if s.newRS.spec != s.D {
@@ -448,7 +449,7 @@ func (s *deploySim) run(sim *simulation) {
 	maxSyncs := 10000 + 10*len(s.r.Pods)
 	for i := 0; ; i++ {
 		if i == maxSyncs {
-			sim.err = fmt.Errorf("the simulated rollout takes more than %d controller syncs (%d waves so far, spec.replicas %d, maxSurge %d, maxUnavailable %d): rollplan stops there rather than plan without bound; plan it with larger maxSurge or maxUnavailable, or fewer replicas", maxSyncs, len(sim.waves), s.D, s.surge, s.unavail)
+			sim.err = fmt.Errorf("the simulated rollout takes more than %d controller syncs (%s so far, spec.replicas %d, maxSurge %d, maxUnavailable %d): rollplan stops there rather than plan without bound; plan it with larger maxSurge or maxUnavailable, or fewer replicas", maxSyncs, plural.Count(len(sim.waves), "wave", "waves"), s.D, s.surge, s.unavail)
 			return
 		}
 		var wrote bool
@@ -569,7 +570,7 @@ func (s *deploySim) binding(recreate bool) *Binding {
 		b.Budget = s.unavailName
 		b.Reason = fmt.Sprintf("maxUnavailable %d/%d: %d of %d desired pods available and at least %d must stay, so no old pod can go until a new one is available", max(0, s.D-available), s.unavail, available, s.D, s.D-s.unavail)
 		if all := sumSpec(s.all()); s.newRS != nil && s.newRS.spec < s.D && all >= s.D+s.surge {
-			b.Reason += fmt.Sprintf("; maxSurge %d/%d: %d pods, at most %d, so no new pod can be created either", all-s.D, s.surge, all, s.D+s.surge)
+			b.Reason += fmt.Sprintf("; maxSurge %d/%d: %s, at most %d, so no new pod can be created either", all-s.D, s.surge, plural.Count(all, "pod", "pods"), s.D+s.surge)
 		}
 	}
 	if b.Budget == "" && b.Reason == "" && len(b.WaitsFor) == 0 {

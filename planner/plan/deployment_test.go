@@ -160,7 +160,7 @@ func TestNoNoOpScale(t *testing.T) {
 		{name: "surge 0 creates the new ReplicaSet empty", d: 3, surge: 0, unavail: 1, oldSpec: 3, oldAvail: 3,
 			want: []string{"old 3->2", "new 0->1", "old 2->1", "new 1->2", "old 1->0", "new 2->3"}, wantFirstReason: "create ReplicaSet new at the update revision with 0 replicas"},
 		{name: "surge 1 creates it with one", d: 3, surge: 1, unavail: 0, oldSpec: 3, oldAvail: 3,
-			want: []string{"new 0->1", "old 3->2", "new 1->2", "old 2->1", "new 2->3", "old 1->0"}, wantFirstReason: "create ReplicaSet new at the update revision with 1 replicas"},
+			want: []string{"new 0->1", "old 3->2", "new 1->2", "old 2->1", "new 2->3", "old 1->0"}, wantFirstReason: "create ReplicaSet new at the update revision with 1 replica (maxSurge 1 over 3 desired)"},
 		{name: "scaled to 0 desired", d: 0, surge: 1, unavail: 0, oldSpec: 2, oldAvail: 2,
 			want: []string{"old 2->0"}},
 		{name: "recreate, scaled to 0 desired", recreate: true, d: 0, oldSpec: 2, oldAvail: 2,

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rollplan/rollplan/internal/plural"
 	"github.com/rollplan/rollplan/planner/explain"
 	"github.com/rollplan/rollplan/planner/plan"
 )
@@ -431,7 +432,7 @@ func buildWorkload(wp *plan.WorkloadPlan, det *plan.Detail) *workloadView {
 				wave.Pods -= len(a.Pods) // evicted pods are not the workload's
 			}
 		}
-		wave.Title = fmt.Sprintf("wave %d of %d: %s to %s, %s", w.Index, len(wp.Waves), w.Start, wave.End, fmt.Sprintf("%d %s", wave.Actions, plural(wave.Actions, "action", "actions")))
+		wave.Title = fmt.Sprintf("wave %d of %d: %s to %s, %s", w.Index, len(wp.Waves), w.Start, wave.End, fmt.Sprintf("%d %s", wave.Actions, plural.Noun(wave.Actions, "action", "actions")))
 		wave.Binding = waveBinding(&w)
 		if w.Binding != nil {
 			wave.Bound = w.Binding.Budget
@@ -743,7 +744,7 @@ func replicaSetLanes(wp *plan.WorkloadPlan, spans []span, ts timeScale) []rsLane
 			x, width := ts.bar(spans[i])
 			lanes[li].Steps = append(lanes[li].Steps, rsBar{
 				Label: fmt.Sprintf("%d→%d", ft.from, ft.to),
-				Title: fmt.Sprintf("wave %d (%s): ReplicaSet %s from %d to %d replicas in %d steps", w.Index, w.Start, rs, ft.from, ft.to, ft.steps),
+				Title: fmt.Sprintf("wave %d (%s): ReplicaSet %s from %d to %s in %s", w.Index, w.Start, rs, ft.from, plural.Count(ft.to, "replica", "replicas"), plural.Count(ft.steps, "step", "steps")),
 				X:     x, W: width,
 			})
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/rollplan/rollplan/internal/plural"
 	"github.com/rollplan/rollplan/planner/plan"
 )
 
@@ -60,7 +61,7 @@ func budgetCharts(wp *plan.WorkloadPlan, spans []span, ts timeScale) []budgetCha
 			c.Title = fmt.Sprintf("%s (%s): limit %d, %d in use at snapshot time; not counted wave by wave (the scheduler places the new pods)", b.Name, b.Type, b.Limit, b.InUse)
 		}
 		if len(c.Binds) > 0 {
-			c.Title += fmt.Sprintf("; binds %d of %d waves", len(c.Binds), len(wp.Waves))
+			c.Title += fmt.Sprintf("; binds %d of %s", len(c.Binds), plural.Count(len(wp.Waves), "wave", "waves"))
 		}
 		out = append(out, c)
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/rollplan/rollplan/internal/plural"
 	"github.com/rollplan/rollplan/planner/plan"
 )
 
@@ -30,7 +31,7 @@ const templateNote = "pod template changes: "
 func (m Markdown) Render(w io.Writer, p *plan.Plan) error {
 	var b strings.Builder
 	n := len(p.Workloads)
-	fmt.Fprintf(&b, "## rollplan plan: %d %s\n\n", n, plural(n, "workload", "workloads"))
+	fmt.Fprintf(&b, "## rollplan plan: %d %s\n\n", n, plural.Noun(n, "workload", "workloads"))
 	m.attention(&b, p)
 	if v := p.Metadata.KubernetesVersion; v != "" {
 		var gates []string
@@ -177,7 +178,7 @@ func (m Markdown) workload(b *strings.Builder, wp *plan.WorkloadPlan) {
 				waveRow(b, wave)
 			}
 			rest := waves[namedShown : len(waves)-1]
-			fmt.Fprintf(b, "| … | %s–%s | | %d more %s (`-o table` or `-o json` lists every wave) |\n", rest[0].Start, rest[len(rest)-1].Start, len(rest), plural(len(rest), "wave", "waves"))
+			fmt.Fprintf(b, "| … | %s–%s | | %d more %s (`-o table` or `-o json` lists every wave) |\n", rest[0].Start, rest[len(rest)-1].Start, len(rest), plural.Noun(len(rest), "wave", "waves"))
 			waveRow(b, waves[len(waves)-1])
 		} else {
 			for _, wave := range waves {
@@ -259,10 +260,3 @@ func text(s string) string {
 
 // cell is text fit for a table cell.
 func cell(s string) string { return strings.ReplaceAll(text(s), "|", `\|`) }
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}

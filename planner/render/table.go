@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/rollplan/rollplan/internal/plural"
 	"github.com/rollplan/rollplan/planner/plan"
 )
 
@@ -88,8 +89,8 @@ func (t Table) workload(out io.Writer, wp *plan.WorkloadPlan) error {
 	if wp.Managed {
 		mode = "managed by rollplan"
 	}
-	fmt.Fprintf(out, "  %d pods: %d updated, %d to update (%s), %d held; %d waves, pacing %s, %s, est. %s\n",
-		s.Pods, s.Updated, s.ToUpdate, toUpdate(s), s.Held, s.Waves, wp.Pacing, mode, wp.EstimatedDuration)
+	fmt.Fprintf(out, "  %s: %d updated, %d to update (%s), %d held; %s, pacing %s, %s, est. %s\n",
+		plural.Count(s.Pods, "pod", "pods"), s.Updated, s.ToUpdate, toUpdate(s), s.Held, plural.Count(s.Waves, "wave", "waves"), wp.Pacing, mode, wp.EstimatedDuration)
 	if len(wp.Budgets) > 0 {
 		var bs []string
 		for _, b := range wp.Budgets {
@@ -114,7 +115,7 @@ func (t Table) workload(out io.Writer, wp *plan.WorkloadPlan) error {
 		}
 	}
 	if len(wp.Halted) > 0 {
-		fmt.Fprintf(out, "  HALTED with %d of %d pods on the old revision:\n", s.Pods-s.Updated, s.Pods)
+		fmt.Fprintf(out, "  HALTED with %d of %s on the old revision:\n", s.Pods-s.Updated, plural.Count(s.Pods, "pod", "pods"))
 		for _, h := range t.named(wp.Halted) {
 			fmt.Fprintf(out, "    - %s\n", h)
 		}
