@@ -35,9 +35,19 @@ func (n *Node) Install(ctx context.Context, rollplan, image string, extra ...str
 	if _, err := n.Kubectl(ctx, []byte(manifests), "apply", "-f", "-"); err != nil {
 		return fmt.Errorf("install rollplan %s: %w", image, err)
 	}
+	if err := n.WaitInstalled(ctx); err != nil {
+		return fmt.Errorf("install rollplan %s: %w", image, err)
+	}
+	return nil
+}
+
+// WaitInstalled waits until rollplan's Deployments have rolled out and
+// the API server calls the gate's webhook, however rollplan was applied
+// (its manifests, the kustomize base).
+func (n *Node) WaitInstalled(ctx context.Context) error {
 	for _, d := range []string{"rollplan-gate", "rollplan-controller"} {
 		if _, err := n.Kubectl(ctx, nil, "-n", SystemNamespace, "rollout", "status", "deploy/"+d, "--timeout=3m"); err != nil {
-			return fmt.Errorf("install rollplan %s: %w", image, err)
+			return err
 		}
 	}
 	// The API server reads webhook configurations from an informer: a
@@ -46,14 +56,14 @@ func (n *Node) Install(ctx context.Context, rollplan, image string, extra ...str
 	probe := []byte(`{"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"name":"gate-probe","namespace":"default"},` +
 		`"spec":{"selector":{"matchLabels":{"app":"gate-probe"}},"template":{"metadata":{"labels":{"app":"gate-probe"}},` +
 		`"spec":{"containers":[{"name":"app","image":"gate-probe"}]}}}}`)
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		if _, err := n.Kubectl(ctx, probe, "create", "--dry-run=server", "-f", "-"); err != nil {
 			return false, nil
 		}
 		return n.gateCalled(ctx)
 	})
 	if err != nil {
-		return fmt.Errorf("install rollplan %s: the API server never called the gate's webhook through Service %s/rollplan-gate: %w", image, SystemNamespace, err)
+		return fmt.Errorf("the API server never called the gate's webhook through Service %s/rollplan-gate: %w", SystemNamespace, err)
 	}
 	return nil
 }
