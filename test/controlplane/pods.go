@@ -1,14 +1,7 @@
 package controlplane
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -17,6 +10,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/rollplan/rollplan/gate/certs"
 )
 
 // KubernetesServiceIP is the ClusterIP of the `kubernetes` Service in the
@@ -84,8 +79,11 @@ func preparePods(dir string, api *envtest.APIServer) (*podServing, error) {
 	if err := os.Mkdir(certDir, 0o700); err != nil {
 		return nil, fmt.Errorf("control plane: %w", err)
 	}
-	caPEM, certPEM, keyPEM, err := servingCert([]string{ip, KubernetesServiceIP},
-		[]string{"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"})
+	// The gate's own certificate maker: a CA and a serving certificate it
+	// signs, valid for a day (a test's control plane lives minutes).
+	caPEM, certPEM, keyPEM, err := certs.ForHosts(
+		[]string{"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
+		[]net.IP{net.ParseIP(ip), net.ParseIP(KubernetesServiceIP)}, 24*time.Hour, time.Now())
 	if err != nil {
 		return nil, fmt.Errorf("control plane: serving certificate: %w", err)
 	}
@@ -107,59 +105,4 @@ func preparePods(dir string, api *envtest.APIServer) (*podServing, error) {
 // as kube-root-ca.crt in every namespace.
 func (ps *podServing) kcmArgs() []string {
 	return []string{"--root-ca-file=" + ps.caFile}
-}
-
-// servingCert makes a CA and a serving certificate it signs for the given
-// addresses and names, valid for a day (a test's control plane lives
-// minutes), PEM encoded.
-func servingCert(ips, names []string) (caPEM, certPEM, keyPEM []byte, err error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	now := time.Now()
-	ca := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "rollplan test serving CA"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	leaf := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "kube-apiserver"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:     names,
-	}
-	for _, s := range ips {
-		ip := net.ParseIP(s)
-		if ip == nil {
-			return nil, nil, nil, fmt.Errorf("serving address %q is not an IP", s)
-		}
-		leaf.IPAddresses = append(leaf.IPAddresses, ip)
-	}
-	der, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
 }

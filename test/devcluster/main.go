@@ -48,10 +48,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 
 	"github.com/rollplan/rollplan/internal/testobj"
 	"github.com/rollplan/rollplan/planner/facts"
@@ -467,44 +465,23 @@ func (c *cluster) startGate(ctx context.Context) (err error) {
 // the same image names (REGISTRY/testapp:TAG) are its registry's.
 const simRegistry = "registry.example:5000"
 
-// demoTemplate is the demo workloads' pod template: testapp (test/node)
-// with its readiness probe, which the real kubelet runs; the test kubelet
-// ignores probes and turns pods Ready by its rules.
-func demoTemplate(app, image string) corev1.PodTemplateSpec {
-	return corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}},
-		Spec: corev1.PodSpec{
-			// testapp stops at once on SIGTERM: no need to wait 30s.
-			TerminationGracePeriodSeconds: ptr.To[int64](5),
-			Containers: []corev1.Container{{
-				Name:  "app",
-				Image: image,
-				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
-				ReadinessProbe: &corev1.Probe{
-					ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("http")}},
-					PeriodSeconds: 1,
-				},
-			}},
-		},
-	}
-}
 
 // demoImage is the demo workloads' first image, in registry.
 func demoImage(registry string) string { return registry + "/testapp:1.0" }
 
 // The demo workloads, in the namespace ns, on images of registry.
 func webStatefulSet(ns, registry string) *appsv1.StatefulSet {
-	return testobj.StatefulSet(ns, stsName).Template(demoTemplate(stsName, demoImage(registry))).
+	return testobj.StatefulSet(ns, stsName).Template(node.TestappTemplate(stsName, demoImage(registry))).
 		Managed().Annotate(map[string]string{facts.AnnMaxUnavailable: "2"}).
 		Replicas(stsReplicas).ServiceName(stsName).PodManagement(appsv1.ParallelPodManagement).OnDelete().Obj()
 }
 
 func agentDaemonSet(ns, registry string) *appsv1.DaemonSet {
-	return testobj.DaemonSet(ns, dsName).Template(demoTemplate(dsName, demoImage(registry))).RollingUpdate("0", "1").Obj()
+	return testobj.DaemonSet(ns, dsName).Template(node.TestappTemplate(dsName, demoImage(registry))).RollingUpdate("0", "1").Obj()
 }
 
 func apiDeployment(ns, registry string) *appsv1.Deployment {
-	return testobj.Deployment(ns, deployName).Template(demoTemplate(deployName, demoImage(registry))).
+	return testobj.Deployment(ns, deployName).Template(node.TestappTemplate(deployName, demoImage(registry))).
 		Replicas(deployScale).RollingUpdate("25%", "25%").Obj()
 }
 

@@ -110,25 +110,6 @@ func (c *cluster) cli(args ...string) (string, string, int) {
 	return stdout.String(), stderr.String(), code
 }
 
-// testappTemplate is a pod template of the testapp image with its real
-// readiness probe: a pod is Ready when its HTTP server says so.
-func testappTemplate(app, image string) corev1.PodTemplateSpec {
-	return corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}},
-		Spec: corev1.PodSpec{
-			TerminationGracePeriodSeconds: ptr.To[int64](5),
-			Containers: []corev1.Container{{
-				Name:  "app",
-				Image: image,
-				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
-				ReadinessProbe: &corev1.Probe{
-					ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("http")}},
-					PeriodSeconds: 1,
-				},
-			}},
-		},
-	}
-}
 
 // inPlace are the annotations of a workload rollplan drives in place.
 func inPlace(maxUnavailable int, extra ...string) map[string]string {
@@ -386,7 +367,7 @@ func (c *cluster) inPlacePerKind() {
 		Spec: appsv1.StatefulSetSpec{
 			Replicas: ptr.To(int32(sts.replicas)), ServiceName: sts.name, PodManagementPolicy: appsv1.ParallelPodManagement,
 			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": sts.name}},
-			Template:       testappTemplate(sts.name, v1),
+			Template:       node.TestappTemplate(sts.name, v1),
 			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
 		},
 	}, sts)
@@ -395,7 +376,7 @@ func (c *cluster) inPlacePerKind() {
 		Spec: appsv1.StatefulSetSpec{
 			Replicas: ptr.To(int32(recreate.replicas)), ServiceName: recreate.name, PodManagementPolicy: appsv1.ParallelPodManagement,
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": recreate.name}},
-			Template: testappTemplate(recreate.name, v1),
+			Template: node.TestappTemplate(recreate.name, v1),
 			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType,
 				RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{MaxUnavailable: ptr.To(intstr.FromInt32(int32(recreate.budget)))}},
 		},
@@ -404,7 +385,7 @@ func (c *cluster) inPlacePerKind() {
 		ObjectMeta: metav1.ObjectMeta{Name: ds.name, Namespace: ns, Annotations: inPlace(ds.budget)},
 		Spec: appsv1.DaemonSetSpec{
 			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": ds.name}},
-			Template:       testappTemplate(ds.name, v1),
+			Template:       node.TestappTemplate(ds.name, v1),
 			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType},
 		},
 	}, ds)
@@ -413,7 +394,7 @@ func (c *cluster) inPlacePerKind() {
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(int32(deploy.replicas)),
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": deploy.name}},
-			Template: testappTemplate(deploy.name, v1),
+			Template: node.TestappTemplate(deploy.name, v1),
 			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
 				MaxUnavailable: ptr.To(intstr.FromInt32(int32(deploy.budget))), MaxSurge: ptr.To(intstr.FromInt32(0))}},
 		},
@@ -715,7 +696,7 @@ func gateLine(s string) string {
 func (c *cluster) leaderLost() {
 	t, ctx := c.t, c.t.Context()
 	w := workload{kind: "StatefulSet", name: "slow", replicas: 5, budget: 1}
-	tmpl := testappTemplate(w.name, c.n.Image("testapp:1.0"))
+	tmpl := node.TestappTemplate(w.name, c.n.Image("testapp:1.0"))
 	c.create(appsNS, &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: w.name, Namespace: appsNS, Annotations: inPlace(w.budget)},
 		Spec: appsv1.StatefulSetSpec{
@@ -892,7 +873,7 @@ func (c *cluster) uninstall() {
 func (c *cluster) resize() {
 	t := c.t
 	w := workload{kind: "StatefulSet", name: "sized", replicas: 2, budget: 1}
-	tmpl := testappTemplate(w.name, c.n.Image("testapp:1.0"))
+	tmpl := node.TestappTemplate(w.name, c.n.Image("testapp:1.0"))
 	tmpl.Spec.Containers[0].Resources = corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
 		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("64Mi")},

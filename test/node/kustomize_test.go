@@ -71,7 +71,7 @@ func TestKustomizeBaseOnRealNode(t *testing.T) {
 		Spec: appsv1.StatefulSetSpec{
 			Replicas: ptr.To(int32(w.replicas)), ServiceName: w.name, PodManagementPolicy: appsv1.ParallelPodManagement,
 			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": w.name}},
-			Template:       testappTemplate(w.name, n.Image("testapp:1.0")),
+			Template:       node.TestappTemplate(w.name, n.Image("testapp:1.0")),
 			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
 		},
 	}, w)

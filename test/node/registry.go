@@ -10,6 +10,11 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 )
 
 // startRegistry builds the pause and testapp binaries and serves their
@@ -134,4 +139,27 @@ func moduleRoot() (string, error) {
 		return "", errors.New("not inside rollplan's module: run from its checkout")
 	}
 	return filepath.Dir(mod), nil
+}
+
+// TestappTemplate is a pod template of the testapp image with its
+// readiness probe (GET /readyz every second): on the real kubelet a pod is
+// Ready when testapp says so; the simulated kubelet ignores probes and
+// turns pods Ready by its own rules.
+func TestappTemplate(app, image string) corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}},
+		Spec: corev1.PodSpec{
+			// testapp stops at once on SIGTERM: no need to wait 30s.
+			TerminationGracePeriodSeconds: ptr.To[int64](5),
+			Containers: []corev1.Container{{
+				Name:  "app",
+				Image: image,
+				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+				ReadinessProbe: &corev1.Probe{
+					ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("http")}},
+					PeriodSeconds: 1,
+				},
+			}},
+		},
+	}
 }
