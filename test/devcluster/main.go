@@ -465,7 +465,6 @@ func (c *cluster) startGate(ctx context.Context) (err error) {
 // the same image names (REGISTRY/testapp:TAG) are its registry's.
 const simRegistry = "registry.example:5000"
 
-
 // demoImage is the demo workloads' first image, in registry.
 func demoImage(registry string) string { return registry + "/testapp:1.0" }
 

@@ -110,7 +110,6 @@ func (c *cluster) cli(args ...string) (string, string, int) {
 	return stdout.String(), stderr.String(), code
 }
 
-
 // inPlace are the annotations of a workload rollplan drives in place.
 func inPlace(maxUnavailable int, extra ...string) map[string]string {
 	a := map[string]string{
