@@ -167,7 +167,10 @@ iptables:
 			return false, err
 		}
 		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, fmt.Errorf("healthz: %s", resp.Status)
+		if resp.StatusCode != http.StatusOK {
+			return false, fmt.Errorf("healthz: %s", resp.Status)
+		}
+		return true, nil
 	})
 }
 
