@@ -161,7 +161,7 @@ test-cluster: $(CLUSTER_STAMPS) $(NODE_STAMP)
 		pgrep -af '$(CLUSTER_PROCS)'; \
 		pkill -KILL -f '$(CLUSTER_PROCS)'; exit 1; fi
 
-## dev-cluster: README "Try it on a cluster": the newest control plane
+## dev-cluster: docs/dev-cluster.md: the newest control plane
 ## (built first if needed), the test kubelet with 6 nodes in 3 zones,
 ## bin/rollplan's gate and three demo workloads, as local processes; prints
 ## the kubeconfig and the commands to try, and runs until Ctrl-C, which stops

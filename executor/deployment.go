@@ -269,7 +269,7 @@ func (e *Executor) adopt(ctx context.Context, d *appsv1.Deployment, cur *appsv1.
 // refuseDeployment is the refusal, if any, for a Deployment.
 func refuseDeployment(t live.Target, w *facts.Workload) error {
 	if !w.Managed {
-		// As README "Deployments in place" says it: annotating is all; apply
+		// As docs/rollouts.md "Deployments in place" says it: annotating is all; apply
 		// sets spec.paused itself (a user's spec.paused would only stop the
 		// controller).
 		return &RefusedError{t, fmt.Sprintf("not managed by rollplan: the Deployment controller rolls it (`rollplan plan` previews it); to let rollplan apply update it in place, run `kubectl annotate %s %s=true %s=InPlaceIfPossible`, then apply again: it holds the Deployment with spec.paused itself",

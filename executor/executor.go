@@ -269,7 +269,7 @@ func (h *HaltedError) Error() string {
 }
 
 // targetRef names the target as kubectl and rollplan take it, with the short
-// kinds the README's commands use: sts/web -n prod.
+// kinds the docs' commands use: sts/web -n prod.
 func targetRef(t live.Target) string {
 	kind := strings.ToLower(t.Kind)
 	switch t.Kind {

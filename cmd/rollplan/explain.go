@@ -32,7 +32,7 @@ pods out of the wave before (its limit and use), each budget's use in the
 wave, and what keeps the next pods out of it.
 
 -o json and -o yaml print the same as data (field names in lowerCamel,
-documented in the README).`,
+documented in docs/planning.md).`,
 		Example: `  rollplan explain web-3 -f testdata/scenarios/sts-partition-gate-off/snapshot.yaml
   rollplan explain default/web-3 -f snap.yaml --policy policies/examples/leader-last
   rollplan explain --wave 2 statefulset/web -f snap.yaml -o yaml`,

@@ -30,8 +30,8 @@ import (
 // What the API server does beyond defaulting is not reproduced: mutating
 // admission webhooks, LimitRanger (default requests and limits), PodSecurity
 // and other admission plugins, and fields a newer server defaults. A live
-// preview (server-side dry-run apply) has none of these gaps; the README's
-// "Preview a change" says so. test/e2e TestChangeDefaultsMatchServer sends
+// preview (server-side dry-run apply) has none of these gaps; docs/change.md
+// says so. test/e2e TestChangeDefaultsMatchServer sends
 // a table of manifests through the real API server's dry-run and compares.
 
 // Default gives a proposed workload the API server's defaults, as a

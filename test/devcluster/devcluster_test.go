@@ -28,7 +28,7 @@ import (
 	"github.com/rollplan/rollplan/test/harness"
 )
 
-// README markers: each is the line right before a fenced block of the
+// Docs markers: each is the line right before a fenced block of the
 // section "Try it on a cluster", or of "Out of a broken rollout".
 const (
 	markOutput  = "<!-- dev-cluster: output -->"  // what make dev-cluster prints, to the commands
@@ -37,7 +37,7 @@ const (
 	markBroken  = "<!-- dev-cluster: broken -->"  // a broken rollout, after the session: its commands, as the session's
 )
 
-// check is what one README command must do.
+// check is what one docs command must do.
 type check struct {
 	// match picks the command: a substring of it.
 	match string
@@ -48,13 +48,13 @@ type check struct {
 	// also checks more, given the output; nil: nothing more.
 	also func(t *testing.T, out string)
 	// alongside, when set, matches an earlier command this one runs
-	// beside, as the README says (a third terminal): it starts first, the
+	// beside, as the docs say (a third terminal): it starts first, the
 	// other once it printed a line, and both are checked once both ended.
 	alongside string
 }
 
-// checks are the README session's commands, each found by its match; a
-// command none matches fails the test, so a step added to the README
+// checks are the docs session's commands, each found by its match; a
+// command none matches fails the test, so a step added to the docs
 // (and the ready block) comes with its check.
 var checks = []check{
 	{match: " set image sts/web ", output: []string{
@@ -100,7 +100,7 @@ var checks = []check{
 	}},
 }
 
-// brokenChecks are README "Out of a broken rollout"'s commands, run after
+// brokenChecks are docs/rollouts.md "Out of a broken rollout"'s commands, run after
 // the session as checks are: an image the test kubelet crash-loops halts
 // apply (exit 3) with the first wave broken, status --watch sees it halt
 // and why, and undo puts web back, in place, whatever the budget.
@@ -128,11 +128,11 @@ var brokenChecks = []check{
 	}},
 }
 
-// TestDevClusterSession is README "Try it on a cluster", run: it builds
+// TestDevClusterSession is docs/dev-cluster.md, run: it builds
 // bin/rollplan and the dev cluster into a folder laid out like a checkout
 // (test/cluster/bin links to $ROLLPLAN_CLUSTER_BIN), starts it as `make
-// dev-cluster` does, compares what it prints with the README, runs the
-// README's commands in order from that folder and checks each, then those
+// dev-cluster` does, compares what it prints with the docs, runs the
+// docs' commands in order from that folder and checks each, then those
 // of "Out of a broken rollout" (after its undo, web's same pods on their
 // image again), then sends SIGINT and checks that every process it started
 // has exited and every port they listened on is free.
@@ -141,12 +141,8 @@ func TestDevClusterSession(t *testing.T) {
 	if err != nil {
 		t.Skip(err)
 	}
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantOutput, session, wantStop := readmeBlock(t, readme, markOutput), readmeBlock(t, readme, markSession), readmeBlock(t, readme, markStop)
-	broken := commandLines(readmeBlock(t, readme, markBroken))
+	wantOutput, session, wantStop := docBlock(t, markOutput), docBlock(t, markSession), docBlock(t, markStop)
+	broken := commandLines(docBlock(t, markBroken))
 
 	// About a minute on 2 cores, most of it the build (links two
 	// binaries); the bound leaves room for a loaded machine.
@@ -157,7 +153,7 @@ func TestDevClusterSession(t *testing.T) {
 	dc := startDevCluster(ctx, t, root, nodeSimulated)
 	printed := dc.out.String()
 	if got, want := normalize(printed), normalize(wantOutput); got != want {
-		t.Errorf("make dev-cluster prints, normalised:\n%s\nREADME (%s) says:\n%s", got, markOutput, want)
+		t.Errorf("make dev-cluster prints, normalised:\n%s\ndocs (%s) say:\n%s", got, markOutput, want)
 	}
 	commands := commandLines(session)
 	checkPrintedCommands(t, printed, commands)
@@ -195,7 +191,7 @@ func TestDevClusterSession(t *testing.T) {
 
 	stopOut := dc.interrupt(t)
 	if got, want := normalize(stopOut), normalize(wantStop); got != want {
-		t.Errorf("on SIGINT the dev cluster prints, normalised:\n%s\nREADME (%s) says:\n%s", got, markStop, want)
+		t.Errorf("on SIGINT the dev cluster prints, normalised:\n%s\ndocs (%s) say:\n%s", got, markStop, want)
 	}
 	var left []string
 	for pid, cmd := range procs {
@@ -218,13 +214,13 @@ func TestDevClusterSession(t *testing.T) {
 }
 
 // checkPrintedCommands compares the commands of the ready block with the
-// README session's.
+// docs session's.
 func checkPrintedCommands(t *testing.T, printed string, commands []string) {
 	t.Helper()
 	if tryAt := strings.Index(printed, tryHeader); tryAt < 0 {
 		t.Fatalf("no %q in the output", tryHeader)
 	} else if got := commandLines(printed[tryAt:]); strings.Join(got, "\n") != strings.Join(commands, "\n") {
-		t.Errorf("the commands printed:\n%s\nthe README session's:\n%s", strings.Join(got, "\n"), strings.Join(commands, "\n"))
+		t.Errorf("the commands printed:\n%s\nthe docs session's:\n%s", strings.Join(got, "\n"), strings.Join(commands, "\n"))
 	}
 }
 
@@ -239,7 +235,7 @@ func checkStateGone(t *testing.T, root string, more ...string) {
 	}
 }
 
-// layOut makes root a folder laid out like a checkout as the README's
+// layOut makes root a folder laid out like a checkout as the docs'
 // commands expect it: test/cluster/bin/<version>/ as make cluster-bin
 // leaves it, each binary a link to the one the test was given, and
 // bin/rollplan and bin/devcluster built by the test.
@@ -374,7 +370,7 @@ func runSession(ctx context.Context, t *testing.T, root string, commands []strin
 		}
 		c := find(line)
 		if c == nil {
-			t.Errorf("README command %q has no check in this test: add one", line)
+			t.Errorf("docs command %q has no check in this test: add one", line)
 			continue
 		}
 		// A later command that runs beside this one starts first.
@@ -393,7 +389,7 @@ func runSession(ctx context.Context, t *testing.T, root string, commands []strin
 	}
 }
 
-// running is a README command started by start.
+// running is a docs command started by start.
 type running struct {
 	line  string
 	c     *check
@@ -460,18 +456,37 @@ func (r *running) check(t *testing.T) {
 	}
 }
 
-// readmeBlock is the fenced block right after the marker line; in a list
-// item both are indented, and the block comes without the indentation.
-func readmeBlock(t *testing.T, readme []byte, marker string) string {
+// sessionPages are the docs pages that hold the marked blocks: the
+// session in dev-cluster.md, the broken rollout in rollouts.md.
+var sessionPages = []string{"../../docs/dev-cluster.md", "../../docs/rollouts.md"}
+
+// docBlock is the fenced block right after the marker line, which exactly
+// one of sessionPages holds; in a list item both are indented, and the
+// block comes without the indentation.
+func docBlock(t *testing.T, marker string) string {
 	t.Helper()
-	lines := strings.Split(string(readme), "\n")
-	at := slices.IndexFunc(lines, func(l string) bool { return strings.TrimSpace(l) == marker })
+	var page string
+	var lines []string
+	at := -1
+	for _, p := range sessionPages {
+		text, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := strings.Split(string(text), "\n")
+		if i := slices.IndexFunc(l, func(l string) bool { return strings.TrimSpace(l) == marker }); i >= 0 {
+			if at >= 0 {
+				t.Fatalf("%s and %s both hold %s", page, p, marker)
+			}
+			page, lines, at = p, l, i
+		}
+	}
 	if at < 0 {
-		t.Fatalf("README.md has no %s", marker)
+		t.Fatalf("no page of %v holds %s", sessionPages, marker)
 	}
 	indent := lines[at][:len(lines[at])-len(strings.TrimLeft(lines[at], " "))]
 	if at+1 >= len(lines) || !strings.HasPrefix(lines[at+1], indent+"```") {
-		t.Fatalf("README.md: %s is not followed by a fenced block", marker)
+		t.Fatalf("%s: %s is not followed by a fenced block", page, marker)
 	}
 	var block []string
 	for _, l := range lines[at+2:] {
@@ -483,7 +498,7 @@ func readmeBlock(t *testing.T, readme []byte, marker string) string {
 		}
 		block = append(block, strings.TrimPrefix(l, indent))
 	}
-	t.Fatalf("README.md: the block after %s does not end", marker)
+	t.Fatalf("%s: the block after %s does not end", page, marker)
 	return ""
 }
 
@@ -655,21 +670,17 @@ func atoi(s string) int {
 }
 
 // TestReadmeSession checks, without a cluster, what TestDevClusterSession
-// relies on in README "Try it on a cluster": its three blocks, the same
+// relies on in docs/dev-cluster.md: its three blocks, the same
 // commands in the printed output as in the session, each with a check.
 func TestReadmeSession(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	printed := commandLines(readmeBlock(t, readme, markOutput))
-	session := commandLines(readmeBlock(t, readme, markSession))
+	printed := commandLines(docBlock(t, markOutput))
+	session := commandLines(docBlock(t, markSession))
 	if strings.Join(printed, "\n") != strings.Join(session, "\n") {
-		t.Errorf("README: the commands of the printed block:\n%s\nand of the session:\n%s", strings.Join(printed, "\n"), strings.Join(session, "\n"))
+		t.Errorf("docs: the commands of the printed block:\n%s\nand of the session:\n%s", strings.Join(printed, "\n"), strings.Join(session, "\n"))
 	}
 	exports := []string{"export KUBECONFIG=$PWD/bin/dev-cluster/kubeconfig", "export " + registryEnv + "=" + simRegistry}
 	if len(session) != len(checks)+len(exports) || strings.Join(session[:min(len(exports), len(session))], "\n") != strings.Join(exports, "\n") {
-		t.Errorf("README session: commands %q, want %q and %d checked ones", session, exports, len(checks))
+		t.Errorf("docs session: commands %q, want %q and %d checked ones", session, exports, len(checks))
 	}
 	for _, line := range session {
 		n := 0
@@ -679,18 +690,18 @@ func TestReadmeSession(t *testing.T) {
 			}
 		}
 		if n != 1 && !strings.HasPrefix(line, "export ") {
-			t.Errorf("README command %q matches %d checks, want 1", line, n)
+			t.Errorf("docs command %q matches %d checks, want 1", line, n)
 		}
 	}
-	if stop := readmeBlock(t, readme, markStop); !strings.Contains(stop, "stopped: every process") {
-		t.Errorf("README stop block:\n%s", stop)
+	if stop := docBlock(t, markStop); !strings.Contains(stop, "stopped: every process") {
+		t.Errorf("docs stop block:\n%s", stop)
 	}
 
 	// "Out of a broken rollout": each command with its check, and the
 	// image it sets one the dev cluster's kubelet crash-loops.
-	broken := commandLines(readmeBlock(t, readme, markBroken))
+	broken := commandLines(docBlock(t, markBroken))
 	if len(broken) != len(brokenChecks)+len(exports) || strings.Join(broken[:min(len(exports), len(broken))], "\n") != strings.Join(exports, "\n") {
-		t.Errorf("README broken rollout: commands %q, want the session's exports %q and %d checked ones", broken, exports, len(brokenChecks))
+		t.Errorf("docs broken rollout: commands %q, want the session's exports %q and %d checked ones", broken, exports, len(brokenChecks))
 	}
 	crashing := false
 	for _, line := range broken[min(len(exports), len(broken)):] {
@@ -701,7 +712,7 @@ func TestReadmeSession(t *testing.T) {
 			}
 		}
 		if n != 1 {
-			t.Errorf("README broken-rollout command %q matches %d checks, want 1", line, n)
+			t.Errorf("docs broken-rollout command %q matches %d checks, want 1", line, n)
 		}
 		if _, image, ok := strings.Cut(line, " set image sts/web app="); ok {
 			tag := image[strings.LastIndex(image, ":")+1:]
@@ -710,7 +721,7 @@ func TestReadmeSession(t *testing.T) {
 		}
 	}
 	if !crashing {
-		t.Errorf("README broken rollout: no `set image sts/web app=...` to an image the dev cluster crash-loops (tags %v): %q", imageTags, broken)
+		t.Errorf("docs broken rollout: no `set image sts/web app=...` to an image the dev cluster crash-loops (tags %v): %q", imageTags, broken)
 	}
 }
 

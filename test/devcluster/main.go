@@ -7,10 +7,10 @@
 // namespace (test/harness); it writes a kubeconfig, creates the demo
 // workloads (a StatefulSet rollplan drives in place, a DaemonSet and a
 // Deployment their controllers roll), waits for their pods to be ready, and
-// prints the commands to try next (README "Try it on a cluster"). The
+// prints the commands to try next (docs/dev-cluster.md). The
 // kubelet gives an image a behaviour by its tag (imageTags: crash loop,
 // never ready, slow start), so that a broken rollout can be tried with
-// kubectl set image (README "Out of a broken rollout").
+// kubectl set image (docs/rollouts.md "Out of a broken rollout").
 //
 // With --node real (make dev-cluster NODE=real) it runs a real node
 // instead (test/node: containerd with runc, a kubelet, kube-proxy and
@@ -322,7 +322,7 @@ func (c *cluster) startKubelet(ctx context.Context) (err error) {
 
 // imageTag is an image tag the test kubelet gives a behaviour, whatever
 // the repository: the behaviours the cluster suites set with SetImage,
-// for a user who has only kubectl (README "Out of a broken rollout").
+// for a user who has only kubectl (docs/rollouts.md "Out of a broken rollout").
 type imageTag struct {
 	tag string
 	b   kubelet.Behavior

@@ -7,8 +7,8 @@ import (
 	"strings"
 )
 
-// tryHeader starts the commands of the ready block; README "Try it on a
-// cluster" holds the same lines, and the test runs them from there.
+// tryHeader starts the commands of the ready block; docs/dev-cluster.md
+// holds the same lines, and the test runs them from there.
 const tryHeader = "Try it, from the repository root in another terminal:"
 
 // try is one numbered step of the ready block: what it shows (comment
@@ -60,8 +60,8 @@ func (c *cluster) tries() []try {
 	}
 }
 
-// registryEnv names the images' registry in the printed commands and the
-// README: the real node's, or simRegistry.
+// registryEnv names the images' registry in the printed commands and
+// docs/dev-cluster.md: the real node's, or simRegistry.
 const registryEnv = "ROLLPLAN_REGISTRY"
 
 // gateCommand is the gate's command line as a shell would take it.
@@ -134,8 +134,8 @@ func (c *cluster) printSimulatedCluster(w io.Writer) {
 	fmt.Fprintf(w, "    StatefulSet %-5s %d pods  driven by rollplan: managed, InPlaceIfPossible, max-unavailable 2, OnDelete\n", stsName, stsReplicas)
 	fmt.Fprintf(w, "    DaemonSet   %-5s %d pods  rolled by its controller: RollingUpdate, maxUnavailable 1\n", dsName, len(c.nodes))
 	fmt.Fprintf(w, "    Deployment  %-5s %d pods  rolled by its controller: RollingUpdate, 25%% surge, 25%% unavailable\n", deployName, deployScale)
-	// README "Out of a broken rollout" runs here with the first tag.
-	fmt.Fprintf(w, "  images      any name, nothing is pulled; by tag (README \"Out of a broken rollout\" sets $%s/testapp:%s):\n", registryEnv, imageTags[0].tag)
+	// docs/rollouts.md "Out of a broken rollout" runs here with the first tag.
+	fmt.Fprintf(w, "  images      any name, nothing is pulled; by tag (docs/rollouts.md \"Out of a broken rollout\" sets $%s/testapp:%s):\n", registryEnv, imageTags[0].tag)
 	for _, t := range imageTags {
 		fmt.Fprintf(w, "    %-13s %s\n", ":"+t.tag, describe(t.b))
 	}

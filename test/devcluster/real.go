@@ -89,7 +89,7 @@ func (c *cluster) startNode(ctx context.Context) (err error) {
 	return nil
 }
 
-// installRollplan installs rollplan as its README says, from its own
+// installRollplan installs rollplan as docs/install.md says, from its own
 // manifests (`rollplan manifests --image ... | kubectl apply -f -`), and
 // waits until the gate answers; then makes the demo namespace.
 func (c *cluster) installRollplan(ctx context.Context) (err error) {

@@ -24,7 +24,7 @@ import (
 	"github.com/rollplan/rollplan/test/node"
 )
 
-// realChecks are the README session's commands on the real node, run once
+// realChecks are the docs session's commands on the real node, run once
 // the in-cluster controller has rolled web by itself after the first: the
 // plan finds nothing left, apply (--wait-for-lease) nothing to do, and the
 // gate in its pods holds kubectl to the same budget.
@@ -49,11 +49,11 @@ var realChecks = []check{
 	}},
 }
 
-// TestDevClusterRealNode is `make dev-cluster NODE=real` with the README
+// TestDevClusterRealNode is `make dev-cluster NODE=real` with the docs
 // session: in a folder laid out like a checkout (the sources linked, for
 // the node to build its images; the binaries as make leaves them), it
 // starts bin/devcluster --node real, checks the ready block's commands are
-// the README's and that no gate runs on the host, runs the session's
+// the docs' and that no gate runs on the host, runs the session's
 // image change and checks that the in-cluster controller rolls web by
 // itself, in place (same UIDs, one restart, the new image's digest from
 // the registry, Ready), runs the rest of the session, then sends SIGINT:
@@ -71,11 +71,7 @@ func TestDevClusterRealNode(t *testing.T) {
 	if err := node.Requirements(); err != nil {
 		t.Skipf("no real node on this host: %v", err)
 	}
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	commands := commandLines(readmeBlock(t, readme, markSession))
+	commands := commandLines(docBlock(t, markSession))
 
 	// Ready within 40 minutes: the node waits for the host lock while
 	// another suite's node runs (make test-cluster runs test/node beside
@@ -92,7 +88,7 @@ func TestDevClusterRealNode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
-	// The session's commands as printed: the README's but for the
+	// The session's commands as printed: the docs' but for the
 	// registry's address, which the user copies from the ready block.
 	printed := dc.out.String()
 	readmeCommands := commands
@@ -104,7 +100,7 @@ func TestDevClusterRealNode(t *testing.T) {
 		return registryLine.ReplaceAllString(strings.Join(lines, "\n"), "export "+registryEnv+"=HOST:PORT")
 	}
 	if got, want := anyRegistry(commands), anyRegistry(readmeCommands); got != want {
-		t.Errorf("the commands printed, the registry's address aside:\n%s\nthe README session's:\n%s", got, want)
+		t.Errorf("the commands printed, the registry's address aside:\n%s\nthe docs session's:\n%s", got, want)
 	}
 	for _, want := range []string{
 		"installing rollplan from its manifests: controller and gate as pods of 127.0.0.1:",
@@ -140,7 +136,7 @@ func TestDevClusterRealNode(t *testing.T) {
 	// The session up to the image change; then nobody runs anything.
 	at := slices.IndexFunc(commands, func(l string) bool { return strings.Contains(l, " set image sts/web ") })
 	if at < 0 {
-		t.Fatalf("README session: no set image of sts/web: %q", commands)
+		t.Fatalf("docs session: no set image of sts/web: %q", commands)
 	}
 	runSession(ctx, t, root, commands[:at+1], realChecks)
 	began := time.Now()
@@ -337,7 +333,7 @@ func webState(ctx context.Context, t *testing.T, client kubernetes.Interface, im
 
 // TestTriesSameOnBothNodes checks, without a cluster, that the ready
 // block gives the same commands on a real node as on the simulated one
-// (the README has one session for both), only what it says of them
+// (the docs have one session for both), only what it says of them
 // differs, and that the sessions set the image in $ROLLPLAN_REGISTRY.
 func TestTriesSameOnBothNodes(t *testing.T) {
 	base := options{dir: "bin/dev-cluster", rollplan: "bin/rollplan", namespace: "demo"}
