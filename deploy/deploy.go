@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -289,6 +290,8 @@ func decode(doc []byte) (any, error) {
 		obj = &policyv1.PodDisruptionBudget{}
 	case "admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration":
 		obj = &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	case "apiextensions.k8s.io/v1/CustomResourceDefinition":
+		obj = &apiextensionsv1.CustomResourceDefinition{}
 	default:
 		return nil, fmt.Errorf("unexpected object %s %s", tm.APIVersion, tm.Kind)
 	}
@@ -335,6 +338,7 @@ func customize(obj any, o Options) error {
 	case *corev1.Service:
 		obj.Namespace = o.Namespace
 	case *rbacv1.ClusterRole:
+	case *apiextensionsv1.CustomResourceDefinition:
 	case *rbacv1.ClusterRoleBinding:
 		subjects(obj.Subjects)
 	case *rbacv1.Role:

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -96,7 +97,7 @@ var (
 
 func TestRender(t *testing.T) {
 	// Both components: the kustomize base, in kustomization.yaml's order.
-	base := []string{"*v1.Namespace",
+	base := []string{"*v1.Namespace", "*v1.CustomResourceDefinition",
 		"*v1.ServiceAccount", "*v1.ClusterRole", "*v1.ClusterRoleBinding", "*v1.Role", "*v1.RoleBinding", // gate-rbac.yaml
 		"*v1.ServiceAccount", "*v1.ClusterRole", "*v1.ClusterRoleBinding", // controller-rbac.yaml
 		"*v1.Service", "*v1.Service", "*v1.Deployment", "*v1.Deployment", "*v1.PodDisruptionBudget", "*v1.PodDisruptionBudget",
@@ -106,7 +107,7 @@ func TestRender(t *testing.T) {
 	// controller.
 	gate := []string{"*v1.Namespace", "*v1.ServiceAccount", "*v1.ClusterRole", "*v1.ClusterRoleBinding", "*v1.Role", "*v1.RoleBinding", "*v1.Service", "*v1.Deployment", "*v1.PodDisruptionBudget", "*v1.ValidatingWebhookConfiguration"}
 	gateWithSecret := slices.Insert(slices.Clone(gate), 1, "*v1.Secret")
-	controller := []string{"*v1.Namespace", "*v1.ServiceAccount", "*v1.ClusterRole", "*v1.ClusterRoleBinding", "*v1.Service", "*v1.Deployment", "*v1.PodDisruptionBudget"}
+	controller := []string{"*v1.Namespace", "*v1.CustomResourceDefinition", "*v1.ServiceAccount", "*v1.ClusterRole", "*v1.ClusterRoleBinding", "*v1.Service", "*v1.Deployment", "*v1.PodDisruptionBudget"}
 	cases := []struct {
 		name      string
 		opts      Options
@@ -153,7 +154,7 @@ func TestRender(t *testing.T) {
 					if m.GetName() != c.namespace {
 						t.Errorf("Namespace %s, want %s", m.GetName(), c.namespace)
 					}
-				case *rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding, *admissionregistrationv1.ValidatingWebhookConfiguration:
+				case *rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding, *admissionregistrationv1.ValidatingWebhookConfiguration, *apiextensionsv1.CustomResourceDefinition:
 					if m.GetNamespace() != "" {
 						t.Errorf("%T %s: cluster-scoped, namespace %q", o, m.GetName(), m.GetNamespace())
 					}
@@ -515,21 +516,23 @@ func TestControllerRBAC(t *testing.T) {
 	objs := decodeAll(t, out)
 	read := []string{"get", "list", "watch"}
 	want := map[string][]string{
-		"/pods":                       {"delete", "get", "list", "patch", "watch"},
-		"/pods/status":                {"patch"},
-		"/pods/resize":                {"patch"},
-		"/pods/eviction":              {"create"},
-		"/nodes":                      {"get", "list", "patch", "watch"},
-		"/nodes/status":               {"patch"},
-		"apps/deployments":            {"get", "list", "patch", "watch"},
-		"apps/statefulsets":           {"get", "list", "patch", "watch"},
-		"apps/statefulsets/status":    {"patch"},
-		"apps/daemonsets":             {"get", "list", "patch", "watch"},
-		"apps/replicasets":            {"delete", "get", "list", "update", "watch"},
-		"apps/controllerrevisions":    read,
-		"policy/poddisruptionbudgets": read,
-		"events.k8s.io/events":        {"create", "patch"},
-		"coordination.k8s.io/leases":  {"create", "get", "update"},
+		"/pods":                        {"delete", "get", "list", "patch", "watch"},
+		"/pods/status":                 {"patch"},
+		"/pods/resize":                 {"patch"},
+		"/pods/eviction":               {"create"},
+		"/nodes":                       {"get", "list", "patch", "watch"},
+		"/nodes/status":                {"patch"},
+		"apps/deployments":             {"get", "list", "patch", "watch"},
+		"apps/statefulsets":            {"get", "list", "patch", "watch"},
+		"apps/statefulsets/status":     {"patch"},
+		"apps/daemonsets":              {"get", "list", "patch", "watch"},
+		"apps/replicasets":             {"delete", "get", "list", "update", "watch"},
+		"apps/controllerrevisions":     read,
+		"policy/poddisruptionbudgets":  read,
+		"events.k8s.io/events":         {"create", "patch"},
+		"coordination.k8s.io/leases":   {"create", "get", "update"},
+		"rollplan.dev/rollouts":        {"create", "delete", "get", "patch"},
+		"rollplan.dev/rollouts/status": {"patch"},
 	}
 	got := map[string][]string{}
 	role := findNamed[*rbacv1.ClusterRole](t, objs, ControllerName)

@@ -20,6 +20,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -129,7 +130,7 @@ func checkManifests(t *testing.T, out []byte, deployments []string, namespace, i
 			secret = o
 		case *admissionregistrationv1.ValidatingWebhookConfiguration:
 			vwc = o
-		case *rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding:
+		case *rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding, *apiextensionsv1.CustomResourceDefinition:
 		default:
 			if m.GetNamespace() != namespace {
 				t.Errorf("%T %s: namespace %q, want %q", o, m.GetName(), m.GetNamespace(), namespace)
