@@ -29,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	appsapply "k8s.io/client-go/applyconfigurations/apps/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
@@ -55,6 +56,9 @@ type Policies interface {
 // Options configure a Controller.
 type Options struct {
 	Client kubernetes.Interface
+	// Dynamic writes each managed workload's Rollout (rollouts.rollplan.dev);
+	// nil: the state goes to the workload's annotation only.
+	Dynamic dynamic.Interface
 	// Namespace: only this namespace ("" all).
 	Namespace string
 	// Selector narrows the managed workloads by label (nil: all).
@@ -113,6 +117,10 @@ type Controller struct {
 	// replica last wrote and the generation that write gave it (see
 	// generation).
 	ownGen map[key][2]int64
+	// rollouts: what this replica last wrote to each workload's Rollout;
+	// noCRD: when the API server last said it has no Rollout resource.
+	rollouts map[key]rolloutRecord
+	noCRD    time.Time
 }
 
 // key names a workload in the queue.
@@ -153,6 +161,7 @@ func New(o Options) (*Controller, error) {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[key](),
 			workqueue.TypedRateLimitingQueueConfig[key]{Name: "rollouts", MetricsProvider: o.Metrics.queue}),
 		leases: map[key]*executor.DriverLease{}, phases: map[key]string{}, dryRuns: map[key]string{}, ownGen: map[key][2]int64{},
+		rollouts: map[key]rolloutRecord{},
 	}
 	c.src = capture.NewListerSource(c.factory, c.nodes)
 	c.reader = live.ListerReader{Source: c.src, Now: o.Now}
@@ -370,9 +379,10 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 		return 0, fmt.Errorf("%s: read from cache: %w", k, err)
 	}
 	if m == nil || !c.selected(m) {
-		// Gone, or no longer managed: nothing to drive.
+		// Gone, or no longer managed: nothing to drive, and no Rollout to
+		// keep (a deleted workload's goes with it, as its owner).
 		c.setPhase(k, "")
-		return 0, c.release(ctx, k)
+		return 0, errors.Join(c.release(ctx, k), c.forgetRollout(ctx, k, m))
 	}
 	prev, err := live.ParseRolloutState(m.GetAnnotations()[facts.AnnRolloutState])
 	if err != nil {
@@ -384,7 +394,7 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 		// A halt holds until the template changes (a new generation) or
 		// someone resumes it (rollplan resume clears the state).
 		c.setPhase(k, live.RolloutHalted)
-		return 0, c.release(ctx, k)
+		return 0, errors.Join(c.release(ctx, k), c.recordRollout(ctx, k, m, *prev))
 	}
 	if m.GetAnnotations()[facts.AnnPaused] == "true" {
 		c.setPhase(k, live.RolloutPaused)
@@ -401,7 +411,7 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 		// the state). Stepping it on every event would take and give up
 		// its driver Lease each time, and refuse a person's apply meanwhile.
 		c.setPhase(k, prev.Phase)
-		return 0, c.release(ctx, k)
+		return 0, errors.Join(c.release(ctx, k), c.recordRollout(ctx, k, m, *prev))
 	}
 	policy := m.GetAnnotations()[facts.AnnPolicy]
 	eng, err := c.o.Policies.For(policy)
@@ -491,6 +501,9 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 	}
 	st.Phase = live.RolloutInProgress
 	st.Message = res.Note
+	if st.Stalled {
+		st.Message = res.Status.Verdict
+	}
 	c.setPhase(k, live.RolloutInProgress)
 	if err := c.report(ctx, k, m, prev, st); err != nil {
 		return 0, err
@@ -509,9 +522,11 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 // fill copies a step's counts into the state.
 func fill(s *live.RolloutState, r *executor.StepResult) {
 	s.Desired, s.Updated, s.Available, s.InFlight = r.Desired-r.Held, r.Updated, r.Available, len(r.InFlight)
+	s.PlanDigest = planDigest(r.Plan)
 	if r.Status != nil {
 		s.Revision = r.Status.Revisions.Update
 		s.Wave, s.Waves = r.Status.Waves.Current, r.Status.Waves.Total
+		s.Stalled = r.Status.State == executor.StatusStalled
 	}
 }
 
@@ -569,8 +584,11 @@ func (c *Controller) report(ctx context.Context, k key, m metav1.Object, prev *l
 // writeState applies the rollout state annotation when it changed (server-side apply,
 // FieldManager, forced: the annotation is the controller's alone).
 func (c *Controller) writeState(ctx context.Context, k key, m metav1.Object, prev *live.RolloutState, st live.RolloutState) error {
-	if c.o.DryRun || !changed(prev, st) {
+	if c.o.DryRun {
 		return nil
+	}
+	if !changed(prev, st) {
+		return c.recordRollout(ctx, k, m, st)
 	}
 	ann := map[string]string{facts.AnnRolloutState: st.Encode()}
 	opts := metav1.ApplyOptions{FieldManager: live.RolloutStateFieldManager, Force: true}
@@ -600,7 +618,7 @@ func (c *Controller) writeState(ctx context.Context, k key, m metav1.Object, pre
 	if prev == nil || prev.Phase != st.Phase {
 		c.o.Log.Info("rollout", "workload", k.String(), "state", st.Summary())
 	}
-	return nil
+	return c.recordRollout(ctx, k, m, st)
 }
 
 func (c *Controller) event(obj runtime.Object, eventtype, reason, note string) {

@@ -200,7 +200,7 @@ func runController(cmd *cobra.Command, config *kubeFlags, pf *planFlags, cf *con
 		leaseName += "-" + hex.EncodeToString(sum[:])[:10]
 	}
 	o := controller.Options{
-		Client: cl.client, Namespace: config.overrides.Context.Namespace, Selector: sel, Policies: policies,
+		Client: cl.client, Dynamic: cl.dynamic, Namespace: config.overrides.Context.Namespace, Selector: sel, Policies: policies,
 		Workers: cf.workers, DryRun: cf.dryRun, DeleteMethod: cf.deleteMethod,
 		KubernetesVersion: cluster.KubernetesVersion, FeatureGates: cluster.FeatureGates, PlanOptions: planOptions(),
 		Identity: identity, Liveness: leaseNS + "/" + leaseName, Metrics: metrics, Log: log,

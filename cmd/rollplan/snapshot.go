@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -23,6 +24,9 @@ import (
 // cluster is what rollplan snapshot reads through.
 type cluster struct {
 	client kubernetes.Interface
+	// dynamic reaches rollplan's own resources (Rollouts); nil in tests
+	// that fake only the clientset.
+	dynamic dynamic.Interface
 	// namespace: -n, else the kubeconfig context's, else "default".
 	namespace string
 	// source names the cluster in the summary: `context "kind-dev"`.
@@ -100,13 +104,17 @@ func connectKubeconfig(k *kubeFlags) (*cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
 	source := fmt.Sprintf("server %s", rc.Host)
 	if k.overrides.CurrentContext != "" {
 		source = fmt.Sprintf("context %q", k.overrides.CurrentContext)
 	} else if raw, err := loader.RawConfig(); err == nil && raw.CurrentContext != "" {
 		source = fmt.Sprintf("context %q", raw.CurrentContext)
 	}
-	return &cluster{client: client, namespace: ns, source: source}, nil
+	return &cluster{client: client, dynamic: dyn, namespace: ns, source: source}, nil
 }
 
 func newSnapshotCommand() *cobra.Command {

@@ -71,6 +71,12 @@ type RolloutState struct {
 	Reasons []string `json:"reasons,omitempty"`
 	// Policy: the named policy that plans it ("" the default).
 	Policy string `json:"policy,omitempty"`
+	// Stalled: in progress, but its pods do not move and the plan says
+	// they cannot within its budgets (rollplan status's Stalled); Message
+	// says what holds it.
+	Stalled bool `json:"stalled,omitempty"`
+	// PlanDigest: sha256 of the plan the last step carried out.
+	PlanDigest string `json:"planDigest,omitempty"`
 }
 
 // Summary is the state in one line, for logs and `rollplan status`.
