@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -108,8 +109,11 @@ type Controller struct {
 	mu sync.Mutex
 	// leases: the driver Leases this replica holds, by workload.
 	leases map[key]*executor.DriverLease
-	// phases: each workload's last phase, for the rollouts metric.
+	// phases: each workload's last phase, for the rollouts metrics.
 	phases map[key]string
+	// progress: for each rollout in progress, what its last step saw
+	// (progressMark) and since when, for the last-progress metric.
+	progress map[key]progress
 	// dryRuns: the last dry-run report of each workload, logged when it
 	// changes (a dry run changes nothing, so every step would repeat it).
 	dryRuns map[key]string
@@ -160,7 +164,7 @@ func New(o Options) (*Controller, error) {
 		nodes:   informers.NewSharedInformerFactoryWithOptions(o.Client, 0, informers.WithTransform(capture.StripManagedFields)),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[key](),
 			workqueue.TypedRateLimitingQueueConfig[key]{Name: "rollouts", MetricsProvider: o.Metrics.queue}),
-		leases: map[key]*executor.DriverLease{}, phases: map[key]string{}, dryRuns: map[key]string{}, ownGen: map[key][2]int64{},
+		leases: map[key]*executor.DriverLease{}, phases: map[key]string{}, progress: map[key]progress{}, dryRuns: map[key]string{}, ownGen: map[key][2]int64{},
 		rollouts: map[key]rolloutRecord{},
 	}
 	c.src = capture.NewListerSource(c.factory, c.nodes)
@@ -505,6 +509,7 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 		st.Message = res.Status.Verdict
 	}
 	c.setPhase(k, live.RolloutInProgress)
+	c.markProgress(k, st)
 	if err := c.report(ctx, k, m, prev, st); err != nil {
 		return 0, err
 	}
@@ -687,16 +692,26 @@ func (c *Controller) releaseAll() {
 	}
 }
 
-// setPhase records the workload's phase for the rollouts metric.
+// setPhase records the workload's phase for the rollouts metrics ("":
+// no longer managed). A rollout that leaves InProgress loses its progress
+// clock: paused, halted or driven by someone else is not stalled.
 func (c *Controller) setPhase(k key, phase string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if old, ok := c.phases[k]; ok && old != phase {
+		c.o.Metrics.RolloutPhase.Delete(phaseLabels(k, old))
+	}
 	if phase == "" {
 		delete(c.phases, k)
 		delete(c.dryRuns, k)
 		delete(c.ownGen, k)
 	} else {
 		c.phases[k] = phase
+		c.o.Metrics.RolloutPhase.With(phaseLabels(k, phase)).Set(1)
+	}
+	if phase != live.RolloutInProgress {
+		delete(c.progress, k)
+		c.o.Metrics.RolloutProgress.Delete(k.labels())
 	}
 	counts := map[string]int{}
 	for _, p := range c.phases {
@@ -705,4 +720,31 @@ func (c *Controller) setPhase(k key, phase string) {
 	for _, p := range []string{live.RolloutInProgress, live.RolloutComplete, live.RolloutHalted, live.RolloutPaused, live.RolloutWaiting} {
 		c.o.Metrics.Rollouts.WithLabelValues(strings.ToLower(p)).Set(float64(counts[p]))
 	}
+}
+
+func phaseLabels(k key, phase string) prometheus.Labels {
+	l := k.labels()
+	l["phase"] = strings.ToLower(phase)
+	return l
+}
+
+// progress is what a rollout's step saw, and since when.
+type progress struct {
+	mark  string
+	since time.Time
+}
+
+// markProgress records the step of a rollout in progress: the clock of its
+// last progress moves when the step sees it moved since the previous one
+// (or at its first step in progress).
+func (c *Controller) markProgress(k key, st live.RolloutState) {
+	mark := fmt.Sprintf("%s %d/%d %d %d %d", st.Revision, st.Wave, st.Waves, st.Updated, st.Available, st.InFlight)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.progress[k]; ok && p.mark == mark {
+		return
+	}
+	now := c.o.Now()
+	c.progress[k] = progress{mark: mark, since: now}
+	c.o.Metrics.RolloutProgress.With(k.labels()).Set(float64(now.UnixNano()) / 1e9)
 }

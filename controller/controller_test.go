@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -192,6 +195,13 @@ func TestSyncDrivesAManagedRollout(t *testing.T) {
 	if got := testutil.ToFloat64(f.ctrl.o.Metrics.Rollouts.WithLabelValues("inprogress")); got != 1 {
 		t.Errorf("rollouts in progress metric %v, want 1", got)
 	}
+	want := []string{
+		fmt.Sprintf("rollplan_controller_rollout_last_progress_timestamp_seconds{kind=StatefulSet,workload=web,workload_namespace=prod} %d", now.Unix()),
+		"rollplan_controller_rollout_phase{kind=StatefulSet,phase=inprogress,workload=web,workload_namespace=prod} 1",
+	}
+	if got := append(series(t, f.ctrl.o.Metrics.RolloutProgress), series(t, f.ctrl.o.Metrics.RolloutPhase)...); !slices.Equal(got, want) {
+		t.Errorf("per-rollout series %q, want %q", got, want)
+	}
 }
 
 func TestSyncLeavesAlone(t *testing.T) {
@@ -298,4 +308,98 @@ func TestPodEventsQueueTheirWorkload(t *testing.T) {
 	if k != web {
 		t.Errorf("queued %v, want %v", k, web)
 	}
+}
+
+// The per-rollout metrics follow a rollout's steps: one phase series per
+// workload, and the progress clock moves only when a step sees the rollout
+// move, and goes when it leaves InProgress.
+func TestRolloutMetrics(t *testing.T) {
+	type step struct {
+		phase string
+		st    live.RolloutState // counts of an InProgress step
+		at    time.Duration     // since now
+		// want: web's series of both metrics, as series() writes them.
+		want []string
+	}
+	counts := func(wave, updated, available, inFlight int) live.RolloutState {
+		return live.RolloutState{Revision: "web-new", Wave: wave, Waves: 3, Updated: updated, Available: available, InFlight: inFlight}
+	}
+	// since is the progress series of web at now+d.
+	since := func(d time.Duration) string {
+		return fmt.Sprintf("rollplan_controller_rollout_last_progress_timestamp_seconds{kind=StatefulSet,workload=web,workload_namespace=prod} %d", now.Add(d).Unix())
+	}
+	phase := func(p string) string {
+		return "rollplan_controller_rollout_phase{kind=StatefulSet,phase=" + p + ",workload=web,workload_namespace=prod} 1"
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{name: "moving, then stuck, then moving", steps: []step{
+			{phase: live.RolloutInProgress, st: counts(1, 0, 4, 2), at: 0, want: []string{since(0), phase("inprogress")}},
+			{phase: live.RolloutInProgress, st: counts(1, 2, 2, 2), at: time.Minute, want: []string{since(time.Minute), phase("inprogress")}},
+			{phase: live.RolloutInProgress, st: counts(1, 2, 2, 2), at: 5 * time.Minute, want: []string{since(time.Minute), phase("inprogress")}},
+			{phase: live.RolloutInProgress, st: counts(2, 2, 4, 0), at: 6 * time.Minute, want: []string{since(6 * time.Minute), phase("inprogress")}},
+			{phase: live.RolloutComplete, at: 7 * time.Minute, want: []string{phase("complete")}},
+		}},
+		{name: "halted, resumed: the clock starts again", steps: []step{
+			{phase: live.RolloutInProgress, st: counts(1, 1, 3, 1), at: 0, want: []string{since(0), phase("inprogress")}},
+			{phase: live.RolloutHalted, at: time.Minute, want: []string{phase("halted")}},
+			{phase: live.RolloutInProgress, st: counts(1, 1, 3, 1), at: 10 * time.Minute, want: []string{since(10 * time.Minute), phase("inprogress")}},
+		}},
+		{name: "paused, waiting, then no longer managed", steps: []step{
+			{phase: live.RolloutPaused, at: 0, want: []string{phase("paused")}},
+			{phase: live.RolloutWaiting, at: time.Minute, want: []string{phase("waiting")}},
+			{phase: "", at: 2 * time.Minute, want: nil},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := now
+			m := NewMetrics(prometheus.NewRegistry())
+			c := &Controller{o: Options{Metrics: m, Now: func() time.Time { return clock }},
+				phases: map[key]string{}, progress: map[key]progress{}, dryRuns: map[key]string{}, ownGen: map[key][2]int64{}}
+			// Another workload's series stay as they are.
+			other := key{capture.Deployment, ns, "api"}
+			c.setPhase(other, live.RolloutHalted)
+			otherSeries := "rollplan_controller_rollout_phase{kind=Deployment,phase=halted,workload=api,workload_namespace=prod} 1"
+			for i, s := range tc.steps {
+				clock = now.Add(s.at)
+				c.setPhase(web, s.phase)
+				if s.phase == live.RolloutInProgress {
+					c.markProgress(web, s.st)
+				}
+				got := append(series(t, m.RolloutProgress), series(t, m.RolloutPhase)...)
+				want := append(append([]string{}, s.want...), otherSeries)
+				slices.Sort(want)
+				slices.Sort(got)
+				if !slices.Equal(got, want) {
+					t.Errorf("step %d (%s at +%s): series\n  %s\nwant\n  %s", i, s.phase, s.at, strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+				}
+			}
+		})
+	}
+}
+
+// series lists what c exposes, one "name{label=value,...} value" each.
+func series(t *testing.T, c prometheus.Collector) []string {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 100)
+	go func() { c.Collect(ch); close(ch) }()
+	var out []string
+	for m := range ch {
+		var d dto.Metric
+		if err := m.Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		var ls []string
+		for _, l := range d.GetLabel() {
+			ls = append(ls, l.GetName()+"="+l.GetValue())
+		}
+		name := m.Desc().String()
+		name = name[strings.Index(name, `fqName: "`)+len(`fqName: "`):]
+		name = name[:strings.Index(name, `"`)]
+		out = append(out, fmt.Sprintf("%s{%s} %s", name, strings.Join(ls, ","), strconv.FormatFloat(d.GetGauge().GetValue(), 'f', -1, 64)))
+	}
+	return out
 }

@@ -13,9 +13,20 @@ import (
 // Metrics are the controller's Prometheus metrics, besides the executor's
 // action and step counters (rollplan_executor_*), which it shares.
 type Metrics struct {
-	// Rollouts: managed rollouts by phase (in_progress, complete, halted,
+	// Rollouts: managed rollouts by phase (inprogress, complete, halted,
 	// paused, waiting), as this replica last stepped them.
 	Rollouts *prometheus.GaugeVec
+	// RolloutPhase: 1 for each managed rollout, labelled with its
+	// workload and its phase at the last step (one series per workload:
+	// the series of its previous phase is deleted), so an alert can name
+	// the rollout that halted.
+	RolloutPhase *prometheus.GaugeVec
+	// RolloutProgress: for each rollout in progress, the Unix time of the
+	// last step that saw it move (a new revision, wave, or count of pods
+	// updated, available or in flight); a rollout whose value grows old is
+	// stalled. Only the leader knows it, and a new leader starts the clock
+	// again at its first step.
+	RolloutProgress *prometheus.GaugeVec
 	// Errors: steps that failed and were retried with backoff.
 	Errors prometheus.Counter
 	// Leader: 1 while this replica leads (drives rollouts), else 0.
@@ -33,8 +44,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Rollouts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "rollplan_controller_rollouts",
-			Help: "Managed rollouts by phase (in_progress, complete, halted, paused, waiting) at their last step.",
+			Help: "Managed rollouts by phase (inprogress, complete, halted, paused, waiting) at their last step.",
 		}, []string{"phase"}),
+		RolloutPhase: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "rollplan_controller_rollout_phase",
+			Help: "1 for each managed rollout, by workload and its phase (inprogress, complete, halted, paused, waiting) at its last step.",
+		}, rolloutLabels("phase")),
+		RolloutProgress: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "rollplan_controller_rollout_last_progress_timestamp_seconds",
+			Help: "Unix time of the last step at which a rollout in progress moved (revision, wave, pods updated, available or in flight).",
+		}, rolloutLabels()),
 		Errors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rollplan_controller_step_errors_total",
 			Help: "Steps that failed and were retried with backoff.",
@@ -50,9 +69,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		exec:  executor.NewMetrics(reg),
 		queue: newQueueMetrics(),
 	}
-	reg.MustRegister(m.Rollouts, m.Errors, m.Leader, m.APIRequests)
+	reg.MustRegister(m.Rollouts, m.RolloutPhase, m.RolloutProgress, m.Errors, m.Leader, m.APIRequests)
 	m.queue.register(reg)
 	return m
+}
+
+// rolloutLabels name a rollout's workload, then more. Not "namespace":
+// Prometheus gives the scraped pod's namespace that name, and would rename
+// the workload's to exported_namespace.
+func rolloutLabels(more ...string) []string {
+	return append([]string{"workload_namespace", "kind", "workload"}, more...)
+}
+
+// labels are the rollout labels of the workload k.
+func (k key) labels() prometheus.Labels {
+	return prometheus.Labels{"workload_namespace": k.Namespace, "kind": k.Kind, "workload": k.Name}
 }
 
 // executor is the executor's metrics for one step: the shared counters, and

@@ -110,7 +110,10 @@ that annotation and nothing else; rollplan status shows it.
 are synced and the leader-election Lease's namespace is usable; the reason
 is logged once when not), Prometheus metrics on --metrics-bind-address:
 rollplan_controller_rollouts{phase}, rollplan_controller_leader,
-rollplan_executor_actions_total{kind,action,outcome}, workqueue_*.`,
+rollplan_controller_rollout_phase{workload_namespace,kind,workload,phase},
+rollplan_controller_rollout_last_progress_timestamp_seconds,
+rollplan_executor_actions_total{kind,action,outcome}, workqueue_*; the
+alerting rules and Grafana dashboard over them are in deploy/monitoring.`,
 		Example: `  rollplan controller --kubeconfig ~/.kube/config --leader-elect=false
   rollplan controller --policy /etc/rollplan/policy --named-policy canary=/etc/rollplan/canary
   rollplan controller -n prod --selector team=payments --dry-run`,

@@ -4,12 +4,15 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,7 +31,8 @@ import (
 // startGate runs rollplan gate for the test's namespace, as test/e2e
 // does: the gate with the built-in strategy behind a TLS address, its
 // reservations in ns-system, and deploy/'s webhook configuration pointed
-// at it and at the test's namespace only. It returns the gate's log.
+// at it and at the test's namespace only, its Prometheus metrics on a
+// loopback address (e.gateMetrics). It returns the gate's log.
 func (e *env) startGate() *harness.SyncBuffer {
 	e.t.Helper()
 	eng, err := rego.Load(e.ctx, nil, time.Minute)
@@ -46,11 +50,15 @@ func (e *env) startGate() *harness.SyncBuffer {
 	}
 	opts := plan.DefaultOptions
 	opts.Upstream = engines.Upstream()
+	reg := prometheus.NewRegistry()
 	g, err := gate.New(gate.Options{Engine: eng, Cache: src, Namespace: e.sysNS,
-		Store: &gate.ConfigMapStore{Client: e.client, Namespace: e.sysNS}, Log: log, PlanOptions: opts})
+		Store: &gate.ConfigMapStore{Client: e.client, Namespace: e.sysNS}, Log: log, PlanOptions: opts, Metrics: gate.NewMetrics(reg)})
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	metrics := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	e.t.Cleanup(metrics.Close)
+	e.gateMetrics = strings.TrimPrefix(metrics.URL, "http://")
 	url, ca, done := harness.ServeGate(ctx, e.t, g, g, log)
 	vwc := harness.WebhookConfiguration(e.t, ca, url, e.ns)
 	if _, err := e.client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(e.ctx, vwc, metav1.CreateOptions{}); err != nil {

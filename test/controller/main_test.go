@@ -52,6 +52,8 @@ type env struct {
 	nodes   int
 	kubelet *kubelet.Kubelet
 	start   time.Time
+	// gateMetrics: host:port of the gate's /metrics (startGate).
+	gateMetrics string
 	// changed: the generation of each workload (KIND/NAME) after the
 	// test's last template change.
 	mu      sync.Mutex
