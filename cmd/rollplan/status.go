@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -45,6 +46,9 @@ func newStatusCommand() *cobra.Command {
 		pf     planFlags
 		output string
 		watch  bool
+		wait   bool
+		// timeout bounds --watch and --wait (0: no limit).
+		timeout time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "status KIND/NAME [-n NAMESPACE] [--policy P] [-o " + strings.Join(render.Formats, "|") + "] [--watch]",
@@ -118,6 +122,17 @@ template changes or rollplan resume, as the controller keeps it.
 			}
 			defer w.stop()
 			ctx, target := w.ctx, w.target
+			if wait {
+				watch = true
+			}
+			if timeout > 0 && !watch {
+				return usageError{fmt.Errorf("--timeout bounds --watch and --wait: give one of them")}
+			}
+			if timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeoutCause(ctx, timeout, errTimedOut{timeout})
+				defer cancel()
+			}
 			opts := executor.Options{Target: target, Engine: w.engine, KubernetesVersion: w.cluster.KubernetesVersion, FeatureGates: w.cluster.FeatureGates, Now: applyClock, PlanOptions: planOptions()}
 			var changes <-chan struct{}
 			if watch {
@@ -144,6 +159,9 @@ template changes or rollplan resume, as the controller keeps it.
 				}
 				return statusErr(target, st)
 			}
+			if wait {
+				return waitStatus(ctx, x.Status, target, out, output, changes)
+			}
 			return watchStatus(ctx, x.Status, target, out, output, statusIsTTY(out), changes)
 		},
 	}
@@ -156,6 +174,8 @@ template changes or rollplan resume, as the controller keeps it.
 	durationVar(fl, &pf.timeout, "policy-timeout", time.Minute, positive, "deadline for evaluating the policy at each read")
 	fl.StringVarP(&output, "output", "o", render.Formats[0], "output format: "+render.List())
 	fl.BoolVarP(&watch, "watch", "w", false, "read again on every change (and every 2s) until the rollout is rolled out (exit 0), halted (exit 3) or stalled (exit 4)")
+	fl.BoolVar(&wait, "wait", false, "as --watch, but print only the last status: for pipelines (exit 0 rolled out, 3 halted, 4 stalled, 1 on --timeout)")
+	durationVarOff(fl, &timeout, "timeout", 0, zeroOrPositive, "no limit", "with --watch or --wait: give up after this long (exit 1); 0: no limit")
 	return cmd
 }
 
@@ -169,6 +189,43 @@ func statusErr(t live.Target, st *executor.RolloutStatus) error {
 		return codedError{exitStalled, fmt.Errorf("%s: %s", t, st.Verdict)}
 	}
 	return nil
+}
+
+// errTimedOut is the cause of a --timeout's end.
+type errTimedOut struct{ after time.Duration }
+
+func (e errTimedOut) Error() string { return fmt.Sprintf("--timeout %s passed", e.after) }
+
+// waitStatus is status --wait: watchStatus printing nothing until the
+// rollout is rolled out, halted or stalled (or the wait ends), then the
+// last status once: the line, or the -o json|yaml document.
+func waitStatus(ctx context.Context, read func(context.Context) (*executor.RolloutStatus, error), t live.Target, out io.Writer, format string, changes <-chan struct{}) error {
+	var last *executor.RolloutStatus
+	keep := func(ctx context.Context) (*executor.RolloutStatus, error) {
+		st, err := read(ctx)
+		if st != nil {
+			last = st
+		}
+		return st, err
+	}
+	err := watchStatus(ctx, keep, t, io.Discard, format, false, changes)
+	if last == nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if format == "table" {
+		statusLine(&buf, last)
+	} else if werr := writeStatus(&buf, last, format); werr != nil {
+		return werr
+	}
+	if _, werr := out.Write(buf.Bytes()); werr != nil {
+		return werr
+	}
+	var timedOut errTimedOut
+	if errors.As(context.Cause(ctx), &timedOut) && err != nil && statusErr(t, last) == nil {
+		return fmt.Errorf("%s: not rolled out within %s (%s); `rollplan status %s -n %s` shows where it stands", t, timedOut.after, last.Verdict, strings.ToLower(t.Kind)+"/"+t.Name, t.Namespace)
+	}
+	return err
 }
 
 // watchStatus reads (read: the executor's Status) and prints until the

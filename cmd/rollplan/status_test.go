@@ -534,6 +534,64 @@ func TestStatusWatchPrintsChanges(t *testing.T) {
 	}
 }
 
+// --wait prints nothing while the rollout goes on, then the last status
+// once, and exits by the table: 0 rolled out, 3 halted, 4 stalled, 1 when
+// --timeout passes first.
+func TestStatusWait(t *testing.T) {
+	prev := statusInterval
+	t.Cleanup(func() { statusInterval = prev })
+	statusInterval = time.Millisecond
+	st := func(state, verdict string, updated int) *executor.RolloutStatus {
+		return &executor.RolloutStatus{APIVersion: "rollplan.dev/v1alpha1", Kind: "RolloutStatus",
+			Workload: executor.StatusWorkload{Kind: "StatefulSet", Namespace: "demo", Name: "web"},
+			Time:     "2026-11-29T01:00:00Z", State: state, Verdict: verdict,
+			Pods: executor.StatusPods{Desired: 6, Total: 6, Updated: updated, Available: 6},
+			Held: []executor.StatusPod{}, InFlight: []executor.StatusPod{}, Budgets: []executor.StatusBudget{}, Halted: []string{"pod web-5 is crash-looping"}}
+	}
+	rolling := st(executor.StatusInProgress, "in progress: wave 1 of 3", 2)
+	for _, tc := range []struct {
+		name     string
+		last     *executor.RolloutStatus
+		timeout  time.Duration
+		code     int
+		printed  string
+		inErrMsg string
+	}{
+		{"rolled out", st(executor.StatusRolledOut, "rolled out", 6), 0, exitOK, "StatefulSet demo/web: rolled out; 6/6 pods updated", ""},
+		{"halted", st(executor.StatusHalted, "halted: pod web-5 is crash-looping", 2), 0, exitHalted, "halted: pod web-5", "crash-looping"},
+		{"stalled", st(executor.StatusStalled, "stalled for 5m0s: budget maxUnavailable is used up (1/1)", 2), 0, exitStalled, "stalled for 5m0s", "budget maxUnavailable"},
+		{"timed out", nil, 20 * time.Millisecond, exitError, "in progress: wave 1 of 3", "not rolled out within 20ms"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reads := 0
+			read := func(context.Context) (*executor.RolloutStatus, error) {
+				reads++
+				if reads < 4 || tc.last == nil {
+					return rolling, nil
+				}
+				return tc.last, nil
+			}
+			ctx := context.Background()
+			if tc.timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeoutCause(ctx, tc.timeout, errTimedOut{tc.timeout})
+				defer cancel()
+			}
+			var out bytes.Buffer
+			err := waitStatus(ctx, read, live.Target{Kind: "StatefulSet", Namespace: "demo", Name: "web"}, &out, "table", nil)
+			if got := exitCode(err); got != tc.code {
+				t.Errorf("exit code %d (%v), want %d", got, err, tc.code)
+			}
+			if err != nil && !strings.Contains(err.Error(), tc.inErrMsg) {
+				t.Errorf("error %q, want it to contain %q", err, tc.inErrMsg)
+			}
+			if lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n"); len(lines) != 1 || !strings.Contains(lines[0], tc.printed) {
+				t.Errorf("printed %q, want one line with %q", out.String(), tc.printed)
+			}
+		})
+	}
+}
+
 // The table marks the controller's record stale beside a verdict it no
 // longer matches.
 func TestStatusTableStaleController(t *testing.T) {

@@ -176,6 +176,17 @@ func TestRolloutObject(t *testing.T) {
 
 	t.Run("rolling: Reconciling, kstatus InProgress, kubectl wait returns when done", func(t *testing.T) {
 		e.setTemplate("StatefulSet", web.Name, setImage(slow))
+		// A pipeline's deploy step, started right after the change.
+		type result struct {
+			out     string
+			code    int
+			updated int
+		}
+		waited := make(chan result, 1)
+		go func() {
+			out, errOut, code := e.cli("status", "statefulset/"+web.Name, "--wait", "--timeout", "90s")
+			waited <- result{out + errOut, code, e.updatedPods(web.Name, slow)}
+		}()
 		u := e.waitRollout(rollouts, name, "Reconciling", 30*time.Second, func(u *unstructured.Unstructured) bool { return condition(u, "Reconciling") == "True" })
 		if r := kstatusOf(t, u); r.Status != status.InProgressStatus {
 			t.Errorf("kstatus of a rolling Rollout: %s (%s), want InProgress\n%s", r.Status, r.Message, dump(u))
@@ -195,6 +206,10 @@ func TestRolloutObject(t *testing.T) {
 			t.Errorf("kubectl wait returned with %d of %d pods at %s: want it to wait until the rollout is done", n, web.Want, slow)
 		}
 		e.logf("kubectl wait --for=condition=Ready returned after %s: %s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(string(out)))
+		r := <-waited
+		if r.code != 0 || r.updated != web.Want || !strings.Contains(r.out, "rolled out") {
+			t.Errorf("rollplan status --wait: exit code %d with %d of %d pods at %s, want 0 once all are:\n%s", r.code, r.updated, web.Want, slow, r.out)
+		}
 		done := e.waitRollout(rollouts, name, "Ready", 5*time.Second, func(u *unstructured.Unstructured) bool { return condition(u, "Ready") == "True" })
 		if r := kstatusOf(t, done); r.Status != status.CurrentStatus {
 			t.Errorf("kstatus once rolled out again: %s, want Current", r.Status)
@@ -212,6 +227,9 @@ func TestRolloutObject(t *testing.T) {
 			t.Errorf("halted Rollout: phase %q, kstatus message %q: want Halted and the halt reason", phase, r.Message)
 		}
 		captures = append(captures, captured{"halted", u, e.captureWorkload("StatefulSet", web.Name)})
+		if out, errOut, code := e.cli("status", "statefulset/"+web.Name, "--wait", "--timeout", "30s"); code != 3 || !strings.Contains(errOut, "crash-looping") {
+			t.Errorf("rollplan status --wait on a halted rollout: exit code %d, want 3 naming the halt:\n%s%s", code, out, errOut)
+		}
 	})
 
 	t.Run("the schema refuses a bad Rollout", func(t *testing.T) {
