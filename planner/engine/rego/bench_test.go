@@ -24,7 +24,9 @@ const constantPolicy = "../../../testdata/policies/constant"
 //     facts in place);
 //   - constant: Decide with constantPolicy (on the VM: one call per pod and
 //     per-pod decision point, decode the answers);
-//   - default: Decide with the default strategy.
+//   - default: Decide with the default strategy;
+//   - interpreted: the default strategy on OPA's interpreter alone, the
+//     reference the VM is judged against (BENCHMARKS.md, Engines).
 //
 // CPU is the process's (both cores, collector included) per op.
 //
@@ -45,14 +47,19 @@ func BenchmarkDecideFloor(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, c := range []struct {
-			name   string
-			bundle *Bundle
-		}{{"input", nil}, {"constant", constant}, {"default", defaults}} {
+			name      string
+			bundle    *Bundle
+			interpret bool
+		}{{"input", nil, false}, {"constant", constant, false}, {"default", defaults, false}, {"interpreted", defaults, true}} {
 			var e *Engine
 			if c.bundle != nil {
 				if e, err = New(ctx, c.bundle, time.Minute); err != nil {
 					b.Fatal(err)
 				}
+				if e.compiled == nil {
+					b.Fatalf("%s: not compiled: %v", c.name, e.Notes())
+				}
+				e.interpret = c.interpret
 			}
 			b.Run(fmt.Sprintf("pods=%d/%s", n, c.name), func(b *testing.B) {
 				b.ReportAllocs()
