@@ -422,6 +422,15 @@ func (c *cluster) inPlacePerKind() {
 			}
 		} else {
 			c.checkInPlace(w, r, 1)
+			// The controller's Rollout says so, as kubectl wait reads it.
+			rollout := "rollout.rollplan.dev/" + strings.ToLower(w.kind) + "-" + w.name
+			if out, err := c.n.Kubectl(ctx, nil, "-n", ns, "wait", "--for=condition=Ready", rollout, "--timeout=60s"); err != nil {
+				t.Errorf("kubectl wait --for=condition=Ready %s after the rollout: %v\n%s", rollout, err, out)
+			}
+			out, err := c.n.Kubectl(ctx, nil, "-n", ns, "get", rollout, "-o", "jsonpath={.status.phase} {.status.updatedReplicas}/{.status.replicas}")
+			if want := fmt.Sprintf("Complete %d/%d", w.replicas, w.replicas); err != nil || out != want {
+				t.Errorf("%s: status %q (%v), want %q", rollout, out, err, want)
+			}
 		}
 		t.Logf("%s %s (%d pods, budget %d) %s: set image to last pod Ready %v; API writes %s",
 			w.kind, w.name, w.replicas, w.budget, how, r.took.Round(time.Millisecond), r.writes)
@@ -840,7 +849,7 @@ func (c *cluster) uninstall() {
 		t.Fatal(err)
 	}
 	t.Logf("uninstalled in %v", time.Since(began).Round(time.Millisecond))
-	out, err := c.n.Kubectl(ctx, nil, "get", "clusterroles,clusterrolebindings,validatingwebhookconfigurations,mutatingwebhookconfigurations,namespaces", "-o", "name")
+	out, err := c.n.Kubectl(ctx, nil, "get", "clusterroles,clusterrolebindings,validatingwebhookconfigurations,mutatingwebhookconfigurations,customresourcedefinitions,namespaces", "-o", "name")
 	if err != nil {
 		t.Fatal(err)
 	}
