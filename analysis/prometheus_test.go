@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/utils/clock"
 
 	promtest "github.com/rollplan/rollplan/test/prometheus"
 )
@@ -159,6 +160,7 @@ func TestPrometheusReal(t *testing.T) {
 				if !r.Failed() || r.Value != 0 {
 					t.Fatalf("result %+v, want an error and no value", r)
 				}
+				t.Log(r.Error)
 				for _, w := range tc.wantErrs {
 					if !strings.Contains(r.Error, w) {
 						t.Errorf("error %q does not say %q", r.Error, w)
@@ -180,6 +182,17 @@ func TestPrometheusReal(t *testing.T) {
 			}
 		})
 	}
+	// Run on the real clock: two measurements a second apart.
+	t.Run("Run", func(t *testing.T) {
+		m := Measurement{Name: "inflight", Provider: ProviderPrometheus, Query: `sum(app_inflight{pod=~"{{.PodsRegex}}"})`, Count: 2, Interval: time.Second}
+		results, err := Run(context.Background(), p, m, two, clock.RealClock{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(results) != 2 || results[0].Value != 7 || results[1].Value != 7 || results[1].Taken.Sub(results[0].Taken) < time.Second {
+			t.Errorf("results %+v, want 7 twice a second apart", results)
+		}
+	})
 }
 
 // Prometheus down, or hung: an error result that says so, never a value.
@@ -227,6 +240,7 @@ func TestPrometheusUnreachable(t *testing.T) {
 			if !r.Failed() || r.Value != 0 {
 				t.Fatalf("result %+v, want an error and no value", r)
 			}
+			t.Log(r.Error)
 			for _, w := range tc.wantErrs {
 				if !strings.Contains(r.Error, w) {
 					t.Errorf("error %q does not say %q", r.Error, w)
