@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -187,4 +188,13 @@ func readSecret(path string) (string, error) {
 		return "", fmt.Errorf("%s is empty", path)
 	}
 	return s, nil
+}
+
+// timedOut reports whether err is a request's timeout, ctx's or the
+// client's: their words for it ("context deadline exceeded", which either
+// may say) do not say whose deadline or how long it was.
+func timedOut(ctx context.Context, err error) bool {
+	var timeout interface{ Timeout() bool }
+	return errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.As(err, &timeout) && timeout.Timeout()
 }

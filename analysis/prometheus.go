@@ -128,10 +128,9 @@ func (p *Prometheus) rangeQuery(ctx context.Context, m Measurement, query string
 	return Result{Value: f, Values: values}, nil
 }
 
-// queryError says why a query failed, naming a timeout as such: the
-// client's words for it ("context deadline exceeded") do not say whose.
+// queryError says why a query failed, naming a timeout as such.
 func (p *Prometheus) queryError(ctx context.Context, err error) error {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
+	if timedOut(ctx, err) {
 		return fmt.Errorf("timed out after %s: %w", p.timeout, err)
 	}
 	// For a status other than Prometheus's own errors (401 from a proxy,

@@ -24,7 +24,8 @@ type WebConfig struct {
 // Web measures by requesting a URL and picking one number out of the JSON
 // it answers. It is safe for concurrent use.
 type Web struct {
-	client *http.Client
+	client  *http.Client
+	timeout time.Duration
 }
 
 // NewWeb returns a web provider.
@@ -33,7 +34,7 @@ func NewWeb(c WebConfig) (*Web, error) {
 	if err != nil {
 		return nil, fmt.Errorf("web: %w", err)
 	}
-	return &Web{client: hc}, nil
+	return &Web{client: hc, timeout: c.HTTP.timeout()}, nil
 }
 
 // Measure renders m's URL (and body) over t, requests it, and reads the
@@ -87,6 +88,9 @@ func (w *Web) get(ctx context.Context, m Measurement, t Target, rawURL string) (
 	}
 	resp, err := w.client.Do(req)
 	if err != nil {
+		if timedOut(ctx, err) {
+			return 0, fmt.Errorf("timed out after %s: %w", w.timeout, err)
+		}
 		return 0, err
 	}
 	defer resp.Body.Close()

@@ -158,3 +158,23 @@ func FuzzExtractNumber(f *testing.F) {
 		}
 	})
 }
+
+// A server that never answers: an error once the timeout passes.
+func TestWebTimeout(t *testing.T) {
+	block := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-block }))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(block) })
+	web, err := NewWeb(WebConfig{HTTP: HTTPOptions{Timeout: 200 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	r := web.Measure(context.Background(), Measurement{Name: "m", Provider: ProviderWeb, Query: srv.URL, Web: WebRequest{JSONPath: "{.v}"}}, Target{}, start)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("took %s with a timeout of 200ms", took)
+	}
+	if !r.Failed() || !strings.Contains(r.Error, "GET "+srv.URL) || !strings.Contains(r.Error, "GET "+srv.URL+": timed out after 200ms: ") {
+		t.Errorf("result %+v, want a timeout naming the URL", r)
+	}
+}
