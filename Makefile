@@ -56,7 +56,7 @@ test-policies:
 	$(GO) run ./cmd/rollplan test --coverage --fail-under 90 policies/
 
 lint:
-	@test -z "$$(gofmt -l api cmd controller planner policies test executor gate deploy history internal)" || { echo "gofmt needed:"; gofmt -l api cmd controller planner policies test executor gate deploy history internal; exit 1; }
+	@test -z "$$(gofmt -l analysis api cmd controller planner policies test executor gate deploy history internal)" || { echo "gofmt needed:"; gofmt -l analysis api cmd controller planner policies test executor gate deploy history internal; exit 1; }
 	$(GO) vet ./...
 	$(GO) tool -modfile=tools/go.mod staticcheck ./...
 	@# the layering of docs/architecture.md: no import across a forbidden edge
