@@ -121,6 +121,13 @@ func TestCaptured(t *testing.T) {
 		{name: "inprogress/statefulset", obj: load(t, "inprogress", "statefulset.yaml"), argo: Progressing, flux: InProgress, msg: "wave 1 of 3"},
 		{name: "halted/statefulset", obj: halted, argo: Degraded, flux: Failed, msg: "crash-looping"},
 		{
+			// Captured with rollplan's controller stopped: the StatefulSet
+			// controller has seen a new template, the state still says
+			// Complete, of the generation before.
+			name: "justchanged/statefulset", obj: load(t, "justchanged", "statefulset.yaml"),
+			argo: Progressing, flux: InProgress, msg: "0 of 3 pods updated to revision",
+		},
+		{
 			// A new template after the halt, observed by the StatefulSet
 			// controller, not yet by rollplan's: the halt was for the old.
 			name: "halted/statefulset, then a new template",
@@ -144,11 +151,6 @@ func TestCaptured(t *testing.T) {
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) { check(t, c) })
-	}
-	if _, err := os.Stat(filepath.Join(captures, "justchanged", "statefulset.yaml")); err == nil {
-		t.Run("justchanged/statefulset", func(t *testing.T) {
-			check(t, healthCase{obj: load(t, "justchanged", "statefulset.yaml"), argo: Progressing, flux: InProgress, msg: "pods updated to revision"})
-		})
 	}
 }
 
