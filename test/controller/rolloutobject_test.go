@@ -22,6 +22,9 @@ import (
 
 	rolloutv1 "github.com/rollplan/rollplan/api/v1alpha1"
 	ctrl "github.com/rollplan/rollplan/controller"
+	"github.com/rollplan/rollplan/deploy/health"
+	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/test/harness"
 	"github.com/rollplan/rollplan/test/kubelet"
 )
@@ -101,8 +104,27 @@ func kstatusOf(t *testing.T, u *unstructured.Unstructured) *status.Result {
 	return r
 }
 
-// capture keeps the Rollout and the StatefulSet of one phase, for
-// -update-captures.
+// checkHealth asserts what the shipped Argo CD health customisations and
+// Flux healthCheckExprs (deploy/argocd, deploy/flux, run by deploy/health
+// as the tools run them) say of a live object.
+func checkHealth(t *testing.T, u *unstructured.Unstructured, argo, flux string) {
+	t.Helper()
+	got, msg, err := health.ArgoHealth(u.Object)
+	if err != nil {
+		t.Errorf("Argo CD health of %s %s: %v", u.GetKind(), u.GetName(), err)
+	} else if got != argo {
+		t.Errorf("Argo CD health of %s %s: %s (%s), want %s\n%s", u.GetKind(), u.GetName(), got, msg, argo, dump(u))
+	}
+	f, err := health.FluxHealth(u.Object)
+	if err != nil {
+		t.Errorf("Flux health of %s %s: %v", u.GetKind(), u.GetName(), err)
+	} else if f != flux {
+		t.Errorf("Flux health of %s %s: %s, want %s\n%s", u.GetKind(), u.GetName(), f, flux, dump(u))
+	}
+}
+
+// captured keeps the Rollout (nil: none of this phase) and the
+// StatefulSet of one phase, for -update-captures.
 type captured struct {
 	phase             string
 	rollout, workload *unstructured.Unstructured
@@ -125,7 +147,10 @@ func (e *env) captureWorkload(kind, name string) *unstructured.Unstructured {
 // TestRolloutObject follows one managed StatefulSet through the controller
 // and checks its Rollout (rollouts.rollplan.dev) at every phase, as the
 // tools that read it do: kstatus says Current when rolled out, InProgress
-// while rolling and Failed when halted; `kubectl wait
+// while rolling and Failed when halted; so do rollplan's Argo CD health
+// scripts (Healthy, Progressing, Degraded) and Flux healthCheckExprs, of
+// the Rollout and of the StatefulSet, also in the moment after a template
+// change that rollplan's controller has not seen yet; `kubectl wait
 // --for=condition=Ready` returns when the rollout is done, not before;
 // `kubectl get rollouts.rollplan.dev` shows the printer columns; the
 // schema refuses a bad object; and the Rollout goes with its workload.
@@ -162,7 +187,10 @@ func TestRolloutObject(t *testing.T) {
 				t.Errorf("Rollout written by field manager %q, want only rollplan-controller", f.Manager)
 			}
 		}
-		captures = append(captures, captured{"current", u, e.captureWorkload("StatefulSet", web.Name)})
+		sts := e.captureWorkload("StatefulSet", web.Name)
+		checkHealth(t, u, health.Healthy, health.Current)
+		checkHealth(t, sts, health.Healthy, health.Current)
+		captures = append(captures, captured{"current", u, sts})
 		out := e.kubectl("get", "rollouts.rollplan.dev")
 		for _, col := range []string{"KIND", "WORKLOAD", "PHASE", "READY", "WAVE", "WAVES", "UPDATED", "AVAILABLE", "DESIRED", "AGE"} {
 			if !strings.Contains(out, col) {
@@ -174,19 +202,52 @@ func TestRolloutObject(t *testing.T) {
 		}
 	})
 
-	t.Run("rolling: Reconciling, kstatus InProgress, kubectl wait returns when done", func(t *testing.T) {
+	// A pipeline's deploy step, started right after the template change:
+	// rollplan status --wait.
+	type result struct {
+		out     string
+		code    int
+		updated int
+	}
+	var waited chan result
+
+	t.Run("just changed, before the controller: Progressing", func(t *testing.T) {
+		// With no controller running, the StatefulSet controller sees the
+		// new template and rollplan's state still says Complete, of the
+		// generation before: the health checks must not believe it.
+		replicas[0].stop()
 		e.setTemplate("StatefulSet", web.Name, setImage(slow))
 		// A pipeline's deploy step, started right after the change.
-		type result struct {
-			out     string
-			code    int
-			updated int
-		}
-		waited := make(chan result, 1)
+		waited = make(chan result, 1)
 		go func() {
 			out, errOut, code := e.cli("status", "statefulset/"+web.Name, "--wait", "--timeout", "90s")
 			waited <- result{out + errOut, code, e.updatedPods(web.Name, slow)}
 		}()
+		var sts *unstructured.Unstructured
+		err := wait.PollUntilContextTimeout(e.ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			sts = e.captureWorkload("StatefulSet", web.Name)
+			observed, _, _ := unstructured.NestedInt64(sts.Object, "status", "observedGeneration")
+			cur, _, _ := unstructured.NestedString(sts.Object, "status", "currentRevision")
+			upd, _, _ := unstructured.NestedString(sts.Object, "status", "updateRevision")
+			return observed == sts.GetGeneration() && cur != upd, nil
+		})
+		if err != nil {
+			t.Fatalf("the StatefulSet controller did not observe the new template: %v\n%s", err, dump(sts))
+		}
+		st, err := live.ParseRolloutState(sts.GetAnnotations()[facts.AnnRolloutState])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st == nil || st.Phase != live.RolloutComplete || st.Generation == sts.GetGeneration() {
+			t.Fatalf("rollout state %+v at generation %d: want Complete of the generation before", st, sts.GetGeneration())
+		}
+		checkHealth(t, sts, health.Progressing, health.InProgress)
+		captures = append(captures, captured{"justchanged", nil, sts})
+		replicas = append(replicas, e.startController("ctrl-b"))
+		e.waitLeader(leases, replicas, replicas[0].identity, 30*time.Second)
+	})
+
+	t.Run("rolling: Reconciling, kstatus InProgress, kubectl wait returns when done", func(t *testing.T) {
 		u := e.waitRollout(rollouts, name, "Reconciling", 30*time.Second, func(u *unstructured.Unstructured) bool { return condition(u, "Reconciling") == "True" })
 		if r := kstatusOf(t, u); r.Status != status.InProgressStatus {
 			t.Errorf("kstatus of a rolling Rollout: %s (%s), want InProgress\n%s", r.Status, r.Message, dump(u))
@@ -194,7 +255,10 @@ func TestRolloutObject(t *testing.T) {
 		if condition(u, "Ready") != "False" || condition(u, "Stalled") != "False" {
 			t.Errorf("a rolling Rollout: Ready %q, Stalled %q, want both False\n%s", condition(u, "Ready"), condition(u, "Stalled"), dump(u))
 		}
-		captures = append(captures, captured{"inprogress", u, e.captureWorkload("StatefulSet", web.Name)})
+		sts := e.captureWorkload("StatefulSet", web.Name)
+		checkHealth(t, u, health.Progressing, health.InProgress)
+		checkHealth(t, sts, health.Progressing, health.InProgress)
+		captures = append(captures, captured{"inprogress", u, sts})
 		cp := harness.Cluster(t)
 		start := time.Now()
 		out, err := exec.CommandContext(e.ctx, filepath.Join(cp.BinDir, "kubectl"), "--kubeconfig", cp.Kubeconfig, "-n", e.ns,
@@ -214,6 +278,8 @@ func TestRolloutObject(t *testing.T) {
 		if r := kstatusOf(t, done); r.Status != status.CurrentStatus {
 			t.Errorf("kstatus once rolled out again: %s, want Current", r.Status)
 		}
+		checkHealth(t, done, health.Healthy, health.Current)
+		checkHealth(t, e.captureWorkload("StatefulSet", web.Name), health.Healthy, health.Current)
 	})
 
 	t.Run("halted: Stalled, kstatus Failed", func(t *testing.T) {
@@ -226,7 +292,10 @@ func TestRolloutObject(t *testing.T) {
 		if phase, _, _ := unstructured.NestedString(u.Object, "status", "phase"); phase != "Halted" || !strings.Contains(r.Message, "crash-looping") {
 			t.Errorf("halted Rollout: phase %q, kstatus message %q: want Halted and the halt reason", phase, r.Message)
 		}
-		captures = append(captures, captured{"halted", u, e.captureWorkload("StatefulSet", web.Name)})
+		sts := e.captureWorkload("StatefulSet", web.Name)
+		checkHealth(t, u, health.Degraded, health.Failed)
+		checkHealth(t, sts, health.Degraded, health.Failed)
+		captures = append(captures, captured{"halted", u, sts})
 		if out, errOut, code := e.cli("status", "statefulset/"+web.Name, "--wait", "--timeout", "30s"); code != 3 || !strings.Contains(errOut, "crash-looping") {
 			t.Errorf("rollplan status --wait on a halted rollout: exit code %d, want 3 naming the halt:\n%s%s", code, out, errOut)
 		}
@@ -270,6 +339,9 @@ func writeCaptures(t *testing.T, cs []captured) {
 			t.Fatal(err)
 		}
 		for file, u := range map[string]*unstructured.Unstructured{"rollout.yaml": c.rollout, "statefulset.yaml": c.workload} {
+			if u == nil {
+				continue
+			}
 			u = u.DeepCopy()
 			u.SetManagedFields(nil)
 			b, err := yaml.Marshal(u.Object)
