@@ -92,11 +92,11 @@ func ParseAnalysisResults(what string, data []byte) (*AnalysisResults, error) {
 	if out.APIVersion != ResultsAPIVersion || out.Kind != ResultsKind {
 		return nil, fmt.Errorf("%s: want apiVersion %s, kind %s; got apiVersion %q, kind %q", what, ResultsAPIVersion, ResultsKind, out.APIVersion, out.Kind)
 	}
-	return &out, out.check(what)
+	return &out, out.Check(what)
 }
 
-// check validates the keys, waves and times.
-func (a *AnalysisResults) check(what string) error {
+// Check validates the keys, waves and times; errors start with what.
+func (a *AnalysisResults) Check(what string) error {
 	keys := make([]string, 0, len(a.Workloads))
 	for k := range a.Workloads {
 		keys = append(keys, k)

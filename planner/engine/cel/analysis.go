@@ -177,4 +177,3 @@ func (a *activation) decideAnalysis(d *engine.Decisions) error {
 	d.Verdict = engine.DefaultVerdict(&a.b.rollout.Analysis, hint)
 	return nil
 }
-

@@ -57,7 +57,7 @@ type Spec struct {
 	// measurements (analysis.go).
 	Analysis *AnalysisSpec `json:"analysis,omitempty"`
 	Halt     []MessageRule `json:"halt,omitempty"`
-	Deny            []MessageRule `json:"deny,omitempty"`
+	Deny     []MessageRule `json:"deny,omitempty"`
 }
 
 // MatchConstraints select the workloads a policy answers for; empty lists
