@@ -224,7 +224,7 @@ func nonNilResults(rs []facts.Result) []facts.Result {
 // stopAfter ends the plan after wave i: a halt (halt != "") or a rollback.
 // The later waves are dropped; their pods are blocked, and counted again.
 func stopAfter(wp *WorkloadPlan, det *Detail, i int, halt string, rb *Rollback) {
-	why := halt
+	why := fmt.Sprintf("the analysis after wave %d halts the rollout", i+1)
 	if rb != nil {
 		wp.Rollback = rb
 		why = fmt.Sprintf("analysis after wave %d failed: the rollout rolls back to %s (onFail rollback)", rb.AfterWave, rb.ToRevision)
