@@ -170,7 +170,7 @@ type workloadDOM struct {
 	Stalls    int      `json:"stalls"`
 	Gates     []string `json:"gates"`
 	Rollbacks int      `json:"rollbacks"`
-	Legend int `json:"legend"`
+	Legend    int      `json:"legend"`
 }
 
 const domJS = `Array.from(document.querySelectorAll("section.workload")).map(function (s) {
