@@ -373,6 +373,49 @@ pacing := "wave" if {
 node_preparation := "none"
 
 # ---------------------------------------------------------------------------
+# analysis: what each wave waits for before the next one starts: a soak once
+# its pods are available, then named measurements (provider, query template,
+# interval, count, window, provider options by reference name), judged by
+# analysis_verdict; inconclusive verdicts are measured again up to
+# maxInconclusive times, and a failed one halts the rollout or rolls it back
+# (onFail). Upstream controllers wait for nothing: the default declares none.
+
+analysis := {"soak": "0s", "measurements": [], "maxInconclusive": 0, "onFail": "halt"}
+
+# analysis_verdict: asked while a wave is judged (input.analysis.wave > 0),
+# over input.analysis.measurements and their results; answers
+# {"verdict": "pass" | "fail" | "inconclusive", "message": "..."}. A policy
+# that declares measurements writes its own and builds on the helpers below;
+# this one never passes a measurement it did not judge.
+
+analysis_verdict := {"verdict": "inconclusive", "message": concat("; ", analysis_unreadable)} if {
+	count(analysis_unreadable) > 0
+} else := {"verdict": "inconclusive", "message": msg} if {
+	count(analysis_measured) > 0
+	msg := sprintf("no verdict rule judges measurement(s) %s: define analysis_verdict in package rollplan.strategy", [concat(", ", analysis_measured)])
+} else := {"verdict": "pass", "message": "nothing is measured"}
+
+analysis_measured := [m.name | some m in input.analysis.measurements]
+
+# analysis_unreadable: one message per measurement whose results cannot be
+# judged: none was taken, or the provider could not take one (its error
+# names the query). A verdict over them is inconclusive, never a pass.
+analysis_unreadable := [msg | some m in input.analysis.measurements; msg := unreadable(m)]
+
+unreadable(m) := sprintf("measurement %s: no result for query %s", [m.name, m.query]) if {
+	count(m.results) == 0
+} else := sprintf("measurement %s: query %s: %s", [m.name, m.query, errs[0]]) if {
+	errs := [r.error | some r in m.results; r.error != ""]
+	count(errs) > 0
+}
+
+# analysis_values[name]: a measurement's values, in the order taken.
+analysis_values[m.name] := [r.value | some r in m.results] if some m in input.analysis.measurements
+
+# analysis_query[name]: a measurement's query as rendered for the wave.
+analysis_query[m.name] := m.query if some m in input.analysis.measurements
+
+# ---------------------------------------------------------------------------
 # halt: stop the rollout when an updated pod does not become available within
 # the progress deadline or crash-loops, or (InPlaceOnly) when a pod cannot be
 # updated in place.

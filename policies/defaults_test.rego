@@ -570,6 +570,41 @@ test_node_preparation_is_none if {
 }
 
 # ---------------------------------------------------------------------------
+# analysis
+
+judged(measurements) := object.union(base_input, {"analysis": {"wave": 1, "attempt": 1, "pods": ["web-4"], "measurements": measurements}})
+
+measured(name, results) := {"name": name, "provider": "prometheus", "query": sprintf("q_%s", [name]), "results": results}
+
+test_analysis_declares_nothing if {
+	defaults.analysis == {"soak": "0s", "measurements": [], "maxInconclusive": 0, "onFail": "halt"} with input as base_input
+}
+
+test_analysis_verdict_passes_nothing_measured if {
+	defaults.analysis_verdict == {"verdict": "pass", "message": "nothing is measured"} with input as judged([])
+}
+
+test_analysis_verdict_never_passes_what_it_did_not_judge if {
+	v := defaults.analysis_verdict with input as judged([measured("err", [{"value": 0.1, "taken": "t", "error": ""}])])
+	v.verdict == "inconclusive"
+	contains(v.message, "no verdict rule judges measurement(s) err")
+}
+
+test_analysis_verdict_unreadable_is_inconclusive if {
+	v := defaults.analysis_verdict with input as judged([
+		measured("none", []),
+		measured("down", [{"value": 0, "taken": "t", "error": "connection refused"}]),
+	])
+	v == {"verdict": "inconclusive", "message": "measurement none: no result for query q_none; measurement down: query q_down: connection refused"}
+}
+
+test_analysis_values_and_queries if {
+	facts := judged([measured("err", [{"value": 0.1, "taken": "t1", "error": ""}, {"value": 0.3, "taken": "t2", "error": ""}])])
+	defaults.analysis_values == {"err": [0.1, 0.3]} with input as facts
+	defaults.analysis_query == {"err": "q_err"} with input as facts
+}
+
+# ---------------------------------------------------------------------------
 # scope
 
 partitioned := with_workload({

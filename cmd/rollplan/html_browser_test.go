@@ -166,9 +166,11 @@ type workloadDOM struct {
 		Peak   int    `json:"peak"`
 		Binds  int    `json:"binds"`
 	} `json:"budgets"`
-	Halts  int `json:"halts"`
-	Stalls int `json:"stalls"`
-	Legend int `json:"legend"`
+	Halts     int      `json:"halts"`
+	Stalls    int      `json:"stalls"`
+	Gates     []string `json:"gates"`
+	Rollbacks int      `json:"rollbacks"`
+	Legend    int      `json:"legend"`
 }
 
 const domJS = `Array.from(document.querySelectorAll("section.workload")).map(function (s) {
@@ -189,6 +191,8 @@ const domJS = `Array.from(document.querySelectorAll("section.workload")).map(fun
     }),
     halts: s.querySelectorAll(".timeline .marker-halt").length,
     stalls: s.querySelectorAll(".timeline .marker-stall").length,
+    gates: Array.from(s.querySelectorAll(".timeline .marker-gate")).map(function (g) { return g.querySelector("text").textContent; }),
+    rollbacks: s.querySelectorAll(".timeline .marker-rollback").length,
     legend: document.querySelectorAll(".legend li").length
   };
 })`
@@ -196,8 +200,8 @@ const domJS = `Array.from(document.querySelectorAll("section.workload")).map(fun
 // TestHTMLInBrowser opens `plan -o html` pages of bundled scenarios and of
 // a 5,000-pod synthetic snapshot in headless Chromium and checks what the
 // page draws against the plan's JSON: wave bars, pod rows (or group rows
-// whose counts add up to the pods), a line and a limit per budget, halt
-// and stall marks, the explain a selected pod shows, groups that expand,
+// whose counts add up to the pods), a line and a limit per budget, halt,
+// stall, gate and rollback marks, the explain a selected pod shows, groups that expand,
 // anchors that select a pod, and no console error or uncaught exception.
 // Each page's screenshot is kept in bin/test-artifacts.
 func TestHTMLInBrowser(t *testing.T) {
@@ -225,6 +229,8 @@ func TestHTMLInBrowser(t *testing.T) {
 		{name: "example-one-zone-at-a-time", args: scenarioArgs(t, "testdata/scenarios/example-one-zone-at-a-time")},
 		{name: "sts-inplaceonly-halt", args: scenarioArgs(t, "testdata/scenarios/sts-inplaceonly-halt"), halted: true},
 		{name: "stalled-plan", args: scenarioArgs(t, "testdata/scenarios/stalled-plan"), stalled: true},
+		{name: "analysis-inconclusive", args: scenarioArgs(t, "testdata/scenarios/analysis-inconclusive"), halted: true},
+		{name: "analysis-failed-rollback", args: scenarioArgs(t, "testdata/scenarios/analysis-failed-rollback")},
 		{name: "synth-5000", args: []string{"--now", synth.Now.Format(time.RFC3339)}, collapsed: true},
 	}
 	for _, tc := range cases {
@@ -322,6 +328,19 @@ func TestHTMLInBrowser(t *testing.T) {
 				}
 				if want := wp.Stalled != nil; (d.Stalls == 1) != want || d.Stalls > 1 {
 					t.Errorf("%s: %d stall marks, stalled %t", d.ID, d.Stalls, want)
+				}
+				// A mark per gated wave, labelled with its status.
+				var gates []string
+				for _, w := range wp.Waves {
+					if w.Gate != nil {
+						gates = append(gates, w.Gate.Status)
+					}
+				}
+				if strings.Join(d.Gates, ",") != strings.Join(gates, ",") {
+					t.Errorf("%s: gate marks %v, the plan's gates %v", d.ID, d.Gates, gates)
+				}
+				if want := wp.Rollback != nil; (d.Rollbacks == 1) != want || d.Rollbacks > 1 {
+					t.Errorf("%s: %d rollback marks, rollback %t", d.ID, d.Rollbacks, want)
 				}
 				halted = halted || len(wp.Halted) > 0
 				stalled = stalled || wp.Stalled != nil

@@ -37,6 +37,9 @@ type planFlags struct {
 	terminate         time.Duration
 	timeout           time.Duration
 	engine            string
+	// analysisResults: --analysis-results FILE, recorded measurement
+	// results the gates' verdicts are judged over.
+	analysisResults string
 	// allowHalted (plan only): a halted or stalled rollout exits 0.
 	allowHalted bool
 	// allowEmpty (plan only): a snapshot without a workload, or a change
@@ -74,6 +77,7 @@ func (f *planFlags) register(cmd *cobra.Command) {
 	// be, collapsing waves past the budgets.
 	durationVarOff(fl, &f.terminate, "terminate-duration", time.Duration(plan.DefaultOptions.TerminateSeconds)*time.Second, zeroOrSeconds, "pods that go at once", "estimated time for a deleted pod that is not replaced to go (at least 1s; 0: at once)")
 	durationVar(fl, &f.timeout, "policy-timeout", time.Minute, positive, "deadline for evaluating the policy for one workload")
+	fl.StringVar(&f.analysisResults, "analysis-results", "", "recorded measurement results (YAML or JSON, kind AnalysisResults: per workload KIND/NAMESPACE/NAME, per wave, per measurement): the gates between waves show the policy's verdict over them instead of pending")
 	f.registerChange(fl)
 }
 
@@ -90,7 +94,8 @@ StatefulSet and DaemonSet of the snapshot (or the one --workload names).
 A workload whose own objects are invalid (an annotation, a strategy field)
 is reported with its error (the table's ERROR line, the "error" field of
 -o json|yaml) and the others are planned; the exit code is then 1. A
-halted rollout exits 3 and a stalled one (it cannot start or finish within
+halted rollout exits 3 (so does one whose analysis fails: it halts or
+rolls back) and a stalled one (it cannot start or finish within
 its budgets: "stalled" in -o json|yaml) exits 4, unless --allow-halted
 (the table below). A snapshot that holds no Deployment, StatefulSet or
 DaemonSet, or a --change that replaces none of its workloads, plans
@@ -155,7 +160,7 @@ func renderPlan(w io.Writer, r render.Renderer, p *plan.Plan, res *plan.Result) 
 // not be planned, 3 when a rollout is halted, 4 when one is stalled
 // (neither with allowHalted), else nil (0).
 func planOutcome(p *plan.Plan, allowHalted bool) error {
-	var failed, halted, stalled []string
+	var failed, halted, stalled, rolledBack []string
 	for _, wp := range p.Workloads {
 		id := fmt.Sprintf("%s %s/%s", wp.Kind, wp.Namespace, wp.Name)
 		switch {
@@ -163,6 +168,8 @@ func planOutcome(p *plan.Plan, allowHalted bool) error {
 			failed = append(failed, wp.Error)
 		case len(wp.Halted) > 0:
 			halted = append(halted, fmt.Sprintf("%s: %s", id, wp.Halted[0]))
+		case wp.Rollback != nil:
+			rolledBack = append(rolledBack, fmt.Sprintf("%s after wave %d to %s: %s", id, wp.Rollback.AfterWave, wp.Rollback.ToRevision, wp.Rollback.Reason))
 		case wp.Stalled != nil:
 			stalled = append(stalled, fmt.Sprintf("%s after %s: %s", id, wp.Stalled.After, wp.Stalled.Reason))
 		}
@@ -178,6 +185,8 @@ func planOutcome(p *plan.Plan, allowHalted bool) error {
 		return nil
 	case len(halted) > 0:
 		return codedError{exitHalted, fmt.Errorf("halted: %s (--allow-halted exits 0)", strings.Join(halted, "; "))}
+	case len(rolledBack) > 0:
+		return codedError{exitHalted, fmt.Errorf("analysis failed, the rollout rolls back: %s (--allow-halted exits 0)", strings.Join(rolledBack, "; "))}
 	case len(stalled) > 0:
 		return codedError{exitStalled, fmt.Errorf("stalled: %s (--allow-halted exits 0)", strings.Join(stalled, "; "))}
 	}
@@ -314,6 +323,9 @@ func (f *planFlags) run(ctx context.Context, stderr io.Writer) (*planned, error)
 		fmt.Fprintf(stderr, "note: %s\n", n)
 	}
 	opts := planOptions()
+	if opts.Analysis, err = f.loadAnalysisResults(in.Rollouts); err != nil {
+		return nil, err
+	}
 	opts.RecreateSeconds, opts.InPlaceSeconds, opts.TerminateSeconds = int(f.recreate/time.Second), int(f.inPlace/time.Second), int(f.terminate/time.Second)
 	if stage != nil {
 		stage.set("hashing the snapshot")

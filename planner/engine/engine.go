@@ -3,7 +3,8 @@
 //
 // The planner is the runtime; an engine only answers. Per pod it answers
 // scope, eligibility and order; per workload it answers budgets, pacing,
-// node preparation, halt and deny. Engines must be deterministic and must not touch a cluster.
+// node preparation, analysis (what each wave waits for, and the verdict
+// over a wave's measurements), halt and deny. Engines must be deterministic and must not touch a cluster.
 package engine
 
 import (
@@ -124,6 +125,12 @@ type Decisions struct {
 	// NodePreparation: none, cordon or drain (NodePrep*). Only a DaemonSet
 	// rollplan drives honours it; the planner warns for any other workload.
 	NodePreparation string
+	// Analysis: what each wave waits for before the next (soak,
+	// measurements); nil when the policy declares none (engine.Declared).
+	Analysis *Analysis
+	// Verdict: the policy's verdict over the results of the wave the facts'
+	// analysis judges; nil when none is judged (wave 0) or Analysis is nil.
+	Verdict *Verdict
 	// Halt: reasons the rollout must not continue; empty to proceed.
 	Halt []string
 	// Deny: guard-rail messages against the workload's current spec (the gate

@@ -183,7 +183,9 @@ func Pod(res *plan.Result, workloadIndex, podIndex int) Explanation {
 	if e.OrderKey == nil {
 		e.OrderKey = []any{}
 	}
-	if len(wp.Halted) > 0 {
+	if len(wp.Halted) > 0 && det.Wave[p.Name] == 0 {
+		// A halt rule plans no wave; an analysis halt keeps the waves
+		// before it.
 		e.Wave = &Wave{Halted: wp.Halted}
 		return e
 	}

@@ -34,6 +34,11 @@ type WaveExplanation struct {
 	Budgets []plan.WaveBudget `json:"budgets"`
 	// Actions: the wave's actions, as the plan has them.
 	Actions []plan.Action `json:"actions"`
+	// After: the gate of the wave before, which this wave waits for (its
+	// analysis); Gate: this wave's, which the next waits for. Absent
+	// when the policy declares no analysis.
+	After *plan.Gate `json:"after,omitempty"`
+	Gate  *plan.Gate `json:"gate,omitempty"`
 }
 
 // Bound is what bound a wave: a budget at its limit, or something else.
@@ -108,8 +113,10 @@ func ExplainWave(res *plan.Result, workloadIndex, wave int) (WaveExplanation, er
 		e.WaitsFor = w.Binding.WaitsFor
 	}
 	e.Binds = bound(w)
+	e.Gate = w.Gate
 	if wave > 1 {
 		e.HeldBack = bound(&wp.Waves[wave-2])
+		e.After = wp.Waves[wave-2].Gate
 	}
 	return e, nil
 }
@@ -141,6 +148,9 @@ func (e WaveExplanation) WriteText(w io.Writer) error {
 	case e.Wave == 1:
 		fmt.Fprintln(out, "  waits for:   nothing: the first wave starts at once")
 	}
+	if g := e.After; g != nil {
+		fmt.Fprintf(out, "  after:       wave %d's analysis: %s\n", e.Wave-1, gateText(g))
+	}
 	if b := e.HeldBack; b != nil {
 		fmt.Fprintf(out, "  held back:   %s\n", boundText(b, "wave %d was full: %s", "kept out of wave %d: %s"))
 	}
@@ -160,6 +170,9 @@ func (e WaveExplanation) WriteText(w io.Writer) error {
 		fmt.Fprintf(out, "  binds:       the next pods wait for a later wave: %s\n", b.Reason)
 	} else {
 		fmt.Fprintln(out, "  binds:       nothing: no pod waits for a later wave because of this one")
+	}
+	if g := e.Gate; g != nil {
+		fmt.Fprintf(out, "  then:        the next wave waits for this one's analysis: %s\n", gateText(g))
 	}
 	return out.Flush()
 }
@@ -196,4 +209,26 @@ func describe(a plan.Action) string {
 		}
 	}
 	return s
+}
+
+// gateText words a gate on several lines: the wait, each measurement
+// with its query, and the status with the verdict's message.
+func gateText(g *plan.Gate) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "soak %s once the wave's pods are available", g.Soak)
+	for _, m := range g.Measurements {
+		fmt.Fprintf(&b, "\n                 - %s (%s, %dx every %s", m.Name, m.Provider, m.Count, m.Interval)
+		if m.Window != "" {
+			fmt.Fprintf(&b, ", window %s", m.Window)
+		}
+		if m.Options != "" {
+			fmt.Fprintf(&b, ", options %s", m.Options)
+		}
+		fmt.Fprintf(&b, "): %s", m.Query)
+	}
+	fmt.Fprintf(&b, "\n                 %s", g.Status)
+	if g.Status != plan.GatePending {
+		fmt.Fprintf(&b, " (onFail %s, maxInconclusive %d): %s", g.OnFail, g.MaxInconclusive, g.Message)
+	}
+	return b.String()
 }

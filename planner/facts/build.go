@@ -273,6 +273,7 @@ func (b *builder) base(kind string, meta *metav1.ObjectMeta, template *corev1.Po
 			ProgressDeadlineSeconds: 600,
 		},
 		Pods: []Pod{}, ReplicaSets: []ReplicaSet{}, Nodes: []Node{}, PDBs: []PDB{}, Warnings: []string{},
+		Analysis: Analysis{Pods: []string{}, Measurements: []MeasurementResults{}},
 	}
 	w := &r.Workload
 	ann := meta.Annotations

@@ -36,6 +36,9 @@ type Rollout struct {
 	Revisions []Revision `json:"revisions"`
 	// Warnings found while building the facts (reported in the plan).
 	Warnings []string `json:"warnings"`
+	// Analysis: the wave the analysis decision point judges and what was
+	// measured over it; wave 0 (the zero value) when none is judged.
+	Analysis Analysis `json:"analysis"`
 }
 
 // Workload describes the rolling object.

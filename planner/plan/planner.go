@@ -35,6 +35,10 @@ type Options struct {
 	// Nil: such a workload is planned with the policy's answers and a
 	// warning that its controller could not be modelled.
 	Upstream engine.Engine
+	// Analysis: recorded measurement results (plan --analysis-results):
+	// the gates they exist for show the policy's verdict instead of
+	// pending. A pointer, so that Options stays comparable.
+	Analysis *facts.AnalysisResults
 	// Progress, when set, is told how many workloads are planned, after
 	// each (from the goroutines that plan them): rollplan plan's progress
 	// line. A pointer, so that Options stays comparable.
@@ -64,6 +68,10 @@ type Detail struct {
 	// in wave N-1 (the budget that was full, or what else held it). Pods
 	// of the first wave, and of no wave, have none.
 	Waited map[string]*Wait
+	// removed: pods a controller deletes outside the plan's actions
+	// (simulation.removed), for counting again after an analysis stops
+	// the plan.
+	removed []string
 }
 
 // Result is a plan with the details behind it.
@@ -97,6 +105,9 @@ func Build(ctx context.Context, rollouts []*facts.Rollout, eng engine.Engine, me
 				return nil
 			}
 			plans[i], details[i] = Workload(r, d, o)
+			if o.Analysis != nil && details[i] != nil && details[i].Decisions.Analysis != nil {
+				errs[i] = judgeGates(ctx, eng, &plans[i], details[i], o.Analysis)
+			}
 			return nil
 		})
 	}
@@ -156,6 +167,7 @@ func Workload(r *facts.Rollout, d *engine.Decisions, o Options) (WorkloadPlan, *
 
 	wp.Denied = append(wp.Denied, d.Deny...)
 	wp.Warnings = append(wp.Warnings, nodePreparationWarnings(r, d)...)
+	wp.Warnings = append(wp.Warnings, analysisWarnings(r, d)...)
 	if len(d.Halt) > 0 {
 		wp.Halted = append(wp.Halted, d.Halt...)
 		const halted = "halted: no wave is planned until the halt reasons are resolved"
@@ -208,6 +220,7 @@ func Workload(r *facts.Rollout, d *engine.Decisions, o Options) (WorkloadPlan, *
 		wp.Waves = sim.waves // else [] (as set above), never null
 	}
 	det.Waited = sim.waited
+	det.removed = sim.removed
 	wp.Notes = append(wp.Notes, sim.notes...)
 	wp.Stalled = sim.stalled
 	wp.Warnings = append(wp.Warnings, sim.warnings...)
@@ -224,7 +237,9 @@ func Workload(r *facts.Rollout, d *engine.Decisions, o Options) (WorkloadPlan, *
 	countPods(&wp, r, d, sim, cmp.Or(sim.stall, "placed in no wave"))
 	wp.Notes = append(wp.Notes, terminatingNotes(r, d, det)...)
 	wp.Summary.Waves = len(wp.Waves)
-	wp.EstimatedDuration = formatDuration(sim.end)
+	end, gateWarnings := gates(&wp, r, drivenAnalysis(r, d), sim.end)
+	wp.Warnings = append(wp.Warnings, gateWarnings...)
+	wp.EstimatedDuration = formatDuration(end)
 	return wp, det
 }
 

@@ -81,8 +81,13 @@ type WorkloadPlan struct {
 	// are when 0: a plan that places every pod reads as it did before
 	// they were added, and policy tests expecting one still pass.
 	Blocked []Held `json:"blocked,omitempty"`
-	// Halted: stop reasons; when set, no wave is planned.
+	// Halted: stop reasons; when the policy's halt rule sets them, no wave
+	// is planned; when a wave's analysis does (failed with onFail halt, or
+	// inconclusive past maxInconclusive), the waves up to it are kept.
 	Halted []string `json:"halted"`
+	// Rollback: a wave's analysis failed with onFail rollback: the waves
+	// up to it are kept, and the rollout then rolls back.
+	Rollback *Rollback `json:"rollback,omitempty"`
 	// Denied: the policy's guard rails refuse the workload's current spec
 	// (the gate would deny the update that produced it).
 	Denied []string `json:"denied,omitempty"`
@@ -145,6 +150,10 @@ type Wave struct {
 	// was full, or what else held them), and what this wave waited for
 	// to start. Omitted for a first wave that every pod fits in.
 	Binding *Binding `json:"binding,omitempty"`
+	// Gate: what the next wave waits for once this wave's pods are
+	// available (the policy's analysis: soak, measurements, verdict).
+	// Omitted when the policy declares no analysis, and on the last wave.
+	Gate *Gate `json:"gate,omitempty"`
 }
 
 // WaveBudget is one budget's use while a wave runs.

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	yamlv3 "go.yaml.in/yaml/v3"
@@ -36,6 +37,11 @@ func compareDecisions(want map[string]WorkloadDecisions, res *plan.Result) []str
 			continue
 		}
 		diffs = append(diffs, compareWorkload(key, wd, det)...)
+		for _, wp := range res.Plan.Workloads {
+			if wp.Kind == kind && wp.Namespace == ns && wp.Name == name {
+				diffs = append(diffs, compareGates(key, wd.Gates, &wp)...)
+			}
+		}
 	}
 	return diffs
 }
@@ -107,6 +113,31 @@ func compareWorkload(key string, want WorkloadDecisions, det *plan.Detail) []str
 	}
 	if want.NodePreparation != "" {
 		field("nodePreparation", want.NodePreparation, det.Decisions.NodePreparation)
+	}
+	if a := want.Analysis; a != nil {
+		got := det.Decisions.Analysis
+		if a.Declared != nil {
+			field("analysis.declared", *a.Declared, got != nil)
+		}
+		if got == nil {
+			got = &engine.Analysis{}
+		}
+		if a.Soak != "" {
+			field("analysis.soak", a.Soak, got.Soak)
+		}
+		if a.OnFail != "" {
+			field("analysis.onFail", a.OnFail, got.OnFail)
+		}
+		if a.MaxInconclusive != nil {
+			field("analysis.maxInconclusive", *a.MaxInconclusive, got.MaxInconclusive)
+		}
+		if a.Measurements != nil {
+			names := []string{}
+			for _, m := range got.Measurements {
+				names = append(names, m.Name)
+			}
+			list("analysis.measurements", a.Measurements, names)
+		}
 	}
 	if want.Halt != nil {
 		list("halt", *want.Halt, det.Decisions.Halt)
@@ -294,4 +325,37 @@ func withoutNewWaveFields(want, got any) any {
 		}
 	}
 	return got
+}
+
+// compareGates compares the gates of the plan's waves with the expected
+// ones, by wave number.
+func compareGates(key string, want map[string]GateExpect, wp *plan.WorkloadPlan) []string {
+	var diffs []string
+	waves := slices.Collect(maps.Keys(want))
+	sort.Slice(waves, func(i, j int) bool { // numbers, validated when decoded
+		a, _ := strconv.Atoi(waves[i])
+		b, _ := strconv.Atoi(waves[j])
+		return a < b
+	})
+	for _, wave := range waves {
+		w := want[wave]
+		f := fmt.Sprintf("decisions[%s].gates[%s]", key, wave)
+		var g *plan.Gate
+		for i := range wp.Waves {
+			if fmt.Sprint(wp.Waves[i].Index) == wave {
+				g = wp.Waves[i].Gate
+			}
+		}
+		if g == nil {
+			diffs = append(diffs, fmt.Sprintf("%s: no gate after wave %s (the plan has %d wave(s); the last has none, and only an analysis the rollout waits for gives one)", f, wave, len(wp.Waves)))
+			continue
+		}
+		if w.Status != "" && w.Status != g.Status {
+			diffs = append(diffs, fmt.Sprintf("%s.status:\n  want: %s\n  got:  %s (%s)", f, w.Status, g.Status, g.Message))
+		}
+		if w.Message != nil && *w.Message != g.Message {
+			diffs = append(diffs, fmt.Sprintf("%s.message:\n  want: %s\n  got:  %s", f, *w.Message, g.Message))
+		}
+	}
+	return diffs
 }

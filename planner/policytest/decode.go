@@ -14,6 +14,7 @@ import (
 	"github.com/rollplan/rollplan/internal/fieldcheck"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/engine/engines"
+	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/request"
 	"github.com/rollplan/rollplan/planner/snapshot"
@@ -188,6 +189,12 @@ func (s *Suite) validate() (string, string) {
 				return at("workload"), err.Error()
 			}
 		}
+		if len(t.AnalysisResults) > 0 {
+			doc := facts.AnalysisResults{APIVersion: facts.ResultsAPIVersion, Kind: facts.ResultsKind, Workloads: t.AnalysisResults}
+			if err := doc.Check(at("analysisResults")); err != nil {
+				return at("analysisResults"), strings.TrimPrefix(err.Error(), at("analysisResults")+": ")
+			}
+		}
 		if t.Expect.Decisions == nil && t.Expect.Plan == nil {
 			return at("expect"), "missing: expect decisions, a plan or both"
 		}
@@ -211,6 +218,17 @@ func (s *Suite) validate() (string, string) {
 				}
 				if pd.Scope == ScopeIn && pd.HeldReason != nil {
 					return pf + ".heldReason", "a pod in scope has no held reason"
+				}
+			}
+			for _, wave := range slices.Sorted(maps.Keys(wd.Gates)) {
+				gf := at("expect.decisions[" + key + "].gates[" + wave + "]")
+				if n, err := strconv.Atoi(wave); err != nil || n < 1 {
+					return gf, fmt.Sprintf("key %q: want a wave number (1, 2, ...)", wave)
+				}
+				switch wd.Gates[wave].Status {
+				case "", plan.GatePending, plan.GatePassed, plan.GateFailed, plan.GateInconclusive:
+				default:
+					return gf + ".status", fmt.Sprintf("%q: want pending, passed, failed or inconclusive", wd.Gates[wave].Status)
 				}
 			}
 		}

@@ -201,6 +201,9 @@ func (r *Runner) plan(ctx context.Context, t *Test, snap *snapshot.Snapshot, war
 	}
 	o := plan.DefaultOptions
 	o.Upstream = engines.Upstream()
+	if len(t.AnalysisResults) > 0 {
+		o.Analysis = &facts.AnalysisResults{APIVersion: facts.ResultsAPIVersion, Kind: facts.ResultsKind, Workloads: t.AnalysisResults}
+	}
 	return plan.Run(ctx, in, eng, o)
 }
 

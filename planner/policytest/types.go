@@ -25,12 +25,18 @@
 //	      kubernetesVersion: v1.36                  # default: the snapshot's recorded version, else the newest
 //	      featureGates: {MaxUnavailableStatefulSet: true}
 //	      workload: DaemonSet/default/agent    # plan only this workload (like --workload)
+//	      analysisResults:                     # recorded results, as plan --analysis-results reads them
+//	        StatefulSet/default/web:
+//	        - wave: 1
+//	          measurements: {error-rate: [{value: 0.002, taken: "2026-03-01T12:05:00Z"}]}
 //	      expect:
 //	        decisions:
 //	          DaemonSet/default/agent:
 //	            pods:
 //	              agent-ncvbn: {scope: in, action: Recreate, order: [1, zone-a, worker-1, agent-ncvbn]}
 //	            pacing: rolling
+//	            analysis: {soak: 2m, onFail: rollback, measurements: [error-rate]}
+//	            gates: {"1": {status: passed}}
 //	            halt: []
 //	        plan:
 //	          workloads: [...]                 # as `rollplan plan -o yaml` prints them
@@ -49,6 +55,7 @@ import (
 	"time"
 
 	"github.com/rollplan/rollplan/planner/engine"
+	"github.com/rollplan/rollplan/planner/facts"
 )
 
 // APIVersion and Kind of a test suite document.
@@ -106,7 +113,12 @@ type Test struct {
 	// Workload: plan only this workload, KIND/NAME or KIND/NAMESPACE/NAME
 	// (as --workload).
 	Workload string `json:"workload,omitempty"`
-	Expect   Expect `json:"expect"`
+	// AnalysisResults: recorded measurement results by workload
+	// (KIND/NAMESPACE/NAME) and wave, as the workloads of a
+	// `plan --analysis-results` file: the gates they exist for show the
+	// policy's verdict (expect decisions[...].gates), without a Prometheus.
+	AnalysisResults map[string][]facts.WaveResults `json:"analysisResults,omitempty"`
+	Expect          Expect                         `json:"expect"`
 }
 
 // Expect is what a test checks. At least one of Decisions and Plan is set.
@@ -128,6 +140,28 @@ type WorkloadDecisions struct {
 	NodePreparation string    `json:"nodePreparation,omitempty"`
 	Halt            *[]string `json:"halt,omitempty"`
 	Deny            *[]string `json:"deny,omitempty"`
+	// Analysis: the analysis declared (only the fields given are compared;
+	// measurements by name, in order). Gates: by wave number ("1"), the
+	// gate after that wave as the plan shows it (status, message).
+	Analysis *AnalysisExpect       `json:"analysis,omitempty"`
+	Gates    map[string]GateExpect `json:"gates,omitempty"`
+}
+
+// AnalysisExpect is the expected analysis declaration; declared false
+// expects none.
+type AnalysisExpect struct {
+	Declared        *bool    `json:"declared,omitempty"`
+	Soak            string   `json:"soak,omitempty"`
+	OnFail          string   `json:"onFail,omitempty"`
+	MaxInconclusive *int     `json:"maxInconclusive,omitempty"`
+	Measurements    []string `json:"measurements,omitempty"`
+}
+
+// GateExpect is the expected gate after one wave: status pending, passed,
+// failed or inconclusive, and the message when given.
+type GateExpect struct {
+	Status  string  `json:"status,omitempty"`
+	Message *string `json:"message,omitempty"`
 }
 
 // PodDecision is the expected decision for one pod; only the fields given

@@ -442,9 +442,7 @@ func buildWorkload(wp *plan.WorkloadPlan, det *plan.Detail) *workloadView {
 		}
 		wv.Waves = append(wv.Waves, wave)
 	}
-	if len(wp.Halted) > 0 { // one mark: no wave starts
-		wv.Markers = append(wv.Markers, marker{Class: "halt", Label: "halted", Title: "halted: " + strings.Join(wp.Halted, "; "), X: 0})
-	}
+	wv.Markers = append(wv.Markers, stopMarkers(wp, spans, ts)...) // html_gates.go
 	if st := wp.Stalled; st != nil {
 		wv.Markers = append(wv.Markers, marker{Class: "stall", Label: "stalled after " + st.After, Title: "stalled after " + st.After + ": " + st.Reason, X: ts.x(seconds(st.After))})
 	}

@@ -83,6 +83,10 @@ func (m Markdown) attention(b *strings.Builder, p *plan.Plan) {
 			counts["halted"]++
 			lines = append(lines, fmt.Sprintf("**Halted** %s: %s", id, text(strings.Join(named(wp.Halted), "; "))))
 		}
+		if rb := wp.Rollback; rb != nil {
+			counts["rolled back"]++
+			lines = append(lines, fmt.Sprintf("**Rolls back** %s to %s after wave %d: %s", id, code(rb.ToRevision), rb.AfterWave, text(rb.Reason)))
+		}
 		if st := wp.Stalled; st != nil {
 			counts["stalled"]++
 			lines = append(lines, fmt.Sprintf("**Stalled** %s after %s: %s", id, st.After, text(st.Reason)))
@@ -95,7 +99,7 @@ func (m Markdown) attention(b *strings.Builder, p *plan.Plan) {
 		return
 	}
 	var head []string
-	for _, k := range []string{"denied", "halted", "stalled", "not planned"} {
+	for _, k := range []string{"denied", "halted", "rolled back", "stalled", "not planned"} {
 		if counts[k] > 0 {
 			head = append(head, fmt.Sprintf("%d %s", counts[k], k))
 		}
@@ -233,6 +237,9 @@ func reasons(wp *plan.WorkloadPlan) []string {
 // table's BOUND BY), its actions.
 func waveRow(b *strings.Builder, wave plan.Wave) {
 	fmt.Fprintf(b, "| %d | %s | %s | %s |\n", wave.Index, wave.Start, cell(boundBy(&wave)), cell(Table{}.actions(wave.Actions)))
+	if wave.Gate != nil {
+		fmt.Fprintf(b, "| | | | then %s |\n", cell(GateLine(wave.Gate)))
+	}
 }
 
 func list(b *strings.Builder, title string, xs []string) {

@@ -120,6 +120,9 @@ func (t Table) workload(out io.Writer, wp *plan.WorkloadPlan) error {
 			fmt.Fprintf(out, "    - %s\n", h)
 		}
 	}
+	if rb := wp.Rollback; rb != nil {
+		fmt.Fprintf(out, "  ROLLS BACK to %s after wave %d: %s\n", rb.ToRevision, rb.AfterWave, rb.Reason)
+	}
 	if st := wp.Stalled; st != nil {
 		fmt.Fprintf(out, "  STALLED after %s: %s\n", st.After, st.Reason)
 	}
@@ -128,6 +131,10 @@ func (t Table) workload(out io.Writer, wp *plan.WorkloadPlan) error {
 		fmt.Fprintln(tw, "  WAVE\tSTART\tBOUND BY\tACTIONS")
 		for _, wave := range wp.Waves {
 			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\n", wave.Index, wave.Start, boundBy(&wave), t.actions(wave.Actions))
+			if wave.Gate != nil {
+				// Under ACTIONS: the last cell of a line sets no column's width.
+				fmt.Fprintf(tw, "  \t\t\tthen %s\n", GateLine(wave.Gate))
+			}
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -124,6 +124,8 @@ func (a *activation) ResolveName(name string) (any, bool) {
 		return a.b.rollout.KubernetesVersion, true
 	case "now":
 		return a.b.rollout.Now, true
+	case "analysis":
+		return &a.b.rollout.Analysis, true
 	case "params":
 		return a.c.policy.Spec.Params, true
 	case "item":

@@ -42,6 +42,7 @@ func baseEnv() (*celgo.Env, error) {
 			reflect.TypeFor[facts.PDB](), reflect.TypeFor[facts.Revision](),
 			reflect.TypeFor[facts.Node](), reflect.TypeFor[facts.ReplicaSet](),
 			reflect.TypeFor[Workload](), reflect.TypeFor[Strategy](),
+			reflect.TypeFor[facts.Analysis](), reflect.TypeFor[facts.MeasurementResults](), reflect.TypeFor[facts.Result](),
 			ext.ParseStructTag("json"),
 		),
 		celgo.Variable("workload", celgo.ObjectType("cel.Workload")),
@@ -53,6 +54,8 @@ func baseEnv() (*celgo.Env, error) {
 		celgo.Variable("featureGates", celgo.MapType(celgo.StringType, celgo.BoolType)),
 		celgo.Variable("kubernetesVersion", celgo.StringType), // "v1.37": the version planned for
 		celgo.Variable("now", celgo.StringType),
+		// the wave the analysis judges and its measurements' results
+		celgo.Variable("analysis", celgo.ObjectType("facts.Analysis")),
 		celgo.Variable("params", celgo.DynType),
 		celgo.Variable("pod", celgo.ObjectType("facts.Pod")),
 		celgo.Variable("defaults.order", celgo.ListType(celgo.DynType)),
@@ -114,6 +117,7 @@ type compiled struct {
 	budgets          []budgetProgram
 	pacing           *program
 	nodePreparation  *program
+	analysis         *analysisProgram
 	halt, deny       []messageProgram
 	// eligibilityByRevision: see revisionOnly.
 	eligibilityByRevision bool
@@ -228,6 +232,9 @@ func compilePolicy(base *celgo.Env, p *RolloutPolicy, costLimit uint64, fast boo
 		if c.nodePreparation.perPod {
 			return nil, fmt.Errorf("%s: spec.nodePreparation.expression: node preparation is decided per workload and cannot read pod", p.where())
 		}
+	}
+	if c.analysis, err = cc.analysis(s.Analysis); err != nil {
+		return nil, err
 	}
 	for _, rules := range []struct {
 		name string

@@ -121,8 +121,8 @@ func workloadID(r *facts.Rollout) string {
 // Decide implements engine.Engine. Composition (DESIGN: conservative): the
 // default strategy and every matching policy answer; scope is the
 // intersection, Recreate beats InPlace, budgets, halts and denials add up;
-// order, pacing and node preparation come from the first matching policy
-// (by name) that defines them, else from the default strategy.
+// order, pacing, node preparation and analysis come from the first matching
+// policy (by name) that defines them, else from the default strategy.
 func (e *Engine) Decide(parent context.Context, r *facts.Rollout) (*engine.Decisions, error) {
 	id := workloadID(r)
 	ctx, cancel := context.WithTimeout(parent, e.timeout)
@@ -180,7 +180,7 @@ func (e *Engine) decide(ctx context.Context, r *facts.Rollout, id string, stoppe
 	for _, a := range acts[1:] {
 		a.defaults = acts[0]
 	}
-	orderBy, pacingBy, prepBy := acts[0], acts[0], acts[0]
+	orderBy, pacingBy, prepBy, analysisBy := acts[0], acts[0], acts[0], acts[0]
 	for _, a := range acts[1:] {
 		if a.c.orderAll != nil && orderBy == acts[0] {
 			orderBy = a
@@ -190,6 +190,9 @@ func (e *Engine) decide(ctx context.Context, r *facts.Rollout, id string, stoppe
 		}
 		if a.c.nodePreparation != nil && prepBy == acts[0] {
 			prepBy = a
+		}
+		if a.c.analysis != nil && analysisBy == acts[0] {
+			analysisBy = a
 		}
 	}
 
@@ -246,6 +249,9 @@ func (e *Engine) decide(ctx context.Context, r *facts.Rollout, id string, stoppe
 	}
 	if !engine.ValidNodePreparation(d.NodePreparation) {
 		return nil, fmt.Errorf("%s: %s for %s: want \"none\", \"cordon\" or \"drain\", got %q", prepBy.c.policy.where(), prepBy.c.nodePreparation.field, id, d.NodePreparation)
+	}
+	if err := analysisBy.decideAnalysis(d); err != nil {
+		return nil, fmt.Errorf("%w for %s", err, id)
 	}
 	for _, a := range acts {
 		if d.Halt, err = a.messages(a.c.halt, r.Pods, d.Halt); err != nil {

@@ -239,7 +239,7 @@ func TestOverrideWarnings(t *testing.T) {
 		pacing  = "  pacing:\n    expression: \"'rolling'\"\n"
 		ssOnly  = "  matchConstraints:\n    kinds: [StatefulSet]\n"
 		why     = ": that policy defines "
-		tail    = " too and comes first by metadata.name (one policy answers order, pacing and node preparation)"
+		tail    = " too and comes first by metadata.name (one policy answers order, pacing, node preparation and analysis)"
 		a, b, c = "policy a.yaml (RolloutPolicy a)", "policy b.yaml (RolloutPolicy b)", "policy c.yaml (RolloutPolicy c)"
 	)
 	never := func(later, points, first string) string {

@@ -193,7 +193,7 @@ func TestParseFieldErrors(t *testing.T) {
 		{"unknown budget field", head + "spec:\n  budgets:\n  - name: a\n    maxUnavailble: \"1\"\n",
 			where + `spec.budgets[0]: unknown field "maxUnavailble" (did you mean "maxUnavailable"?); valid fields: name, nameExpression, forEach, when, maxUnavailable, maxSurge, groupBy, maxGroups, pdb, advisory, source`},
 		{"unknown spec field", head + "spec:\n  pacng: {expression: \"'wave'\"}\n",
-			where + `spec: unknown field "pacng" (did you mean "pacing"?); valid fields: matchConstraints, params, variables, scope, eligibility, order, budgets, pacing, nodePreparation, halt, deny`},
+			where + `spec: unknown field "pacng" (did you mean "pacing"?); valid fields: matchConstraints, params, variables, scope, eligibility, order, budgets, pacing, nodePreparation, analysis, halt, deny`},
 		{"unknown field far from any", head + "spec:\n  scope:\n    expression: \"true\"\n    messageExpression: \"'x'\"\n    zzz: 1\n",
 			where + `spec.scope: unknown field "zzz"; valid fields: expression, messageExpression`},
 		{"unknown field before the name", "apiVersion: rollplan.dev/v1alpha1\nkind: RolloutPolicy\nmetadata: {name: slow}\nspecs: {}\n",

@@ -52,9 +52,12 @@ type Spec struct {
 	Pacing      *Expression  `json:"pacing,omitempty"`
 	// NodePreparation (string): "none", "cordon" or "drain"; what is done
 	// to a node before its daemon pod is updated.
-	NodePreparation *Expression   `json:"nodePreparation,omitempty"`
-	Halt            []MessageRule `json:"halt,omitempty"`
-	Deny            []MessageRule `json:"deny,omitempty"`
+	NodePreparation *Expression `json:"nodePreparation,omitempty"`
+	// Analysis: what each wave waits for, and the verdict over its
+	// measurements (analysis.go).
+	Analysis *AnalysisSpec `json:"analysis,omitempty"`
+	Halt     []MessageRule `json:"halt,omitempty"`
+	Deny     []MessageRule `json:"deny,omitempty"`
 }
 
 // MatchConstraints select the workloads a policy answers for; empty lists

@@ -13,7 +13,7 @@ import (
 // answers composition ignores (overrideWarnings). cmd/rollplan prints them.
 func (e *Engine) Warnings() []string { return slices.Clone(e.warnings) }
 
-// overrideWarnings: order, pacing and node preparation come from the first
+// overrideWarnings: order, pacing, node preparation and analysis come from the first
 // matching policy (in cs order: by metadata.name) that defines them, so a
 // later policy's answer is silently dropped for the workloads both match.
 // One warning per pair of policies that define one of these points and may
@@ -32,6 +32,9 @@ func overrideWarnings(cs []*compiled) []string {
 			if first.nodePreparation != nil && later.nodePreparation != nil {
 				points = append(points, "spec.nodePreparation")
 			}
+			if first.analysis != nil && later.analysis != nil {
+				points = append(points, "spec.analysis")
+			}
 			if len(points) == 0 || !mayOverlap(first, later) {
 				continue
 			}
@@ -43,7 +46,7 @@ func overrideWarnings(cs []*compiled) []string {
 			if covers(first, later) {
 				msg = fmt.Sprintf("%s: %s %s never used: %s matches every workload this one matches", later.policy.where(), andList(points), verb, first.policy.where())
 			}
-			out = append(out, msg+": that policy defines "+andList(points)+" too and comes first by metadata.name (one policy answers order, pacing and node preparation)")
+			out = append(out, msg+": that policy defines "+andList(points)+" too and comes first by metadata.name (one policy answers order, pacing, node preparation and analysis)")
 		}
 	}
 	return out

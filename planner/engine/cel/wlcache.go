@@ -33,7 +33,7 @@ type wlDeps struct {
 // inputs: the per-workload names baseEnv declares.
 var inputs = map[string]bool{
 	"workload": true, "pods": true, "pdbs": true, "revisions": true, "nodes": true, "replicaSets": true,
-	"featureGates": true, "kubernetesVersion": true, "now": true, "params": true,
+	"featureGates": true, "kubernetesVersion": true, "now": true, "params": true, "analysis": true,
 }
 
 // budgetCache maps a wlDeps key to its budgets; bounded, as an engine may

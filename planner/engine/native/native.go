@@ -114,6 +114,8 @@ func (e *Engine) Decide(ctx context.Context, r *facts.Rollout) (*engine.Decision
 	d.Pacing = w.pacing()
 	// rule node_preparation: the default strategy prepares no node.
 	d.NodePreparation = engine.NodePrepNone
+	// rule analysis: the default strategy declares none, so no wave waits
+	// and no verdict is asked for (Analysis and Verdict stay nil).
 	d.Halt = w.halt(revs)
 	// rule deny is [] and the Rego engine decodes it to an empty, non-nil slice.
 	d.Deny = []string{}

@@ -102,6 +102,13 @@ func (e *Engine) decideCompiled(ctx context.Context, r *facts.Rollout) (*engine.
 	if d.NodePreparation, ok = obj.get("nodePreparation").(string); !ok || !engine.ValidNodePreparation(d.NodePreparation) {
 		return nil, errFallback
 	}
+	an, verdict := obj.get("analysis"), obj.get("analysisVerdict")
+	if an == nil || verdict == nil {
+		return nil, errFallback
+	}
+	if d.Analysis, d.Verdict, err = e.decodeAnalysisAnswers(r, ast.NewTerm(toAST(an, nil)), ast.NewTerm(toAST(verdict, nil))); err != nil {
+		return nil, errFallback
+	}
 	for _, s := range []struct {
 		key, what string
 		into      *[]string

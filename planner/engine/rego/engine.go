@@ -217,6 +217,9 @@ func (e *Engine) Decide(parent context.Context, r *facts.Rollout) (*engine.Decis
 // diagnoseUndefined finds the workload rule that has no value.
 func (e *Engine) diagnoseUndefined(ctx context.Context, r *facts.Rollout, in ast.Value) error {
 	for _, rule := range workloadRules {
+		if rule == "analysis_verdict" {
+			continue // never undefined in decisions: null for no verdict
+		}
 		if !e.defined(ctx, in, "data."+resolverPackage+".probe_"+rule) {
 			return e.undefined(rule, workloadID(r))
 		}
@@ -306,6 +309,9 @@ func (e *Engine) decode(ctx context.Context, r *facts.Rollout, in ast.Value, ter
 	}
 	if d.NodePreparation, ok = decodeString(obj.Get(ast.StringTerm("nodePreparation"))); !ok || !engine.ValidNodePreparation(d.NodePreparation) {
 		return nil, fmt.Errorf("policy %s: rule node_preparation for %s: want \"none\", \"cordon\" or \"drain\", got %s", e.bundle.where("node_preparation"), id, describe(obj.Get(ast.StringTerm("nodePreparation"))))
+	}
+	if d.Analysis, d.Verdict, err = e.decodeAnalysisAnswers(r, obj.Get(ast.StringTerm("analysis")), obj.Get(ast.StringTerm("analysisVerdict"))); err != nil {
+		return nil, err
 	}
 	if d.Halt, err = decodeStrings(obj.Get(ast.StringTerm("halt")), "reason"); err != nil {
 		return nil, fmt.Errorf("policy %s: rule halt for %s: %w", e.bundle.where("halt"), id, err)

@@ -45,7 +45,7 @@ const (
 // Per-pod rules (functions of one pod) and workload rules of the contract.
 var (
 	podRules      = []string{"scope", "eligibility", "order"}
-	workloadRules = []string{"budgets", "pacing", "node_preparation", "halt", "deny"}
+	workloadRules = []string{"budgets", "pacing", "node_preparation", "analysis", "halt", "deny", "analysis_verdict"}
 )
 
 // Bundle is a parsed set of policy modules.
@@ -446,8 +446,12 @@ func (b *Bundle) resolver() string {
 	fmt.Fprintf(&sb, "import data.%s as d\n\n", DefaultsPackage)
 	fmt.Fprintf(&sb, "pods := [[i, %s.scope(p), %s.eligibility(p), %s.order(p)] | some i, p in input.pods; p.updated == false]\n\n",
 		b.source("scope"), b.source("eligibility"), b.source("order"))
-	fmt.Fprintf(&sb, "decisions := {\"pods\": pods, \"budgets\": %s.budgets, \"pacing\": %s.pacing, \"nodePreparation\": %s.node_preparation, \"halt\": %s.halt, \"deny\": %s.deny}\n",
-		b.source("budgets"), b.source("pacing"), b.source("node_preparation"), b.source("halt"), b.source("deny"))
+	// The verdict is asked only while a wave is judged: null otherwise,
+	// and null when the policy's rule is undefined for the wave judged
+	// (decode reports that).
+	fmt.Fprintf(&sb, "analysis_verdict := v if {\n\tinput.analysis.wave > 0\n\tv := %s.analysis_verdict\n} else := null\n\n", b.source("analysis_verdict"))
+	fmt.Fprintf(&sb, "decisions := {\"pods\": pods, \"budgets\": %s.budgets, \"pacing\": %s.pacing, \"nodePreparation\": %s.node_preparation, \"analysis\": %s.analysis, \"analysisVerdict\": analysis_verdict, \"halt\": %s.halt, \"deny\": %s.deny}\n",
+		b.source("budgets"), b.source("pacing"), b.source("node_preparation"), b.source("analysis"), b.source("halt"), b.source("deny"))
 	for _, r := range podRules {
 		fmt.Fprintf(&sb, "\nprobe_%s(p) := %s.%s(p)\n", r, b.source(r), r)
 	}

@@ -573,8 +573,8 @@ type vinput struct {
 }
 
 // inputFields are the facts' top-level JSON names, in field order.
-var inputFields = func() [11]string {
-	var out [11]string
+var inputFields = func() [12]string {
+	var out [12]string
 	t := reflect.TypeFor[facts.Rollout]()
 	if t.NumField() != len(out) {
 		panic(fmt.Sprintf("rego VM: facts.Rollout has %d fields, want %d", t.NumField(), len(out)))

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/rollplan/rollplan/planner/facts"
+)
+
+// loadAnalysisResults reads --analysis-results (nil without it). A workload
+// key that names none of the planned workloads is an error: a typo would
+// leave every gate pending without a word.
+func (f *planFlags) loadAnalysisResults(rollouts []*facts.Rollout) (*facts.AnalysisResults, error) {
+	if f.analysisResults == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(f.analysisResults)
+	if err != nil {
+		return nil, fmt.Errorf("--analysis-results: %w", err)
+	}
+	res, err := facts.ParseAnalysisResults("--analysis-results "+f.analysisResults, b)
+	if err != nil {
+		return nil, err
+	}
+	planned := map[string]bool{}
+	var names []string
+	for _, r := range rollouts {
+		k := r.Workload.Kind + "/" + r.Workload.Namespace + "/" + r.Workload.Name
+		planned[k] = true
+		names = append(names, k)
+	}
+	keys := make([]string, 0, len(res.Workloads))
+	for k := range res.Workloads {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !planned[k] {
+			return nil, fmt.Errorf("--analysis-results %s: workloads[%s]: no such workload is planned (planned: %s)", f.analysisResults, k, strings.Join(names, ", "))
+		}
+	}
+	return res, nil
+}
