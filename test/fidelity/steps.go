@@ -3,6 +3,7 @@ package fidelity
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -60,6 +61,10 @@ func PlannedOps(wp *plan.WorkloadPlan, podNode map[string]string, surged map[str
 	return opsUntil(wp, podNode, surged, time.Duration(math.MaxInt64))
 }
 
+// missingDaemonPod matches the plan's note on a node that should run a
+// daemon pod and has none (planner/plan podsim_setup.go).
+var missingDaemonPod = regexp.MustCompile(`^node (\S+) should run a pod and has none: the DaemonSet controller creates it`)
+
 func opsUntil(wp *plan.WorkloadPlan, podNode map[string]string, surged map[string]bool, limit time.Duration) ([]Op, error) {
 	type scale struct{ from, to int }
 	scales := map[string]*scale{}
@@ -108,6 +113,18 @@ func opsUntil(wp *plan.WorkloadPlan, podNode map[string]string, surged map[strin
 				}
 			default:
 				return nil, fmt.Errorf("wave %d: action %s on %s: the native controllers have no such action", w.Index, a.Type, a.Pod)
+			}
+		}
+	}
+	if wp.Kind == "DaemonSet" {
+		// A node that should run a pod and has none (its old pod went
+		// after the last step settled, before this one froze the
+		// controllers): the plan counts the pod the DaemonSet controller
+		// creates there against the budget and says so in a note; the
+		// controller creates it at once, whatever the budget.
+		for _, n := range wp.Notes {
+			if m := missingDaemonPod.FindStringSubmatch(n); m != nil {
+				ops = append(ops, Op("surge node="+m[1]))
 			}
 		}
 	}

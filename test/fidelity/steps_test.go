@@ -44,6 +44,20 @@ func TestExpectedOps(t *testing.T) {
 		t.Fatalf("daemonset ops\n got %v\nwant %v", got, want)
 	}
 
+	// A node whose old pod went between two steps: the plan's note says
+	// the DaemonSet controller creates its pod, with no wave.
+	missing := &plan.WorkloadPlan{Kind: "DaemonSet", Notes: []string{
+		"node n5 should run a pod and has none: the DaemonSet controller creates it at the update revision; it counts against the budget until available",
+		"node n6 runs 2 pods",
+	}}
+	got, err = ExpectedOps(missing, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []Op{"surge node=n5"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("daemonset with a node missing its pod\n got %v\nwant %v", got, want)
+	}
+
 	if _, err := ExpectedOps(&plan.WorkloadPlan{Waves: []plan.Wave{{Start: "soon"}}}, nil, nil); err == nil {
 		t.Fatal("a wave start that is not a duration must be an error")
 	}
