@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	"k8s.io/utils/ptr"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/rollplan/rollplan/history"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/live"
 	"github.com/rollplan/rollplan/planner/plan"
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
 )
@@ -43,6 +45,9 @@ type AnalysisState struct {
 	// Revision: the update revision the rollout goes to; a state for
 	// another revision is over.
 	Revision string `json:"revision"`
+	// From: the revision the rollout came from (the plan's), which a
+	// rollback returns to.
+	From string `json:"from,omitempty"`
 	// Wave: the gated wave, from 1 for each revision.
 	Wave int `json:"wave"`
 	// Pods: the wave's pods (the plan's actions).
@@ -64,8 +69,13 @@ type AnalysisState struct {
 	// inconclusive; "" while measuring).
 	Verdict string `json:"verdict,omitempty"`
 	Message string `json:"message,omitempty"`
+	// Halted: why the gate halted the rollout ("" : it did not).
+	Halted string `json:"halted,omitempty"`
 	// Promoted: the gate was skipped by hand (rollplan promote).
 	Promoted bool `json:"promoted,omitempty"`
+	// Aborted: rollplan abort asked for the rollout to be rolled back; the
+	// driver's next step does it.
+	Aborted bool `json:"aborted,omitempty"`
 	// RolledBack: Revision is the one a failed analysis rolled back to;
 	// that rollout waits for no gate.
 	RolledBack bool `json:"rolledBack,omitempty"`
@@ -74,6 +84,55 @@ type AnalysisState struct {
 // open: the gate still holds the next wave.
 func (s *AnalysisState) open() bool {
 	return s != nil && !s.RolledBack && !s.Promoted && s.Verdict != engine.VerdictPass && s.Gate != nil
+}
+
+// Summary is one line for rollplan status: where the gate is, the last
+// verdict, and each measurement's values (or its error).
+func (s *AnalysisState) Summary() string {
+	var b strings.Builder
+	switch {
+	case s.RolledBack:
+		fmt.Fprintf(&b, "rolled back from %s after wave %d: %s", s.From, s.Wave, s.Message)
+		return b.String()
+	case s.Aborted:
+		fmt.Fprintf(&b, "wave %d: abort requested, the driver rolls back", s.Wave)
+	case s.Promoted:
+		fmt.Fprintf(&b, "wave %d: promoted by hand, the gate is skipped", s.Wave)
+	case s.Verdict == "" && s.AvailableAt == "" && s.Gate != nil:
+		fmt.Fprintf(&b, "wave %d (%s) in progress, then soak %s", s.Wave, strings.Join(s.Pods, ", "), s.Gate.Soak)
+	case s.Verdict == "":
+		fmt.Fprintf(&b, "wave %d available at %s, measured from %s", s.Wave, s.AvailableAt, s.MeasureAt)
+	case s.Halted != "":
+		fmt.Fprintf(&b, "halted: %s", s.Halted)
+	case s.Verdict == engine.VerdictInconclusive:
+		// Attempt is already the next try's.
+		fmt.Fprintf(&b, "wave %d (try %d): inconclusive: %s; try %d from %s", s.Wave, s.Attempt-1, s.Message, s.Attempt, s.MeasureAt)
+	default:
+		fmt.Fprintf(&b, "wave %d (try %d): %s: %s", s.Wave, s.Attempt, s.Verdict, s.Message)
+	}
+	names := make([]string, 0, len(s.Results))
+	for n := range s.Results {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		var vs []string
+		errs := 0
+		for _, r := range s.Results[n] {
+			if r.Error != "" {
+				if errs++; errs == 1 {
+					vs = append(vs, "error")
+				}
+				continue
+			}
+			vs = append(vs, fmt.Sprint(r.Value))
+		}
+		if errs > 0 {
+			vs = append(vs, fmt.Sprintf("(%d of %d without a value; the message says why)", errs, len(s.Results[n])))
+		}
+		fmt.Fprintf(&b, "; %s = %s", n, strings.Join(vs, ", "))
+	}
+	return b.String()
 }
 
 // ParseAnalysisState reads the annotation's value ("" : none).
@@ -103,20 +162,28 @@ const (
 // analysisState reads the state from the API server (a cache may not have
 // seen the last write yet): nil when there is none.
 func (e *Executor) analysisState(ctx context.Context) (*AnalysisState, error) {
-	t := e.opts.Target
+	return ReadAnalysisState(ctx, e.client, e.opts.Target)
+}
+
+// ReadAnalysisState reads the workload's analysis state from the API
+// server; nil when there is none.
+func ReadAnalysisState(ctx context.Context, client kubernetes.Interface, t live.Target) (*AnalysisState, error) {
 	var (
 		m   metav1.Object
 		err error
 	)
 	switch t.Kind {
 	case capture.StatefulSet:
-		m, err = e.client.AppsV1().StatefulSets(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
+		m, err = client.AppsV1().StatefulSets(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
 	case capture.DaemonSet:
-		m, err = e.client.AppsV1().DaemonSets(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
+		m, err = client.AppsV1().DaemonSets(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
 	default:
-		m, err = e.client.AppsV1().Deployments(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
+		m, err = client.AppsV1().Deployments(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
 	}
 	if err != nil {
+		if nf := capture.WorkloadNotFound(t.Kind, t.Name, t.Namespace, err); nf != err {
+			return nil, nf
+		}
 		return nil, fmt.Errorf("%s: read the analysis state: %w", t, err)
 	}
 	return ParseAnalysisState(m.GetAnnotations()[facts.AnnAnalysis])
@@ -176,13 +243,16 @@ func (e *Executor) gateWave(ctx context.Context, state *liveState, wp *plan.Work
 	if st != nil && st.RolledBack {
 		return nil, false, nil
 	}
+	if st != nil && st.Aborted {
+		return nil, true, e.rollBack(ctx, state, wp, st, out, "aborted by hand (rollplan abort)")
+	}
 	if !st.open() {
 		if !gated {
 			return nil, false, nil
 		}
 		// Record the wave before its first action: a restart must know
 		// which pods the gate waits for.
-		next := &AnalysisState{Revision: w.UpdateRevision, Wave: 1, Gate: wp.Waves[0].Gate, Attempt: 1}
+		next := &AnalysisState{Revision: w.UpdateRevision, From: wp.FromRevision, Wave: 1, Gate: wp.Waves[0].Gate, Attempt: 1}
 		if st != nil {
 			next.Wave = st.Wave + 1
 		}
@@ -265,18 +335,23 @@ func (e *Executor) analyse(ctx context.Context, state *liveState, wp *plan.Workl
 			return err
 		}
 		if st.Gate.OnFail == engine.AnalysisRollback {
-			return e.rollBack(ctx, state, wp, st, out)
+			return e.rollBack(ctx, state, wp, st, out, fmt.Sprintf("analysis after wave %d failed: %s", st.Wave, st.Message))
 		}
 		reason := fmt.Sprintf("analysis after wave %d failed: %s", st.Wave, v.Message)
+		st.Halted = reason
+		if err := e.writeAnalysisState(ctx, st); err != nil {
+			return err
+		}
 		e.event(state, nil, corev1.EventTypeWarning, reasonRolloutHalted, "Halt", "rollout halted by policy: "+reason)
 		return &HaltedError{Target: e.opts.Target, Reasons: []string{reason}}
 	default:
 		e.event(state, nil, corev1.EventTypeWarning, ReasonAnalysisInconclusive, "Analyse", note)
 		if st.Attempt > st.Gate.MaxInconclusive {
+			reason := fmt.Sprintf("analysis after wave %d inconclusive after %d tries (maxInconclusive %d): %s", st.Wave, st.Attempt, st.Gate.MaxInconclusive, v.Message)
+			st.Halted = reason
 			if err := e.writeAnalysisState(ctx, st); err != nil {
 				return err
 			}
-			reason := fmt.Sprintf("analysis after wave %d inconclusive after %d tries (maxInconclusive %d): %s", st.Wave, st.Attempt, st.Gate.MaxInconclusive, v.Message)
 			e.event(state, nil, corev1.EventTypeWarning, reasonRolloutHalted, "Halt", "rollout halted by policy: "+reason)
 			return &HaltedError{Target: e.opts.Target, Reasons: []string{reason}}
 		}
@@ -291,34 +366,38 @@ func (e *Executor) analyse(ctx context.Context, state *liveState, wp *plan.Workl
 // rollplan undo does: the template goes back and the next steps roll the
 // updated pods back, in place where the policy allows, under the same
 // budgets. The rollback waits for no gate.
-func (e *Executor) rollBack(ctx context.Context, state *liveState, wp *plan.WorkloadPlan, st *AnalysisState, out *StepResult) error {
+func (e *Executor) rollBack(ctx context.Context, state *liveState, wp *plan.WorkloadPlan, st *AnalysisState, out *StepResult, why string) error {
 	t := e.opts.Target
+	from := st.From
+	if from == "" {
+		from = wp.FromRevision
+	}
 	revs, err := history.List(ctx, e.client, t)
 	if err != nil {
 		return err
 	}
 	var rev *history.Revision
 	for i := range revs {
-		if revisionName(revs[i].Source) == wp.FromRevision && !revs[i].Current {
+		if revisionName(revs[i].Source) == from && !revs[i].Current {
 			rev = &revs[i]
 		}
 	}
 	if rev == nil {
 		if rev, err = history.Find(revs, t, 0); err != nil {
-			return fmt.Errorf("analysis after wave %d failed (onFail rollback): %w", st.Wave, err)
+			return fmt.Errorf("%s: roll back: %w", why, err)
 		}
 	}
 	if _, err := history.Rollback(ctx, e.client, t, rev, e.opts.DryRun); err != nil {
 		return err
 	}
-	msg := fmt.Sprintf("analysis after wave %d failed: rolling back to revision %d (%s): %s", st.Wave, rev.Number, rev.Source, st.Message)
-	e.opts.Log.Info("rollback", "workload", t.String(), "wave", st.Wave, "revision", rev.Number, "source", rev.Source, "reason", st.Message)
+	msg := fmt.Sprintf("%s: rolling back to revision %d (%s)", why, rev.Number, rev.Source)
+	e.opts.Log.Info("rollback", "workload", t.String(), "wave", st.Wave, "revision", rev.Number, "source", rev.Source, "reason", why)
 	e.event(state, nil, corev1.EventTypeWarning, reasonRolledBack, "Rollback", msg)
 	out.Note = msg
 	back := *st
 	// The workload's controller takes the revision that records the
 	// template as its update revision again.
-	back.Revision, back.RolledBack = revisionName(rev.Source), true
+	back.Revision, back.From, back.RolledBack, back.Message = revisionName(rev.Source), st.Revision, true, why
 	return e.writeAnalysisState(ctx, &back)
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -298,4 +299,72 @@ func readState(t *testing.T, cs *testClient) *AnalysisState {
 		t.Fatal("writing the state dropped the workload's other annotations")
 	}
 	return st
+}
+
+// rollplan promote and abort write the state; the next step acts on it:
+// promote starts the next wave unmeasured, abort rolls back. status shows
+// where the gate is.
+func TestAnalysisPromoteAbort(t *testing.T) {
+	for _, abort := range []bool{false, true} {
+		t.Run(fmt.Sprintf("abort=%v", abort), func(t *testing.T) {
+			c := newCluster(4, appsv1.OnDeleteStatefulSetStrategyType, true, "example.com/app:v2", "a")
+			rec := &recorder{}
+			cs := c.client(rec, nil)
+			clk := &testClock{t: now}
+			prov := &fakeProvider{values: []float64{0}}
+			evs := events.NewFakeRecorder(100)
+			var log bytes.Buffer
+			step := func() *StepResult {
+				t.Helper()
+				x, err := New(cs, Options{
+					Target: live.Target{Namespace: ns, Kind: "StatefulSet", Name: "web"},
+					Engine: analysisEngine{native.New(), engine.AnalysisHalt}, Now: clk.Now, Clock: clk, Events: evs,
+					Providers: analysis.NewResolver(map[string]analysis.Provider{"prometheus": prov}, map[string]string{"prometheus": "prometheus"}),
+					Log:       slog.New(slog.NewTextHandler(&log, nil)),
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				cs.install(x)
+				res, err := x.Step(context.Background())
+				if err != nil {
+					t.Fatalf("step: %v\n%s", err, log.String())
+				}
+				return res
+			}
+			step()
+			if got := step().Status.Analysis.Summary(); got != "wave 1 (web-2, web-3) in progress, then soak 1m" {
+				t.Errorf("status while wave 1 runs: %q", got)
+			}
+			finishInPlace(t, cs, "web-3", "web-2")
+			step() // records the availability; status reads it from the next read on
+			if got := step().Status.Analysis.Summary(); !strings.HasPrefix(got, "wave 1 available at 2026-03-01T12:00:00Z, measured from 2026-03-01T12:01:00Z") {
+				t.Errorf("status in the soak: %q", got)
+			}
+			st := readState(t, cs)
+			if abort {
+				st.Aborted = true
+			} else {
+				st.Promoted = true
+			}
+			if err := WriteAnalysisState(context.Background(), cs.AppsV1(), "StatefulSet", ns, "web", st); err != nil {
+				t.Fatal(err)
+			}
+			res := step()
+			set, _ := cs.AppsV1().StatefulSets(ns).Get(context.Background(), "web", metav1.GetOptions{})
+			img := set.Spec.Template.Spec.Containers[0].Image
+			if len(prov.queries) != 0 {
+				t.Errorf("measured %d times: a promoted or aborted gate is not measured", len(prov.queries))
+			}
+			if abort {
+				if img != "example.com/app:v1" || !readState(t, cs).RolledBack || !strings.Contains(res.Note, "aborted by hand (rollplan abort): rolling back to revision 1") {
+					t.Errorf("abort: template %s, state %+v, note %q", img, readState(t, cs), res.Note)
+				}
+				return
+			}
+			if got := strings.Join(rec.patches, ","); got != "web-3,web-2,web-1,web-0" || img != "example.com/app:v2" {
+				t.Errorf("promote: patched %s, template %s; want the next wave started", got, img)
+			}
+		})
+	}
 }

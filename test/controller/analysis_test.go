@@ -99,7 +99,9 @@ func (e *env) exporter() string {
 //     the template back and the two updated pods return in place, never
 //     more than the budget unavailable; the later pods never see it.
 //   - down: its policy's Prometheus is stopped: inconclusive, measured
-//     once more, then halted (never a pass), the reason naming the query.
+//     once more, then halted (never a pass), the reason naming the query;
+//     rollplan status shows the gate, rollplan abort (and resume) rolls it
+//     back.
 func TestAnalysisGates(t *testing.T) {
 	e := newEnv(t, "analysis", 3, 3*time.Minute)
 	addr := e.exporter()
@@ -182,7 +184,7 @@ func TestAnalysisGates(t *testing.T) {
 		}
 		e.logf("bad: from the failing verdict to the rollback's completion: %s (the controller's log times)", completeAt.Sub(failedAt).Round(10*time.Millisecond))
 	})
-	t.Run("down: Prometheus stopped: inconclusive twice, then halted", func(t *testing.T) {
+	t.Run("down: Prometheus stopped: inconclusive twice, halted; status shows it; abort rolls back", func(t *testing.T) {
 		st := e.waitState("StatefulSet", down.Name, "Halted", 60*time.Second, func(s *live.RolloutState, _ metav1.Object) bool { return s.Phase == live.RolloutHalted })
 		msg := strings.Join(st.Reasons, "; ") + st.Message
 		if !strings.Contains(msg, "inconclusive after 2 tries") || !strings.Contains(msg, `query max(rollplan_test_pod_errors{namespace="`+e.ns+`",pod=~"down-2|down-3"})`) {
@@ -193,6 +195,28 @@ func TestAnalysisGates(t *testing.T) {
 		}
 		if n := e.updatedPods(down.Name, v2); n != 2 {
 			t.Errorf("down: %d pods at %s, want the first wave's 2 only", n, v2)
+		}
+		// status shows the gate's values; abort (then resume: a halt holds
+		// until then) rolls it back.
+		out, errOut, code := e.cli("status", "statefulset/"+down.Name)
+		if code != 3 || !strings.Contains(out, "Analysis:") || !strings.Contains(out, "halted: analysis after wave 1 inconclusive after 2 tries") || !strings.Contains(out, "errors = error, (2 of 2 without a value") {
+			t.Errorf("down: rollplan status exit %d, want 3 and the gate's verdict and errors:\n%s%s", code, out, errOut)
+		}
+		e.logf("down: %s", e.mustCLI("abort", "statefulset/"+down.Name))
+		e.mustCLI("resume", "statefulset/"+down.Name)
+		e.waitState("StatefulSet", down.Name, "rolled back and Complete", 60*time.Second, func(s *live.RolloutState, m metav1.Object) bool {
+			_, tmpl, err := e.object("StatefulSet", down.Name)
+			return err == nil && tmpl.Spec.Containers[0].Image == "example.com/app:v1" && s.Phase == live.RolloutComplete && s.Generation == m.GetGeneration()
+		})
+		e.waitRolledOut([]workload{down}, 60*time.Second)
+		if n := e.updatedPods(down.Name, "example.com/app:v1"); n != 4 {
+			t.Errorf("down: after abort %d pods at v1, want 4", n)
+		}
+		if out, _, _ := e.cli("abort", "statefulset/"+down.Name); true {
+			_, errOut, code := e.cli("abort", "statefulset/"+down.Name)
+			if code == 0 || !strings.Contains(errOut, "already rolled back") {
+				t.Errorf("down: a second abort exit %d: %s%s", code, out, errOut)
+			}
 		}
 	})
 	served := promQueries(t, prom) - queriesBefore
