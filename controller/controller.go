@@ -88,8 +88,11 @@ type Options struct {
 	// Providers take the measurements of the policies' analysis gates
 	// (--analysis-config); nil: none configured (executor.Options).
 	Providers *analysis.Resolver
-	Log       *slog.Logger
-	Now       func() time.Time
+	// RollBack: how a failed analysis rolls a workload back
+	// (executor.Options.RollBack; the command wires package history).
+	RollBack executor.RollBacker
+	Log      *slog.Logger
+	Now      func() time.Time
 	// Recheck: how soon a workload in progress is stepped again without a
 	// change (a Ready pod's minReadySeconds, a PDB, a node); default 5s.
 	Recheck time.Duration
@@ -466,7 +469,7 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 		Target: k.target(), Engine: eng, DryRun: c.o.DryRun, DeleteMethod: c.o.DeleteMethod,
 		KubernetesVersion: c.o.KubernetesVersion, FeatureGates: c.o.FeatureGates, PlanOptions: c.o.PlanOptions,
 		Now: c.o.Now, Log: log, Reader: c.reader, Checker: c.checker, Events: c.o.Events, Metrics: c.o.Metrics.executor(),
-		Providers: c.o.Providers,
+		Providers: c.o.Providers, RollBack: c.o.RollBack,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", k, err)

@@ -18,7 +18,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/rollplan/rollplan/analysis"
-	"github.com/rollplan/rollplan/history"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/live"
@@ -372,42 +371,31 @@ func (e *Executor) rollBack(ctx context.Context, state *liveState, wp *plan.Work
 	if from == "" {
 		from = wp.FromRevision
 	}
-	revs, err := history.List(ctx, e.client, t)
+	if e.opts.RollBack == nil {
+		reason := why + ": no rollback is configured (Options.RollBack): halted instead"
+		return &HaltedError{Target: t, Reasons: []string{reason}}
+	}
+	to, err := e.opts.RollBack(ctx, e.client, t, from, e.opts.DryRun)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: roll back to %s: %w", why, from, err)
 	}
-	var rev *history.Revision
-	for i := range revs {
-		if revisionName(revs[i].Source) == from && !revs[i].Current {
-			rev = &revs[i]
-		}
-	}
-	if rev == nil {
-		if rev, err = history.Find(revs, t, 0); err != nil {
-			return fmt.Errorf("%s: roll back: %w", why, err)
-		}
-	}
-	if _, err := history.Rollback(ctx, e.client, t, rev, e.opts.DryRun); err != nil {
-		return err
-	}
-	msg := fmt.Sprintf("%s: rolling back to revision %d (%s)", why, rev.Number, rev.Source)
-	e.opts.Log.Info("rollback", "workload", t.String(), "wave", st.Wave, "revision", rev.Number, "source", rev.Source, "reason", why)
+	msg := fmt.Sprintf("%s: rolling back to %s", why, to)
+	e.opts.Log.Info("rollback", "workload", t.String(), "wave", st.Wave, "to", to, "reason", why)
 	e.event(state, nil, corev1.EventTypeWarning, reasonRolledBack, "Rollback", msg)
 	out.Note = msg
 	back := *st
 	// The workload's controller takes the revision that records the
 	// template as its update revision again.
-	back.Revision, back.From, back.RolledBack, back.Message = revisionName(rev.Source), st.Revision, true, why
+	back.Revision, back.From, back.RolledBack, back.Message = to, st.Revision, true, why
 	return e.writeAnalysisState(ctx, &back)
 }
 
-// revisionName: a history source (ControllerRevision/web-7c9d) by name.
-func revisionName(source string) string {
-	if _, name, ok := strings.Cut(source, "/"); ok {
-		return name
-	}
-	return source
-}
+// RollBacker sets the workload's pod template back to that of revision
+// from (the plan's FromRevision: a ControllerRevision or ReplicaSet name)
+// as rollplan undo does, and returns the name of the revision that
+// records it. The commands wire it to package history, which the
+// executor does not import (the consumers meet only in the planner).
+type RollBacker func(ctx context.Context, client kubernetes.Interface, t live.Target, from string, dryRun bool) (string, error)
 
 // measure runs every measurement of the gate at once, each Count times
 // Interval apart (analysis.Run), with the query the plan rendered.

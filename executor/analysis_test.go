@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/rollplan/rollplan/analysis"
+	"github.com/rollplan/rollplan/history"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/engine/native"
 	"github.com/rollplan/rollplan/planner/facts"
@@ -175,6 +176,7 @@ func TestAnalysisGate(t *testing.T) {
 					Target: live.Target{Namespace: ns, Kind: "StatefulSet", Name: "web"},
 					Engine: analysisEngine{native.New(), tt.onFail}, Now: clk.Now, Clock: clk, Events: evs, Metrics: metrics,
 					Providers: analysis.NewResolver(map[string]analysis.Provider{"prometheus": prov}, map[string]string{"prometheus": "prometheus"}),
+					RollBack:  history.RollBackTo,
 					Log:       slog.New(slog.NewTextHandler(&log, nil)),
 				})
 				if err != nil {
@@ -320,6 +322,7 @@ func TestAnalysisPromoteAbort(t *testing.T) {
 					Target: live.Target{Namespace: ns, Kind: "StatefulSet", Name: "web"},
 					Engine: analysisEngine{native.New(), engine.AnalysisHalt}, Now: clk.Now, Clock: clk, Events: evs,
 					Providers: analysis.NewResolver(map[string]analysis.Provider{"prometheus": prov}, map[string]string{"prometheus": "prometheus"}),
+					RollBack:  history.RollBackTo,
 					Log:       slog.New(slog.NewTextHandler(&log, nil)),
 				})
 				if err != nil {
@@ -357,7 +360,7 @@ func TestAnalysisPromoteAbort(t *testing.T) {
 				t.Errorf("measured %d times: a promoted or aborted gate is not measured", len(prov.queries))
 			}
 			if abort {
-				if img != "example.com/app:v1" || !readState(t, cs).RolledBack || !strings.Contains(res.Note, "aborted by hand (rollplan abort): rolling back to revision 1") {
+				if img != "example.com/app:v1" || !readState(t, cs).RolledBack || !strings.Contains(res.Note, "aborted by hand (rollplan abort): rolling back to web-old") {
 					t.Errorf("abort: template %s, state %+v, note %q", img, readState(t, cs), res.Note)
 				}
 				return

@@ -111,6 +111,10 @@ type Options struct {
 	// Clock: what measurements are timed on (analysis.Run); default the
 	// real clock.
 	Clock analysis.Clock
+	// RollBack rolls the template back after a failed analysis with
+	// onFail rollback (and rollplan abort); nil: such a rollout halts
+	// instead.
+	RollBack RollBacker
 }
 
 // Cluster is what the facts need to know of the cluster: its version and

@@ -312,3 +312,31 @@ func getError(t live.Target, err error) error {
 	}
 	return fmt.Errorf("%s: %w", t, err)
 }
+
+// RollBackTo sets the workload's template back to that of the revision
+// recorded by from (a ControllerRevision or ReplicaSet name; "" or one not
+// found: the one before the current, as undo takes it) and returns the
+// name of that record: the executor's rollback after a failed analysis
+// (executor.RollBacker).
+func RollBackTo(ctx context.Context, c kubernetes.Interface, t live.Target, from string, dryRun bool) (string, error) {
+	revs, err := List(ctx, c, t)
+	if err != nil {
+		return "", err
+	}
+	var rev *Revision
+	for i := range revs {
+		if _, name, _ := strings.Cut(revs[i].Source, "/"); name == from && from != "" && !revs[i].Current && !revs[i].Pending {
+			rev = &revs[i]
+		}
+	}
+	if rev == nil {
+		if rev, err = Find(revs, t, 0); err != nil {
+			return "", err
+		}
+	}
+	if _, err := Rollback(ctx, c, t, rev, dryRun); err != nil {
+		return "", err
+	}
+	_, name, _ := strings.Cut(rev.Source, "/")
+	return name, nil
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rollplan/rollplan/executor"
+	"github.com/rollplan/rollplan/history"
 	"github.com/rollplan/rollplan/internal/plural"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/live"
@@ -175,8 +176,8 @@ func drive(cmd *cobra.Command, w *liveWorkload, o driveOptions) error {
 		return err
 	}
 	opts := executor.Options{
-		Providers: providers,
-		Target:    target, Engine: eng, DryRun: o.dryRun,
+		Providers: providers, RollBack: history.RollBackTo,
+		Target: target, Engine: eng, DryRun: o.dryRun,
 		KubernetesVersion: w.cluster.KubernetesVersion, FeatureGates: w.cluster.FeatureGates,
 		DeleteMethod: o.deleteMethod, PlanOptions: planOptions(),
 		Now: applyClock, Poll: applyPoll, Log: slog.New(slog.NewTextHandler(stderr, nil)),

@@ -34,6 +34,7 @@ import (
 	"github.com/rollplan/rollplan/deploy"
 	"github.com/rollplan/rollplan/executor"
 	"github.com/rollplan/rollplan/gate"
+	"github.com/rollplan/rollplan/history"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/engine/engines"
 	"github.com/rollplan/rollplan/planner/facts"
@@ -211,6 +212,7 @@ func runController(cmd *cobra.Command, config *kubeFlags, pf *planFlags, cf *con
 		KubernetesVersion: cluster.KubernetesVersion, FeatureGates: cluster.FeatureGates, PlanOptions: planOptions(),
 		Identity: identity, Liveness: leaseNS + "/" + leaseName, Metrics: metrics, Log: log,
 	}
+	o.RollBack = history.RollBackTo
 	if o.Providers, err = loadAnalysisConfig(cf.analysisConfig); err != nil {
 		return err
 	}
