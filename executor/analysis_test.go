@@ -371,3 +371,55 @@ func TestAnalysisPromoteAbort(t *testing.T) {
 		})
 	}
 }
+
+// Without providers (no --analysis-config) a gate is never passed: every
+// measurement is an error naming the flag, the verdict inconclusive; and
+// without a RollBacker a failure that would roll back halts instead.
+func TestAnalysisUnconfigured(t *testing.T) {
+	tests := []struct {
+		name      string
+		providers bool
+		wantErr   string
+	}{
+		{name: "no providers: inconclusive, then halted", wantErr: "no analysis config (--analysis-config FILE)"},
+		{name: "no rollback configured: halted", providers: true, wantErr: "no rollback is configured (Options.RollBack): halted instead"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCluster(4, appsv1.OnDeleteStatefulSetStrategyType, true, "example.com/app:v2", "a")
+			cs := c.client(&recorder{}, nil)
+			clk := &testClock{t: now}
+			var log bytes.Buffer
+			o := Options{
+				Target: live.Target{Namespace: ns, Kind: "StatefulSet", Name: "web"},
+				Engine: analysisEngine{native.New(), engine.AnalysisRollback}, Now: clk.Now, Clock: clk,
+				Log: slog.New(slog.NewTextHandler(&log, nil)),
+			}
+			if tt.providers {
+				o.Providers = analysis.NewResolver(map[string]analysis.Provider{"prometheus": &fakeProvider{values: []float64{0.9}}}, map[string]string{"prometheus": "prometheus"})
+			}
+			x, err := New(cs, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cs.install(x)
+			var last error
+			for i := range 8 {
+				if i == 2 {
+					finishInPlace(t, cs, "web-3", "web-2")
+				}
+				if _, last = x.Step(context.Background()); last != nil {
+					break
+				}
+				clk.add(time.Minute)
+			}
+			var h *HaltedError
+			if !errors.As(last, &h) || !strings.Contains(last.Error(), tt.wantErr) {
+				t.Fatalf("err %v, want a halt saying %q\n%s", last, tt.wantErr, log.String())
+			}
+			if st := readState(t, cs); st.Verdict == engine.VerdictPass || st.RolledBack {
+				t.Errorf("state %+v: passed or rolled back", st)
+			}
+		})
+	}
+}
