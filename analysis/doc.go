@@ -7,8 +7,12 @@
 // # Measurements and targets
 //
 // A Measurement names a provider, a query template, how many times to take
-// it (Count) and how far apart (Interval). Its Query is a text/template
-// rendered over the Target:
+// it (Count) and how far apart (Interval). rollplan itself renders every
+// query once, in the plan (engine.RenderQuery, fields {{.PodRegex}},
+// {{.Window}} as the policy wrote it, ...), and the executor hands it over
+// with Rendered set: sent as it is, so what the plan shows is what runs.
+// Without Rendered (embedding this package alone), Query is a
+// text/template rendered over the Target:
 //
 //	{{.Namespace}} {{.Name}} {{.Kind}} {{.Revision}} {{.Wave}}
 //	{{.PodsRegex}}  the wave's pod names, each regexp-quoted, joined by |

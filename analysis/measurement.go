@@ -35,6 +35,11 @@ type Measurement struct {
 	// Query is a text/template rendered over the Target (see Render): PromQL
 	// for Prometheus, the URL to request for the web provider.
 	Query string
+	// Rendered: Query is already rendered (rollplan's plan renders every
+	// gate's queries with engine.RenderQuery, and the executor hands them
+	// over as the plan shows them): it is sent as it is, never rendered
+	// again, so what the plan shows is what runs.
+	Rendered bool
 	// Interval is the time between two measurements; required when Count > 1.
 	Interval time.Duration
 	// Count is how many times Run measures; at least 1.
@@ -157,8 +162,10 @@ func (m Measurement) Validate() error {
 			errs = append(errs, err)
 		}
 	}
-	if _, err := parseTemplate("query", m.Query); err != nil {
-		errs = append(errs, err)
+	if !m.Rendered {
+		if _, err := parseTemplate("query", m.Query); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if m.Web.Body != "" {
 		if _, err := parseTemplate("body", m.Web.Body); err != nil {

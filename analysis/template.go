@@ -75,7 +75,11 @@ var (
 // RenderQuery renders m's Query over t: for Prometheus with every value
 // escaped for a double-quoted PromQL string (namespace="{{.Namespace}}",
 // pod=~"{{.PodsRegex}}"), for the web provider escaped for a URL query.
+// A Rendered query is returned as it is.
 func RenderQuery(m Measurement, t Target) (string, error) {
+	if m.Rendered {
+		return m.Query, nil
+	}
 	escape := promQLString
 	if m.Provider == ProviderWeb {
 		escape = urlQuery

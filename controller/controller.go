@@ -37,6 +37,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/rollplan/rollplan/analysis"
 	"github.com/rollplan/rollplan/executor"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
@@ -84,8 +85,14 @@ type Options struct {
 	Events executor.Recorder
 	// Metrics: required (NewMetrics).
 	Metrics *Metrics
-	Log     *slog.Logger
-	Now     func() time.Time
+	// Providers take the measurements of the policies' analysis gates
+	// (--analysis-config); nil: none configured (executor.Options).
+	Providers *analysis.Resolver
+	// RollBack: how a failed analysis rolls a workload back
+	// (executor.Options.RollBack; the command wires package history).
+	RollBack executor.RollBacker
+	Log      *slog.Logger
+	Now      func() time.Time
 	// Recheck: how soon a workload in progress is stepped again without a
 	// change (a Ready pod's minReadySeconds, a PDB, a node); default 5s.
 	Recheck time.Duration
@@ -462,6 +469,7 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 		Target: k.target(), Engine: eng, DryRun: c.o.DryRun, DeleteMethod: c.o.DeleteMethod,
 		KubernetesVersion: c.o.KubernetesVersion, FeatureGates: c.o.FeatureGates, PlanOptions: c.o.PlanOptions,
 		Now: c.o.Now, Log: log, Reader: c.reader, Checker: c.checker, Events: c.o.Events, Metrics: c.o.Metrics.executor(),
+		Providers: c.o.Providers, RollBack: c.o.RollBack,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", k, err)

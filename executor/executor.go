@@ -41,6 +41,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+
+	"github.com/rollplan/rollplan/analysis"
 
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/engine/engines"
@@ -101,6 +104,17 @@ type Options struct {
 	// Progress, when set, is called by Run after every step with its
 	// result (StepResult.Status included).
 	Progress func(*StepResult)
+	// Providers take the measurements of the gates between waves (see
+	// AnalysisState); nil: none is configured, and every measurement is
+	// an error result (inconclusive, never a pass).
+	Providers *analysis.Resolver
+	// Clock: what measurements are timed on (analysis.Run); default the
+	// real clock.
+	Clock analysis.Clock
+	// RollBack rolls the template back after a failed analysis with
+	// onFail rollback (and rollplan abort); nil: such a rollout halts
+	// instead.
+	RollBack RollBacker
 }
 
 // Cluster is what the facts need to know of the cluster: its version and
@@ -165,6 +179,9 @@ func New(client kubernetes.Interface, o Options) (*Executor, error) {
 	}
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics(prometheus.NewRegistry())
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
 	}
 	e := &Executor{client: client, writer: clientWriter{client: client, dryRun: o.DryRun}, opts: o, reader: o.Reader, checker: o.Checker, metrics: o.Metrics}
 	if e.reader == nil {
@@ -391,6 +408,13 @@ func (e *Executor) Step(ctx context.Context) (*StepResult, error) {
 			return out, err
 		}
 	}
+	var allowed map[string]bool
+	if !paused {
+		var hold bool
+		if allowed, hold, err = e.gateWave(ctx, state, &wp, out); err != nil || hold {
+			return out, err
+		}
+	}
 	if len(wp.Waves) == 0 {
 		out.Done, err = e.finish(ctx, state, held)
 		if out.Done && err == nil {
@@ -404,6 +428,10 @@ func (e *Executor) Step(ctx context.Context) (*StepResult, error) {
 	}
 	spent := map[string]bool{}
 	for _, a := range wp.Waves[0].Actions {
+		if allowed != nil && a.Type != plan.ActionUncordonNode && !allowed[a.Pod] {
+			out.Actions = append(out.Actions, ActionResult{Type: a.Type, Pod: a.Pod, Node: a.Node, Outcome: Skipped, Reason: "not in the wave the analysis gate waits for"})
+			continue
+		}
 		r, err := e.act(ctx, state, wp, a, spent)
 		if err != nil {
 			return out, err

@@ -21,6 +21,10 @@ type Metrics struct {
 	BudgetInUse, BudgetLimit *prometheus.GaugeVec
 	// StepDuration: how long a step took (read, plan, writes).
 	StepDuration prometheus.Histogram
+	// AnalysisMeasurements counts the analyses of a gate (its
+	// measurements taken and judged) by the policy's verdict (result:
+	// pass, fail, inconclusive).
+	AnalysisMeasurements *prometheus.CounterVec
 }
 
 // Values of the outcome label of rollplan_executor_actions_total.
@@ -66,8 +70,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Duration of a reconcile step.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 12),
 		}),
+		AnalysisMeasurements: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rollplan_analysis_measurements_total",
+			Help: "Analyses of a wave's gate (its measurements taken and judged by the policy), by verdict: pass, fail, inconclusive.",
+		}, []string{"result"}),
 	}
-	reg.MustRegister(m.Actions, m.Steps, m.Pods, m.BudgetInUse, m.BudgetLimit, m.StepDuration)
+	reg.MustRegister(m.Actions, m.Steps, m.Pods, m.BudgetInUse, m.BudgetLimit, m.StepDuration, m.AnalysisMeasurements)
 	return m
 }
 

@@ -71,6 +71,10 @@ type RolloutStatus struct {
 	// Driver: who drives the rollout, from its driver Lease (the rollplan
 	// controller or a person's apply); absent when no Lease exists.
 	Driver *Holder `json:"driver,omitempty"`
+	// Analysis: the gate the rollout waits at or passed last, with the
+	// values measured and the verdict (the annotation rollplan.dev/analysis,
+	// see AnalysisState); absent when none is recorded for this revision.
+	Analysis *AnalysisState `json:"analysis,omitempty"`
 	// Controller: the rollplan controller's record of the rollout (the
 	// workload's annotation rollplan.dev/rollout-state); absent when the
 	// controller has not stepped it.
@@ -451,6 +455,9 @@ func BuildStatus(r *facts.Rollout, wp plan.WorkloadPlan, origin *plan.WorkloadPl
 		Revisions: StatusRevisions{Current: w.CurrentRevision, Update: w.UpdateRevision, Other: wp.OtherRevisions},
 		Held:      []StatusPod{}, InFlight: []StatusPod{}, Budgets: []StatusBudget{},
 		Halted: append([]string{}, wp.Halted...), Denied: wp.Denied, Notes: wp.Notes,
+	}
+	if a, err := ParseAnalysisState(w.Annotations[facts.AnnAnalysis]); err == nil && a != nil && a.Revision == w.UpdateRevision {
+		st.Analysis = a
 	}
 	if st.Revisions.Update == "" {
 		st.Revisions.Update = wp.ToRevision

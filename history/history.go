@@ -11,6 +11,7 @@ package history
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
@@ -233,50 +235,65 @@ func Find(revs []Revision, t live.Target, n int64) (*Revision, error) {
 // runs like any update: rollplan apply drives it (in place where the
 // policy allows), or the workload's controller for one rollplan does not
 // manage.
+//
+// The template is replaced by a JSON patch that carries the
+// resourceVersion read (a conflict is read again and retried), so that
+// the patch verb suffices: the executor's automatic rollback after a
+// failed analysis runs under the controller's role, which has no update.
 func Rollback(ctx context.Context, c kubernetes.Interface, t live.Target, rev *Revision, dryRun bool) (bool, error) {
 	changed := false
-	opts := metav1.UpdateOptions{FieldManager: "rollplan"}
+	opts := metav1.PatchOptions{FieldManager: "rollplan"}
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
-	set := func(cur *corev1.PodTemplateSpec) bool {
-		want := rev.Template.DeepCopy()
-		if live.SameTemplate(stripRevisionLabels(cur), want) {
-			return false
-		}
-		*cur = *want
-		return true
-	}
+	apps := c.AppsV1()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var (
+			m   metav1.Object
+			cur *corev1.PodTemplateSpec
+		)
 		switch t.Kind {
 		case capture.Deployment:
-			d, err := c.AppsV1().Deployments(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
+			d, err := apps.Deployments(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
-			if changed = set(&d.Spec.Template); changed {
-				_, err = c.AppsV1().Deployments(t.Namespace).Update(ctx, d, opts)
-			}
-			return err
+			m, cur = d, &d.Spec.Template
 		case capture.StatefulSet:
-			s, err := c.AppsV1().StatefulSets(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
+			s, err := apps.StatefulSets(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
-			if changed = set(&s.Spec.Template); changed {
-				_, err = c.AppsV1().StatefulSets(t.Namespace).Update(ctx, s, opts)
-			}
-			return err
+			m, cur = s, &s.Spec.Template
 		default:
-			ds, err := c.AppsV1().DaemonSets(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
+			ds, err := apps.DaemonSets(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
-			if changed = set(&ds.Spec.Template); changed {
-				_, err = c.AppsV1().DaemonSets(t.Namespace).Update(ctx, ds, opts)
-			}
+			m, cur = ds, &ds.Spec.Template
+		}
+		want := rev.Template.DeepCopy()
+		if changed = !live.SameTemplate(stripRevisionLabels(cur), want); !changed {
+			return nil
+		}
+		// Replacing resourceVersion makes the write conditional on it: a
+		// stale read is a 409 Conflict, retried.
+		body, err := json.Marshal([]map[string]any{
+			{"op": "replace", "path": "/metadata/resourceVersion", "value": m.GetResourceVersion()},
+			{"op": "replace", "path": "/spec/template", "value": want},
+		})
+		if err != nil {
 			return err
 		}
+		switch t.Kind {
+		case capture.Deployment:
+			_, err = apps.Deployments(t.Namespace).Patch(ctx, t.Name, types.JSONPatchType, body, opts)
+		case capture.StatefulSet:
+			_, err = apps.StatefulSets(t.Namespace).Patch(ctx, t.Name, types.JSONPatchType, body, opts)
+		default:
+			_, err = apps.DaemonSets(t.Namespace).Patch(ctx, t.Name, types.JSONPatchType, body, opts)
+		}
+		return err
 	})
 	if err != nil {
 		if nf := capture.WorkloadNotFound(t.Kind, t.Name, t.Namespace, err); nf != err {
@@ -294,4 +311,32 @@ func getError(t live.Target, err error) error {
 		return nf
 	}
 	return fmt.Errorf("%s: %w", t, err)
+}
+
+// RollBackTo sets the workload's template back to that of the revision
+// recorded by from (a ControllerRevision or ReplicaSet name; "" or one not
+// found: the one before the current, as undo takes it) and returns the
+// name of that record: the executor's rollback after a failed analysis
+// (executor.RollBacker).
+func RollBackTo(ctx context.Context, c kubernetes.Interface, t live.Target, from string, dryRun bool) (string, error) {
+	revs, err := List(ctx, c, t)
+	if err != nil {
+		return "", err
+	}
+	var rev *Revision
+	for i := range revs {
+		if _, name, _ := strings.Cut(revs[i].Source, "/"); name == from && from != "" && !revs[i].Current && !revs[i].Pending {
+			rev = &revs[i]
+		}
+	}
+	if rev == nil {
+		if rev, err = Find(revs, t, 0); err != nil {
+			return "", err
+		}
+	}
+	if _, err := Rollback(ctx, c, t, rev, dryRun); err != nil {
+		return "", err
+	}
+	_, name, _ := strings.Cut(rev.Source, "/")
+	return name, nil
 }

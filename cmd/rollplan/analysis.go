@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/rollplan/rollplan/analysis"
 	"github.com/rollplan/rollplan/planner/facts"
 )
 
@@ -42,4 +43,20 @@ func (f *planFlags) loadAnalysisResults(rollouts []*facts.Rollout) (*facts.Analy
 		}
 	}
 	return res, nil
+}
+
+// analysisConfigHelp is --analysis-config's help, on apply, undo and
+// controller.
+const analysisConfigHelp = "the measurement providers of the policies' analysis gates (YAML: providers: {NAME: {type: prometheus|web, address, bearerTokenFile, basicAuth, tls, headers, timeout}}; a measurement names one by its options, else by its provider); none: every measurement is an error, so a gate is inconclusive, never passed"
+
+// loadAnalysisConfig reads --analysis-config (nil without it).
+func loadAnalysisConfig(path string) (*analysis.Resolver, error) {
+	if path == "" {
+		return nil, nil
+	}
+	r, err := analysis.LoadConfig(path)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--analysis-config: %w", err)}
+	}
+	return r, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rollplan/rollplan/executor"
+	"github.com/rollplan/rollplan/history"
 	"github.com/rollplan/rollplan/internal/plural"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/live"
@@ -40,6 +41,7 @@ func newApplyCommand() *cobra.Command {
 		timeout      time.Duration
 		metrics      string
 		waitLease    bool
+		analysisCfg  string
 	)
 	cmd := &cobra.Command{
 		Use:   "apply KIND/NAME [-n NAMESPACE] [--policy P] [--dry-run=server] [--once]",
@@ -120,7 +122,7 @@ rollout (the table below).`,
 				return err
 			}
 			defer w.stop()
-			return drive(cmd, w, driveOptions{dryRun: dryRun == "server", deleteMethod: deleteMethod, once: once, timeout: timeout, metrics: metrics, waitForLease: waitLease})
+			return drive(cmd, w, driveOptions{dryRun: dryRun == "server", deleteMethod: deleteMethod, once: once, timeout: timeout, metrics: metrics, waitForLease: waitLease, analysisConfig: analysisCfg})
 		},
 	}
 	config.register(cmd.Flags())
@@ -136,6 +138,7 @@ rollout (the table below).`,
 	fl.BoolVar(&once, "once", false, "carry out one step and exit, done or not")
 	durationVarOff(fl, &timeout, "timeout", 0, zeroOrPositive, "no limit", "give up after this long (exit 1); 0: no limit")
 	fl.StringVar(&metrics, "metrics-bind-address", "", `serve Prometheus metrics on this address at /metrics (e.g. ":8080"); "" or "0": off`)
+	fl.StringVar(&analysisCfg, "analysis-config", "", analysisConfigHelp)
 	fl.BoolVar(&waitLease, "wait-for-lease", false, "when the rollplan controller or another apply drives the workload, wait until it lets go (bounded by --timeout) instead of exiting")
 	return cmd
 }
@@ -153,6 +156,8 @@ type driveOptions struct {
 	// undo: after rollplan undo rolled the template back; a workload the
 	// controller drives is then rolled back by the controller.
 	undo bool
+	// analysisConfig: --analysis-config, the providers of the gates.
+	analysisConfig string
 }
 
 // drive runs the executor on the workload until the rollout is done,
@@ -166,7 +171,12 @@ func drive(cmd *cobra.Command, w *liveWorkload, o driveOptions) error {
 		defer cancel()
 	}
 	stderr := cmd.ErrOrStderr()
+	providers, err := loadAnalysisConfig(o.analysisConfig)
+	if err != nil {
+		return err
+	}
 	opts := executor.Options{
+		Providers: providers, RollBack: history.RollBackTo,
 		Target: target, Engine: eng, DryRun: o.dryRun,
 		KubernetesVersion: w.cluster.KubernetesVersion, FeatureGates: w.cluster.FeatureGates,
 		DeleteMethod: o.deleteMethod, PlanOptions: planOptions(),

@@ -34,6 +34,7 @@ import (
 	"github.com/rollplan/rollplan/deploy"
 	"github.com/rollplan/rollplan/executor"
 	"github.com/rollplan/rollplan/gate"
+	"github.com/rollplan/rollplan/history"
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/engine/engines"
 	"github.com/rollplan/rollplan/planner/facts"
@@ -41,22 +42,24 @@ import (
 
 // controllerFlags are rollplan controller's flags.
 type controllerFlags struct {
-	selector      string
-	named         []string
-	reload        time.Duration
-	workers       int
-	dryRun        bool
-	deleteMethod  string
-	leaderElect   bool
-	leaseDuration time.Duration
-	renewDeadline time.Duration
-	retryPeriod   time.Duration
-	leaseNS       string
-	leaseName     string
-	health        string
-	metrics       string
-	qps           float32
-	burst         int
+	selector string
+	named    []string
+	// analysisConfig: --analysis-config.
+	analysisConfig string
+	reload         time.Duration
+	workers        int
+	dryRun         bool
+	deleteMethod   string
+	leaderElect    bool
+	leaseDuration  time.Duration
+	renewDeadline  time.Duration
+	retryPeriod    time.Duration
+	leaseNS        string
+	leaseName      string
+	health         string
+	metrics        string
+	qps            float32
+	burst          int
 }
 
 func newControllerCommand() *cobra.Command {
@@ -137,6 +140,7 @@ alerting rules and Grafana dashboard over them are in deploy/monitoring.`,
 	fl.IntVar(&cf.workers, "concurrent-rollouts", 10, "how many workloads are stepped at the same time")
 	fl.BoolVar(&cf.dryRun, "dry-run", false, "plan and log every action, sending writes with dryRun=All: change nothing")
 	fl.StringVar(&cf.deleteMethod, "delete-method", executor.DeleteEvict, `how a recreation removes a pod: "evict" (PodDisruptionBudgets honoured) or "delete" (see rollplan apply --help)`)
+	fl.StringVar(&cf.analysisConfig, "analysis-config", "", analysisConfigHelp)
 	fl.BoolVar(&cf.leaderElect, "leader-elect", true, "elect a leader among the replicas; only the leader drives rollouts")
 	durationVar(fl, &cf.leaseDuration, "leader-elect-lease-duration", 15*time.Second, positive, "how long standby replicas wait after the last renewal before taking over")
 	durationVar(fl, &cf.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, positive, "how long the leader retries renewing before it stops leading (less than the lease duration)")
@@ -207,6 +211,10 @@ func runController(cmd *cobra.Command, config *kubeFlags, pf *planFlags, cf *con
 		Workers: cf.workers, DryRun: cf.dryRun, DeleteMethod: cf.deleteMethod,
 		KubernetesVersion: cluster.KubernetesVersion, FeatureGates: cluster.FeatureGates, PlanOptions: planOptions(),
 		Identity: identity, Liveness: leaseNS + "/" + leaseName, Metrics: metrics, Log: log,
+	}
+	o.RollBack = history.RollBackTo
+	if o.Providers, err = loadAnalysisConfig(cf.analysisConfig); err != nil {
+		return err
 	}
 	if !cf.dryRun {
 		rec, err := executor.StartEvents(cl.client)

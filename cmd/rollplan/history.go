@@ -230,6 +230,7 @@ rolled back. It exits as rollplan apply does (the table below).`,
 	fl.BoolVar(&o.once, "once", false, "after rolling the template back, carry out one step and exit")
 	durationVarOff(fl, &o.timeout, "timeout", 0, zeroOrPositive, "no limit", "give up after this long (exit 1); 0: no limit")
 	fl.StringVar(&o.metrics, "metrics-bind-address", "", `serve Prometheus metrics on this address at /metrics; "" or "0": off`)
+	fl.StringVar(&o.analysisConfig, "analysis-config", "", analysisConfigHelp)
 	return cmd
 }
 

@@ -49,7 +49,7 @@ func newRootCommand() *cobra.Command {
 		}
 		return usageError{err}
 	})
-	root.AddCommand(newPlanCommand(), newExplainCommand(), newTestCommand(), newSnapshotCommand(), newApplyCommand(), newStatusCommand(), newHistoryCommand(), newUndoCommand(), newPauseCommand(true), newPauseCommand(false), newGateCommand(), newControllerCommand(), newVersionCommand(), newSchemaCommand())
+	root.AddCommand(newPlanCommand(), newExplainCommand(), newTestCommand(), newSnapshotCommand(), newApplyCommand(), newStatusCommand(), newHistoryCommand(), newUndoCommand(), newPauseCommand(true), newPauseCommand(false), newPromoteCommand(false), newPromoteCommand(true), newGateCommand(), newControllerCommand(), newVersionCommand(), newSchemaCommand())
 	root.AddCommand(newManifestsCommand())
 	withExitCodes(root)
 	return root

@@ -384,6 +384,9 @@ func statusTable(w io.Writer, st *executor.RolloutStatus) error {
 		}
 		fmt.Fprintf(tw, "Controller:\t%s%s\n", c.Summary(), stale)
 	}
+	if a := st.Analysis; a != nil {
+		fmt.Fprintf(tw, "Analysis:\t%s\n", a.Summary())
+	}
 	tw.Flush()
 	inFlight := "In flight"
 	if wv.Current > 0 {

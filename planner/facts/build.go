@@ -33,7 +33,11 @@ const (
 	// AnnRolloutState: the controller's record of a managed rollout (JSON;
 	// see controller.State), written by server-side apply under its own
 	// field manager.
-	AnnRolloutState     = "rollplan.dev/rollout-state"
+	AnnRolloutState = "rollplan.dev/rollout-state"
+	// AnnAnalysis: the executor's record of the analysis gate the rollout
+	// waits at (JSON; see executor.AnalysisState), written by server-side
+	// apply under its own field manager.
+	AnnAnalysis         = "rollplan.dev/analysis"
 	AnnProgressDeadline = "rollplan.dev/progress-deadline-seconds"
 )
 

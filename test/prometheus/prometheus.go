@@ -76,8 +76,9 @@ const Interval = time.Second
 // Server is a running Prometheus.
 type Server struct {
 	// URL is the server's base URL (http://127.0.0.1:PORT).
-	URL string
-	log *syncBuffer
+	URL  string
+	log  *syncBuffer
+	stop func()
 }
 
 // Start starts Prometheus on a free loopback port and waits until it is
@@ -109,7 +110,7 @@ func Start(t testing.TB, c Config) *Server {
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
+	s.stop = func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-done:
@@ -117,6 +118,9 @@ func Start(t testing.TB, c Config) *Server {
 			_ = cmd.Process.Kill()
 			<-done
 		}
+	}
+	t.Cleanup(func() {
+		s.stop()
 		if t.Failed() {
 			t.Logf("prometheus log:\n%s", s.log.String())
 		}
@@ -141,6 +145,10 @@ func Start(t testing.TB, c Config) *Server {
 	}
 	return s
 }
+
+// Stop stops the server (a test of what its users do without it); the
+// test's cleanup stops it otherwise.
+func (s *Server) Stop() { s.stop() }
 
 // config is the prometheus.yml of c: one scrape job per job label.
 func config(c Config) ([]byte, error) {

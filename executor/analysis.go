@@ -1,0 +1,493 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/rollplan/rollplan/analysis"
+	"github.com/rollplan/rollplan/planner/engine"
+	"github.com/rollplan/rollplan/planner/facts"
+	"github.com/rollplan/rollplan/planner/live"
+	"github.com/rollplan/rollplan/planner/plan"
+	"github.com/rollplan/rollplan/planner/snapshot/capture"
+)
+
+// AnalysisState is the executor's record of the analysis gate a rollout
+// waits at, kept on the workload (annotation facts.AnnAnalysis, JSON,
+// written by server-side apply under its own field manager) so that a
+// restarted apply or a new controller leader carries on where the last
+// one stopped: the wave's pods, when they were all available, the results
+// taken and the verdicts.
+//
+// A step that is about to start a wave with a gate (plan.Wave.Gate)
+// records it first: from then on only that wave's pods are acted on. Once
+// they are updated and available, the rollout soaks, measures every
+// measurement of the gate (the queries as the plan rendered them), and
+// asks the policy for a verdict over the results (the facts' analysis):
+// pass opens the next wave; fail halts or rolls back (onFail); inconclusive
+// measures again, one interval later, up to maxInconclusive times, then
+// halts.
+type AnalysisState struct {
+	// Revision: the update revision the rollout goes to; a state for
+	// another revision is over.
+	Revision string `json:"revision"`
+	// From: the revision the rollout came from (the plan's), which a
+	// rollback returns to.
+	From string `json:"from,omitempty"`
+	// Wave: the gated wave, from 1 for each revision.
+	Wave int `json:"wave"`
+	// Pods: the wave's pods (the plan's actions).
+	Pods []string `json:"pods"`
+	// Updated: how many pods are updated and available once the wave is done.
+	Updated int `json:"updated"`
+	// Gate: the wave's gate as planned (soak, rendered queries, onFail).
+	Gate *plan.Gate `json:"gate,omitempty"`
+	// AvailableAt: when the wave's pods were all available (RFC 3339).
+	AvailableAt string `json:"availableAt,omitempty"`
+	// MeasureAt: when the next measurements start (after the soak, or
+	// one interval after an inconclusive verdict).
+	MeasureAt string `json:"measureAt,omitempty"`
+	// Attempt: the try the results are for, from 1.
+	Attempt int `json:"attempt,omitempty"`
+	// Results of the last measurements, by measurement name.
+	Results map[string][]facts.Result `json:"results,omitempty"`
+	// Verdict and Message: the policy's last verdict (pass, fail,
+	// inconclusive; "" while measuring).
+	Verdict string `json:"verdict,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Halted: why the gate halted the rollout ("" : it did not).
+	Halted string `json:"halted,omitempty"`
+	// Promoted: the gate was skipped by hand (rollplan promote).
+	Promoted bool `json:"promoted,omitempty"`
+	// Aborted: rollplan abort asked for the rollout to be rolled back; the
+	// driver's next step does it.
+	Aborted bool `json:"aborted,omitempty"`
+	// RolledBack: Revision is the one a failed analysis rolled back to;
+	// that rollout waits for no gate.
+	RolledBack bool `json:"rolledBack,omitempty"`
+}
+
+// open: the gate still holds the next wave.
+func (s *AnalysisState) open() bool {
+	return s != nil && !s.RolledBack && !s.Promoted && s.Verdict != engine.VerdictPass && s.Gate != nil
+}
+
+// Summary is one line for rollplan status: where the gate is, the last
+// verdict, and each measurement's values (or its error).
+func (s *AnalysisState) Summary() string {
+	var b strings.Builder
+	switch {
+	case s.RolledBack:
+		fmt.Fprintf(&b, "rolled back from %s after wave %d: %s", s.From, s.Wave, s.Message)
+		return b.String()
+	case s.Aborted:
+		fmt.Fprintf(&b, "wave %d: abort requested, the driver rolls back", s.Wave)
+	case s.Promoted:
+		fmt.Fprintf(&b, "wave %d: promoted by hand, the gate is skipped", s.Wave)
+	case s.Verdict == "" && s.AvailableAt == "" && s.Gate != nil:
+		fmt.Fprintf(&b, "wave %d (%s) in progress, then soak %s", s.Wave, strings.Join(s.Pods, ", "), s.Gate.Soak)
+	case s.Verdict == "":
+		fmt.Fprintf(&b, "wave %d available at %s, measured from %s", s.Wave, s.AvailableAt, s.MeasureAt)
+	case s.Halted != "":
+		fmt.Fprintf(&b, "halted: %s", s.Halted)
+	case s.Verdict == engine.VerdictInconclusive:
+		// Attempt is already the next try's.
+		fmt.Fprintf(&b, "wave %d (try %d): inconclusive: %s; try %d from %s", s.Wave, s.Attempt-1, s.Message, s.Attempt, s.MeasureAt)
+	default:
+		fmt.Fprintf(&b, "wave %d (try %d): %s: %s", s.Wave, s.Attempt, s.Verdict, s.Message)
+	}
+	names := make([]string, 0, len(s.Results))
+	for n := range s.Results {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		var vs []string
+		errs := 0
+		for _, r := range s.Results[n] {
+			if r.Error != "" {
+				if errs++; errs == 1 {
+					vs = append(vs, "error")
+				}
+				continue
+			}
+			vs = append(vs, fmt.Sprint(r.Value))
+		}
+		if errs > 0 {
+			vs = append(vs, fmt.Sprintf("(%d of %d without a value; the message says why)", errs, len(s.Results[n])))
+		}
+		fmt.Fprintf(&b, "; %s = %s", n, strings.Join(vs, ", "))
+	}
+	return b.String()
+}
+
+// ParseAnalysisState reads the annotation's value ("" : none).
+func ParseAnalysisState(v string) (*AnalysisState, error) {
+	if v == "" {
+		return nil, nil
+	}
+	var s AnalysisState
+	if err := json.Unmarshal([]byte(v), &s); err != nil {
+		return nil, fmt.Errorf("annotation %s: %w", facts.AnnAnalysis, err)
+	}
+	return &s, nil
+}
+
+// analysisFieldManager owns the annotation alone, so that applying it
+// never takes or drops the fields rollplan's other writes own.
+const analysisFieldManager = "rollplan-analysis"
+
+// Event reasons of the analysis.
+const (
+	ReasonAnalysisPassed       = "AnalysisPassed"
+	ReasonAnalysisFailed       = "AnalysisFailed"
+	ReasonAnalysisInconclusive = "AnalysisInconclusive"
+	reasonRolledBack           = "RolloutRolledBack"
+)
+
+// analysisState reads the state from the API server (a cache may not have
+// seen the last write yet): nil when there is none.
+func (e *Executor) analysisState(ctx context.Context) (*AnalysisState, error) {
+	return ReadAnalysisState(ctx, e.client, e.opts.Target)
+}
+
+// ReadAnalysisState reads the workload's analysis state from the API
+// server; nil when there is none.
+func ReadAnalysisState(ctx context.Context, client kubernetes.Interface, t live.Target) (*AnalysisState, error) {
+	var (
+		m   metav1.Object
+		err error
+	)
+	switch t.Kind {
+	case capture.StatefulSet:
+		m, err = client.AppsV1().StatefulSets(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
+	case capture.DaemonSet:
+		m, err = client.AppsV1().DaemonSets(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
+	default:
+		m, err = client.AppsV1().Deployments(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
+	}
+	if err != nil {
+		if nf := capture.WorkloadNotFound(t.Kind, t.Name, t.Namespace, err); nf != err {
+			return nil, nf
+		}
+		return nil, fmt.Errorf("%s: read the analysis state: %w", t, err)
+	}
+	return ParseAnalysisState(m.GetAnnotations()[facts.AnnAnalysis])
+}
+
+// writeAnalysisState applies the annotation (server-side apply). A dry
+// run writes nothing.
+func (e *Executor) writeAnalysisState(ctx context.Context, s *AnalysisState) error {
+	if e.opts.DryRun {
+		return nil
+	}
+	return WriteAnalysisState(ctx, e.client.AppsV1(), e.opts.Target.Kind, e.opts.Target.Namespace, e.opts.Target.Name, s)
+}
+
+// WriteAnalysisState applies s as the workload's analysis annotation
+// under the analysis field manager (rollplan promote writes it too).
+func WriteAnalysisState(ctx context.Context, apps appsv1client.AppsV1Interface, kind, namespace, name string, s *AnalysisState) error {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	body, err := json.Marshal(map[string]any{"apiVersion": "apps/v1", "kind": kind,
+		"metadata": map[string]any{"name": name, "namespace": namespace, "annotations": map[string]string{facts.AnnAnalysis: string(b)}}})
+	if err != nil {
+		return err
+	}
+	opts := metav1.PatchOptions{FieldManager: analysisFieldManager, Force: ptr.To(true)}
+	switch kind {
+	case capture.StatefulSet:
+		_, err = apps.StatefulSets(namespace).Patch(ctx, name, types.ApplyPatchType, body, opts)
+	case capture.DaemonSet:
+		_, err = apps.DaemonSets(namespace).Patch(ctx, name, types.ApplyPatchType, body, opts)
+	default:
+		_, err = apps.Deployments(namespace).Patch(ctx, name, types.ApplyPatchType, body, opts)
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s/%s: write the analysis state: %w", kind, namespace, name, err)
+	}
+	return nil
+}
+
+// gateWave applies the analysis gate to this step. It returns the pods
+// the step may act on (nil: any) and whether the step must act on none.
+func (e *Executor) gateWave(ctx context.Context, state *liveState, wp *plan.WorkloadPlan, out *StepResult) (map[string]bool, bool, error) {
+	w := state.rollout.Workload
+	gated := len(wp.Waves) > 0 && wp.Waves[0].Gate != nil
+	if !gated && w.Annotations[facts.AnnAnalysis] == "" {
+		return nil, false, nil
+	}
+	st, err := e.analysisState(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	if st != nil && st.Revision != w.UpdateRevision {
+		st = nil // a state of an earlier rollout
+	}
+	if st != nil && st.RolledBack {
+		return nil, false, nil
+	}
+	if st != nil && st.Aborted {
+		return nil, true, e.rollBack(ctx, state, wp, st, out, "aborted by hand (rollplan abort)")
+	}
+	if !st.open() {
+		if !gated {
+			return nil, false, nil
+		}
+		// Record the wave before its first action: a restart must know
+		// which pods the gate waits for.
+		next := &AnalysisState{Revision: w.UpdateRevision, From: wp.FromRevision, Wave: 1, Gate: wp.Waves[0].Gate, Attempt: 1}
+		if st != nil {
+			next.Wave = st.Wave + 1
+		}
+		next.Pods = wavePods(wp.Waves[0])
+		next.Updated = updatedAvailable(state.rollout) + len(next.Pods)
+		for _, p := range state.rollout.Pods {
+			if p.Updated && p.Available && slices.Contains(next.Pods, p.Name) {
+				next.Updated-- // already counted
+			}
+		}
+		if err := e.writeAnalysisState(ctx, next); err != nil {
+			return nil, false, err
+		}
+		e.opts.Log.Info("analysis", "workload", e.opts.Target.String(), "wave", next.Wave, "pods", strings.Join(next.Pods, ","), "gate", fmt.Sprintf("soak %s, %d measurement(s)", next.Gate.Soak, len(next.Gate.Measurements)))
+		return podSet(next.Pods), false, nil
+	}
+	if !waveDone(state, st) {
+		out.Note = fmt.Sprintf("wave %d (%s) is in progress: the next wave waits for its analysis", st.Wave, strings.Join(st.Pods, ", "))
+		return podSet(st.Pods), false, nil
+	}
+	now := state.now
+	if st.AvailableAt == "" {
+		soak, _ := time.ParseDuration(st.Gate.Soak)
+		st.AvailableAt = now.UTC().Format(time.RFC3339Nano)
+		st.MeasureAt = now.Add(soak).UTC().Format(time.RFC3339Nano)
+		if err := e.writeAnalysisState(ctx, st); err != nil {
+			return nil, true, err
+		}
+		e.opts.Log.Info("soak", "workload", e.opts.Target.String(), "wave", st.Wave, "soak", st.Gate.Soak, "until", st.MeasureAt)
+	}
+	at, _ := time.Parse(time.RFC3339Nano, st.MeasureAt)
+	if wait := at.Sub(now); wait > 0 {
+		out.Note = fmt.Sprintf("wave %d is available: soaking until %s before its analysis", st.Wave, st.MeasureAt)
+		if out.NextAvailable == 0 || wait < out.NextAvailable {
+			out.NextAvailable = wait
+		}
+		return nil, true, nil
+	}
+	return nil, true, e.analyse(ctx, state, wp, st, out)
+}
+
+// analyse takes the gate's measurements, asks the policy for its verdict
+// and acts on it.
+func (e *Executor) analyse(ctx context.Context, state *liveState, wp *plan.WorkloadPlan, st *AnalysisState, out *StepResult) error {
+	st.Results = e.measure(ctx, st)
+	if err := ctx.Err(); err != nil {
+		return err // stopped while measuring: measured again by the next run
+	}
+	judged := *state.rollout
+	judged.Analysis = facts.Analysis{Wave: st.Wave, Attempt: st.Attempt, Pods: append([]string{}, st.Pods...), Measurements: []facts.MeasurementResults{}}
+	for _, m := range st.Gate.Measurements {
+		rs := st.Results[m.Name]
+		if rs == nil {
+			rs = []facts.Result{}
+		}
+		judged.Analysis.Measurements = append(judged.Analysis.Measurements, facts.MeasurementResults{Name: m.Name, Provider: m.Provider, Query: m.Query, Results: rs})
+	}
+	d, err := e.opts.Engine.Decide(ctx, &judged)
+	if err != nil {
+		return err
+	}
+	v := d.Verdict
+	switch {
+	case d.Analysis == nil:
+		v = &engine.Verdict{Verdict: engine.VerdictPass, Message: "the policy declares no analysis any more"}
+	case v == nil:
+		v = &engine.Verdict{Verdict: engine.VerdictInconclusive, Message: fmt.Sprintf("the policy gave no verdict for wave %d", st.Wave)}
+	}
+	st.Verdict, st.Message = v.Verdict, v.Message
+	e.metrics.AnalysisMeasurements.WithLabelValues(v.Verdict).Inc()
+	note := fmt.Sprintf("analysis of wave %d (try %d): %s: %s", st.Wave, st.Attempt, v.Verdict, v.Message)
+	e.opts.Log.Info("analysis", "workload", e.opts.Target.String(), "wave", st.Wave, "attempt", st.Attempt, "verdict", v.Verdict, "message", v.Message)
+	switch v.Verdict {
+	case engine.VerdictPass:
+		e.event(state, nil, corev1.EventTypeNormal, ReasonAnalysisPassed, "Analyse", note)
+		return e.writeAnalysisState(ctx, st)
+	case engine.VerdictFail:
+		e.event(state, nil, corev1.EventTypeWarning, ReasonAnalysisFailed, "Analyse", note)
+		if err := e.writeAnalysisState(ctx, st); err != nil {
+			return err
+		}
+		if st.Gate.OnFail == engine.AnalysisRollback {
+			return e.rollBack(ctx, state, wp, st, out, fmt.Sprintf("analysis after wave %d failed: %s", st.Wave, st.Message))
+		}
+		reason := fmt.Sprintf("analysis after wave %d failed: %s", st.Wave, v.Message)
+		st.Halted = reason
+		if err := e.writeAnalysisState(ctx, st); err != nil {
+			return err
+		}
+		e.event(state, nil, corev1.EventTypeWarning, reasonRolloutHalted, "Halt", "rollout halted by policy: "+reason)
+		return &HaltedError{Target: e.opts.Target, Reasons: []string{reason}}
+	default:
+		e.event(state, nil, corev1.EventTypeWarning, ReasonAnalysisInconclusive, "Analyse", note)
+		if st.Attempt > st.Gate.MaxInconclusive {
+			reason := fmt.Sprintf("analysis after wave %d inconclusive after %d tries (maxInconclusive %d): %s", st.Wave, st.Attempt, st.Gate.MaxInconclusive, v.Message)
+			st.Halted = reason
+			if err := e.writeAnalysisState(ctx, st); err != nil {
+				return err
+			}
+			e.event(state, nil, corev1.EventTypeWarning, reasonRolloutHalted, "Halt", "rollout halted by policy: "+reason)
+			return &HaltedError{Target: e.opts.Target, Reasons: []string{reason}}
+		}
+		st.Attempt++
+		st.MeasureAt = e.now().Add(retryInterval(st.Gate)).UTC().Format(time.RFC3339Nano)
+		out.Note = note + "; measured again at " + st.MeasureAt
+		return e.writeAnalysisState(ctx, st)
+	}
+}
+
+// rollBack returns the workload to the revision the rollout came from, as
+// rollplan undo does: the template goes back and the next steps roll the
+// updated pods back, in place where the policy allows, under the same
+// budgets. The rollback waits for no gate.
+func (e *Executor) rollBack(ctx context.Context, state *liveState, wp *plan.WorkloadPlan, st *AnalysisState, out *StepResult, why string) error {
+	t := e.opts.Target
+	from := st.From
+	if from == "" {
+		from = wp.FromRevision
+	}
+	if e.opts.RollBack == nil {
+		reason := why + ": no rollback is configured (Options.RollBack): halted instead"
+		return &HaltedError{Target: t, Reasons: []string{reason}}
+	}
+	to, err := e.opts.RollBack(ctx, e.client, t, from, e.opts.DryRun)
+	if err != nil {
+		return fmt.Errorf("%s: roll back to %s: %w", why, from, err)
+	}
+	msg := fmt.Sprintf("%s: rolling back to %s", why, to)
+	e.opts.Log.Info("rollback", "workload", t.String(), "wave", st.Wave, "to", to, "reason", why)
+	e.event(state, nil, corev1.EventTypeWarning, reasonRolledBack, "Rollback", msg)
+	out.Note = msg
+	back := *st
+	// The workload's controller takes the revision that records the
+	// template as its update revision again.
+	back.Revision, back.From, back.RolledBack, back.Message = to, st.Revision, true, why
+	return e.writeAnalysisState(ctx, &back)
+}
+
+// RollBacker sets the workload's pod template back to that of revision
+// from (the plan's FromRevision: a ControllerRevision or ReplicaSet name)
+// as rollplan undo does, and returns the name of the revision that
+// records it. The commands wire it to package history, which the
+// executor does not import (the consumers meet only in the planner).
+type RollBacker func(ctx context.Context, client kubernetes.Interface, t live.Target, from string, dryRun bool) (string, error)
+
+// measure runs every measurement of the gate at once, each Count times
+// Interval apart (analysis.Run), with the query the plan rendered.
+func (e *Executor) measure(ctx context.Context, st *AnalysisState) map[string][]facts.Result {
+	out := map[string][]facts.Result{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	t := analysis.Target{Namespace: e.opts.Namespace, Name: e.opts.Name, Kind: e.opts.Kind, Revision: st.Revision, Wave: st.Wave, Pods: st.Pods}
+	for _, gm := range st.Gate.Measurements {
+		m := analysis.Measurement{Name: gm.Name, Provider: gm.Provider, Query: gm.Query, Rendered: true, Count: max(gm.Count, 1)}
+		m.Interval, _ = time.ParseDuration(gm.Interval)
+		m.Window, _ = time.ParseDuration(gm.Window)
+		wg.Go(func() {
+			var rs []facts.Result
+			p, err := e.opts.Providers.Provider(gm.Options, gm.Provider)
+			if err != nil {
+				rs = []facts.Result{{Taken: e.now().UTC().Format(time.RFC3339), Error: fmt.Sprintf("measurement %q: %v", gm.Name, err)}}
+			} else {
+				results, _ := analysis.Run(ctx, p, m, t, e.opts.Clock)
+				for _, r := range results {
+					rs = append(rs, facts.Result{Value: r.Value, Taken: r.Taken.UTC().Format(time.RFC3339), Error: r.Error})
+				}
+			}
+			for _, r := range rs {
+				e.opts.Log.Info("measure", "workload", e.opts.Target.String(), "wave", st.Wave, "attempt", st.Attempt, "measurement", gm.Name, "query", gm.Query, "value", r.Value, "error", r.Error)
+			}
+			mu.Lock()
+			out[gm.Name] = rs
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// retryInterval: how long after an inconclusive verdict the gate
+// measures again: the shortest interval of its measurements.
+func retryInterval(g *plan.Gate) time.Duration {
+	var d time.Duration
+	for _, m := range g.Measurements {
+		if iv, err := time.ParseDuration(m.Interval); err == nil && iv > 0 && (d == 0 || iv < d) {
+			d = iv
+		}
+	}
+	if d == 0 {
+		d = time.Minute
+	}
+	return d
+}
+
+// wavePods are the pods a wave's actions update, sorted.
+func wavePods(w plan.Wave) []string {
+	var pods []string
+	for _, a := range w.Actions {
+		if a.Pod != "" && (a.Type == plan.ActionInPlace || a.Type == plan.ActionRecreate) {
+			pods = append(pods, a.Pod)
+		}
+	}
+	sort.Strings(pods)
+	return pods
+}
+
+// waveDone: every pod of the wave is updated and available (a recreated
+// DaemonSet pod has a new name: the count says it), none in flight.
+func waveDone(state *liveState, st *AnalysisState) bool {
+	for _, p := range state.rollout.Pods {
+		if slices.Contains(st.Pods, p.Name) && (!p.Updated || !p.Available || p.Terminating) {
+			return false
+		}
+	}
+	for p := range state.inFlight {
+		if slices.Contains(st.Pods, p) {
+			return false
+		}
+	}
+	return updatedAvailable(state.rollout) >= st.Updated
+}
+
+func updatedAvailable(r *facts.Rollout) int {
+	n := 0
+	for _, p := range r.Pods {
+		if p.Updated && p.Available && !p.Terminating {
+			n++
+		}
+	}
+	return n
+}
+
+func podSet(pods []string) map[string]bool {
+	s := make(map[string]bool, len(pods))
+	for _, p := range pods {
+		s[p] = true
+	}
+	return s
+}
