@@ -65,6 +65,10 @@ func PlannedOps(wp *plan.WorkloadPlan, podNode map[string]string, surged map[str
 // daemon pod and has none (planner/plan podsim_setup.go).
 var missingDaemonPod = regexp.MustCompile(`^node (\S+) should run a pod and has none: the DaemonSet controller creates it`)
 
+// missingReplicas matches the plan's note on a Parallel StatefulSet's
+// replicas without a pod (planner/plan podsim_setup.go).
+var missingReplicas = regexp.MustCompile(`^replica\(s\) (.+) have no pod: the StatefulSet controller creates them first, all at once \(Parallel\)`)
+
 func opsUntil(wp *plan.WorkloadPlan, podNode map[string]string, surged map[string]bool, limit time.Duration) ([]Op, error) {
 	type scale struct{ from, to int }
 	scales := map[string]*scale{}
@@ -125,6 +129,20 @@ func opsUntil(wp *plan.WorkloadPlan, podNode map[string]string, surged map[strin
 		for _, n := range wp.Notes {
 			if m := missingDaemonPod.FindStringSubmatch(n); m != nil {
 				ops = append(ops, Op("surge node="+m[1]))
+			}
+		}
+	}
+	if wp.Kind == "StatefulSet" {
+		// Replicas without a pod (theirs went after the last step
+		// settled): a Parallel StatefulSet's controller creates them all
+		// at once, which the plan says in a note, with no wave. (An
+		// OrderedReady one creates the first once its predecessors are
+		// Ready: not expected here.)
+		for _, n := range wp.Notes {
+			if m := missingReplicas.FindStringSubmatch(n); m != nil && !strings.Contains(m[1], "…") {
+				for _, name := range strings.Split(m[1], ", ") {
+					ops = append(ops, Op("create "+name))
+				}
 			}
 		}
 	}

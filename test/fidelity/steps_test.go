@@ -58,6 +58,25 @@ func TestExpectedOps(t *testing.T) {
 		t.Fatalf("daemonset with a node missing its pod\n got %v\nwant %v", got, want)
 	}
 
+	// Replicas whose pods went between two steps: a Parallel set's
+	// controller creates them at once; an OrderedReady one may not.
+	parallel := &plan.WorkloadPlan{Kind: "StatefulSet", Notes: []string{
+		"replica(s) app-1, app-3 have no pod: the StatefulSet controller creates them first, all at once (Parallel); they count as unavailable until available",
+	}}
+	got, err = ExpectedOps(parallel, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []Op{"create app-1", "create app-3"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("parallel statefulset with replicas missing their pods\n got %v\nwant %v", got, want)
+	}
+	ordered := &plan.WorkloadPlan{Kind: "StatefulSet", Notes: []string{
+		"replica(s) app-1 have no pod: the StatefulSet controller creates them first, one at a time, each once the previous is available (OrderedReady); they count as unavailable until available",
+	}}
+	if got, err := ExpectedOps(ordered, nil, nil); err != nil || len(got) != 0 {
+		t.Fatalf("ordered statefulset with a replica missing its pod: %v, %v; want no op", got, err)
+	}
+
 	if _, err := ExpectedOps(&plan.WorkloadPlan{Waves: []plan.Wave{{Start: "soon"}}}, nil, nil); err == nil {
 		t.Fatal("a wave start that is not a duration must be an error")
 	}
