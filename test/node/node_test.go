@@ -235,8 +235,12 @@ func TestServices(t *testing.T) {
 
 	// The Service, from the host: kube-proxy's rules and its EndpointSlice.
 	addr := net.JoinHostPort(svc.Spec.ClusterIP, "80")
+	// A new connection each try: until kube-proxy's rules are in, the
+	// ClusterIP leads out of the host (here, to a proxy that answers 404),
+	// and a kept-alive connection to it would outlive the rules.
+	fresh := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	body := eventually(t, "GET http://"+addr, func() (string, error) {
-		resp, err := (&http.Client{Timeout: 2 * time.Second}).Get("http://" + addr + "/")
+		resp, err := fresh.Get("http://" + addr + "/")
 		if err != nil {
 			return "", err
 		}
@@ -276,7 +280,7 @@ func TestServices(t *testing.T) {
 		t.Errorf("Service default/kubernetes: ClusterIP %s, want %s", kube.Spec.ClusterIP, controlplane.KubernetesServiceIP)
 	}
 	api := "https://" + net.JoinHostPort(kube.Spec.ClusterIP, "443") + "/livez"
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, DisableKeepAlives: true}}
 	status := eventually(t, "GET "+api, func() (string, error) {
 		resp, err := client.Get(api)
 		if err != nil {
