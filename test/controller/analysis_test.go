@@ -190,8 +190,10 @@ func TestAnalysisGates(t *testing.T) {
 		if !strings.Contains(msg, "inconclusive after 2 tries") || !strings.Contains(msg, `query max(rollplan_test_pod_errors{namespace="`+e.ns+`",pod=~"down-2|down-3"})`) {
 			t.Errorf("down: halted with %q, want the inconclusive tries and the query named", msg)
 		}
-		if v := analysisLog(ctrl.log.String(), down.Name); strings.Contains(strings.Join(v, " "), "pass") || strings.Count(strings.Join(v, " "), "inconclusive:1") != 2 {
-			t.Errorf("down: analysis log %v, want two inconclusive verdicts and never a pass", v)
+		// The tries are the halt's own count (above); the log may repeat a
+		// verdict when a step that measured is retried (a write conflict).
+		if v := analysisLog(ctrl.log.String(), down.Name); strings.Contains(strings.Join(v, " "), "pass") || strings.Count(strings.Join(v, " "), "inconclusive:1") < 2 {
+			t.Errorf("down: analysis log %v, want inconclusive verdicts (at least two) and never a pass", v)
 		}
 		if n := e.updatedPods(down.Name, v2); n != 2 {
 			t.Errorf("down: %d pods at %s, want the first wave's 2 only", n, v2)
