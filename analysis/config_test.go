@@ -66,7 +66,7 @@ func TestRenderedQueryIsSentAsIs(t *testing.T) {
 	if err != nil || got != m.Query {
 		t.Fatalf("rendered %q, %v; want %q as is", got, err, m.Query)
 	}
-	m.Query, m.Rendered = "{{.PodsRegex}}", false
+	m.Query, m.Rendered = "{{.PodRegex}}", false
 	if _, err := RenderQuery(m, Target{}); err == nil {
 		t.Fatal("an unrendered template over no pods rendered")
 	}

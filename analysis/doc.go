@@ -7,24 +7,25 @@
 // # Measurements and targets
 //
 // A Measurement names a provider, a query template, how many times to take
-// it (Count) and how far apart (Interval). rollplan itself renders every
-// query once, in the plan (engine.RenderQuery, fields {{.PodRegex}},
-// {{.Window}} as the policy wrote it, ...), and the executor hands it over
-// with Rendered set: sent as it is, so what the plan shows is what runs.
-// Without Rendered (embedding this package alone), Query is a
-// text/template rendered over the Target:
+// it (Count) and how far apart (Interval). Templates have one renderer in
+// rollplan, engine.RenderTemplate: the plan renders every gate's queries
+// with it (engine.RenderQuery) and the executor hands them over with
+// Rendered set, sent as they are, so what the plan shows is what runs.
+// Without Rendered (embedding this package alone), Query is rendered by
+// the same code over the Target:
 //
-//	{{.Namespace}} {{.Name}} {{.Kind}} {{.Revision}} {{.Wave}}
-//	{{.PodsRegex}}  the wave's pod names, each regexp-quoted, joined by |
-//	{{.Window}}     the measurement's Window as a PromQL duration (5m)
+//	{{.Namespace}} {{.Name}} {{.Kind}} {{.Revision}} {{.Wave}} {{.Pods}}
+//	{{.PodRegex}}  the wave's pod names, each regexp-quoted, joined by |
+//	{{.Window}}    the measurement's Window as a PromQL duration (5m)
+//	{{.Interval}}  its Interval, likewise
 //
 // Every string is escaped for where the provider puts it: for Prometheus
 // the inside of a double-quoted PromQL string, so
-// sum(rate(http_errors_total{namespace="{{.Namespace}}", pod=~"{{.PodsRegex}}"}[{{.Window}}]))
+// sum(rate(http_errors_total{namespace="{{.Namespace}}", pod=~"{{.PodRegex}}"}[{{.Window}}]))
 // matches exactly the wave's pods; for the web provider a URL query value
 // (and a JSON string in a POST body). A template naming an unknown field
 // fails Validate and rendering with the field and the fields there are;
-// {{.PodsRegex}} over a wave without pods and {{.Window}} without a window
+// {{.PodRegex}} over a wave without pods and {{.Window}} without a window
 // fail rendering, naming the field. range, define and template are refused
 // and printf widths bounded, so no template can stall the rollout that
 // renders it.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/rollplan/rollplan/planner/engine"
 )
 
 // Provider names, as a policy writes them in Measurement.Provider.
@@ -163,12 +165,12 @@ func (m Measurement) Validate() error {
 		}
 	}
 	if !m.Rendered {
-		if _, err := parseTemplate("query", m.Query); err != nil {
+		if err := engine.CheckTemplate("query", m.Query); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if m.Web.Body != "" {
-		if _, err := parseTemplate("body", m.Web.Body); err != nil {
+		if err := engine.CheckTemplate("body", m.Web.Body); err != nil {
 			errs = append(errs, err)
 		}
 	}

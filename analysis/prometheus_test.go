@@ -63,28 +63,28 @@ func TestPrometheusReal(t *testing.T) {
 	}{
 		{
 			name:   "instant: the wave's pods, summed",
-			m:      Measurement{Query: `sum(app_inflight{namespace="{{.Namespace}}", pod=~"{{.PodsRegex}}"})`},
+			m:      Measurement{Query: `sum(app_inflight{namespace="{{.Namespace}}", pod=~"{{.PodRegex}}"})`},
 			target: two, want: 7,
 		},
 		{
 			name:   "instant: a scalar",
-			m:      Measurement{Query: `scalar(sum(app_requests_total{pod=~"{{.PodsRegex}}"})) / {{.Wave}}`},
+			m:      Measurement{Query: `scalar(sum(app_requests_total{pod=~"{{.PodRegex}}"})) / {{.Wave}}`},
 			target: Target{Wave: 2, Pods: []string{"web-2"}}, want: 25,
 		},
 		{
 			name:   "a dot in a pod name matches itself only",
-			m:      Measurement{Query: `sum(app_inflight{pod=~"{{.PodsRegex}}"})`},
+			m:      Measurement{Query: `sum(app_inflight{pod=~"{{.PodRegex}}"})`},
 			target: Target{Pods: []string{"web.0"}}, want: 10,
 		},
 		{
 			name:     "no series",
-			m:        Measurement{Query: `app_inflight{pod=~"{{.PodsRegex}}"}`},
+			m:        Measurement{Query: `app_inflight{pod=~"{{.PodRegex}}"}`},
 			target:   Target{Pods: []string{"web-9"}},
 			wantErrs: []string{`query app_inflight{pod=~"web-9"}: 0 series, want exactly one`},
 		},
 		{
 			name:     "several series, named",
-			m:        Measurement{Query: `app_inflight{pod=~"{{.PodsRegex}}"}`},
+			m:        Measurement{Query: `app_inflight{pod=~"{{.PodRegex}}"}`},
 			target:   two,
 			wantErrs: []string{"2 series (", `pod="web-0"`, `pod="web-1"`, "want exactly one"},
 		},
@@ -131,12 +131,12 @@ func TestPrometheusReal(t *testing.T) {
 		},
 		{
 			name:   "range: scraped series",
-			m:      Measurement{Query: `sum(app_inflight{pod=~"{{.PodsRegex}}"})`, Window: 2 * time.Second, Step: time.Second, Aggregation: AggregationMax},
+			m:      Measurement{Query: `sum(app_inflight{pod=~"{{.PodRegex}}"})`, Window: 2 * time.Second, Step: time.Second, Aggregation: AggregationMax},
 			target: two, want: 7,
 		},
 		{
 			name:     "range: several series",
-			m:        Measurement{Query: `app_inflight{pod=~"{{.PodsRegex}}"}`, Window: 5 * time.Second, Aggregation: AggregationAvg},
+			m:        Measurement{Query: `app_inflight{pod=~"{{.PodRegex}}"}`, Window: 5 * time.Second, Aggregation: AggregationAvg},
 			target:   two,
 			wantErrs: []string{"2 series over 5s (", "want exactly one"},
 		},
@@ -184,7 +184,7 @@ func TestPrometheusReal(t *testing.T) {
 	}
 	// Run on the real clock: two measurements a second apart.
 	t.Run("Run", func(t *testing.T) {
-		m := Measurement{Name: "inflight", Provider: ProviderPrometheus, Query: `sum(app_inflight{pod=~"{{.PodsRegex}}"})`, Count: 2, Interval: time.Second}
+		m := Measurement{Name: "inflight", Provider: ProviderPrometheus, Query: `sum(app_inflight{pod=~"{{.PodRegex}}"})`, Count: 2, Interval: time.Second}
 		results, err := Run(context.Background(), p, m, two, clock.RealClock{})
 		if err != nil {
 			t.Fatal(err)

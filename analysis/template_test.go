@@ -22,7 +22,7 @@ func TestRenderQuery(t *testing.T) {
 		{
 			name: "every field, PromQL",
 			m: Measurement{Name: "errors", Provider: ProviderPrometheus, Window: 5 * time.Minute,
-				Query: `sum(rate(e{namespace="{{.Namespace}}",pod=~"{{.PodsRegex}}",rev="{{.Revision}}",kind="{{.Kind}}",app="{{.Name}}"}[{{.Window}}])) # wave {{.Wave}}`},
+				Query: `sum(rate(e{namespace="{{.Namespace}}",pod=~"{{.PodRegex}}",rev="{{.Revision}}",kind="{{.Kind}}",app="{{.Name}}"}[{{.Window}}])) # wave {{.Wave}}`},
 			target: wave,
 			want:   `sum(rate(e{namespace="shop",pod=~"web-3|web-4",rev="web-7d9f",kind="StatefulSet",app="web"}[5m])) # wave 2`,
 		},
@@ -36,7 +36,7 @@ func TestRenderQuery(t *testing.T) {
 			// A dot is a regex metacharacter, quoted for the regex, and the
 			// quoting backslash escaped for the PromQL string.
 			name:   "pod names are regex-quoted, then PromQL-escaped",
-			m:      Measurement{Name: "p", Provider: ProviderPrometheus, Query: `pod=~"{{.PodsRegex}}"`},
+			m:      Measurement{Name: "p", Provider: ProviderPrometheus, Query: `pod=~"{{.PodRegex}}"`},
 			target: Target{Pods: []string{"a.b", "c+d"}},
 			want:   `pod=~"a\\.b|c\\+d"`,
 		},
@@ -48,7 +48,7 @@ func TestRenderQuery(t *testing.T) {
 		},
 		{
 			name:   "web URLs escape for a query",
-			m:      Measurement{Name: "u", Provider: ProviderWeb, Query: `https://m/api?ns={{.Namespace}}&pods={{.PodsRegex}}`},
+			m:      Measurement{Name: "u", Provider: ProviderWeb, Query: `https://m/api?ns={{.Namespace}}&pods={{.PodRegex}}`},
 			target: Target{Namespace: "a&b=c", Pods: []string{"p.1", "p 2"}},
 			want:   `https://m/api?ns=a%26b%3Dc&pods=p%5C.1%7Cp+2`,
 		},
@@ -62,13 +62,13 @@ func TestRenderQuery(t *testing.T) {
 			name:     "an unknown field names the measurement and the field",
 			m:        Measurement{Name: "typo", Provider: ProviderPrometheus, Query: `x{ns="{{.Namespce}}"} {{if .Revison}}{{end}}`},
 			target:   wave,
-			wantErrs: []string{`measurement "typo"`, "unknown field .Namespce, .Revison", "known: .Kind, .Name, .Namespace, .PodsRegex"},
+			wantErrs: []string{`measurement "typo"`, "unknown field .Namespce, .Revison", "known: .Interval, .Kind, .Name, .Namespace, .PodRegex, .Pods, .Revision, .Wave, .Window"},
 		},
 		{
 			name:     "an unknown field through $",
-			m:        Measurement{Name: "dollar", Provider: ProviderPrometheus, Query: `{{with .Name}}{{$.Pods}}{{end}}`},
+			m:        Measurement{Name: "dollar", Provider: ProviderPrometheus, Query: `{{with .Name}}{{$.Podz}}{{end}}`},
 			target:   wave,
-			wantErrs: []string{`measurement "dollar"`, "unknown field .Pods"},
+			wantErrs: []string{`measurement "dollar"`, "unknown field .Podz"},
 		},
 		{
 			name:     "a syntax error names the measurement",
@@ -78,9 +78,9 @@ func TestRenderQuery(t *testing.T) {
 		},
 		{
 			name:     "no pods",
-			m:        Measurement{Name: "empty", Provider: ProviderPrometheus, Query: `pod=~"{{.PodsRegex}}"`},
+			m:        Measurement{Name: "empty", Provider: ProviderPrometheus, Query: `pod=~"{{.PodRegex}}"`},
 			target:   Target{Namespace: "x"},
-			wantErrs: []string{`measurement "empty"`, "PodsRegex", "the wave has no pods"},
+			wantErrs: []string{`measurement "empty"`, "PodRegex", "the wave has no pods"},
 		},
 		{
 			name:     "no window",
@@ -113,7 +113,7 @@ func TestRenderQuery(t *testing.T) {
 }
 
 func TestRenderBodyEscapesJSON(t *testing.T) {
-	m := Measurement{Name: "b", Provider: ProviderWeb, Web: WebRequest{Body: `{"ns":"{{.Namespace}}","pods":"{{.PodsRegex}}"}`}}
+	m := Measurement{Name: "b", Provider: ProviderWeb, Web: WebRequest{Body: `{"ns":"{{.Namespace}}","pods":"{{.PodRegex}}"}`}}
 	got, err := renderBody(m, Target{Namespace: `a"b\c`, Pods: []string{"p.1"}})
 	if err != nil {
 		t.Fatal(err)
@@ -167,11 +167,11 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// FuzzPodsRegex: whatever the pod names, {{.PodsRegex}} inside a PromQL
+// FuzzPodRegex: whatever the pod names, {{.PodRegex}} inside a PromQL
 // string unquotes (as Prometheus's lexer does, with Go's rules) to a regex
 // that, anchored as Prometheus anchors it, matches each pod and nothing
 // else.
-func FuzzPodsRegex(f *testing.F) {
+func FuzzPodRegex(f *testing.F) {
 	f.Add("web-0", "web-1", "web-2")
 	f.Add("a.b", "a+b", "axb")
 	f.Add(`x"y`, `back\slash`, "x\ny")
@@ -179,7 +179,7 @@ func FuzzPodsRegex(f *testing.F) {
 	f.Add("\xff", "é", "$^")
 	f.Fuzz(func(t *testing.T, a, b, other string) {
 		pods := []string{a, b}
-		got, err := RenderQuery(Measurement{Name: "f", Provider: ProviderPrometheus, Query: `"{{.PodsRegex}}"`}, Target{Pods: pods})
+		got, err := RenderQuery(Measurement{Name: "f", Provider: ProviderPrometheus, Query: `"{{.PodRegex}}"`}, Target{Pods: pods})
 		if !utf8.ValidString(a) || !utf8.ValidString(b) {
 			if err == nil {
 				t.Errorf("pods %q (not UTF-8) rendered %s, want an error", pods, got)
@@ -214,7 +214,7 @@ func FuzzRender(f *testing.F) {
 	f.Add(`x{ns="{{.Namespace}}"}`, "default")
 	f.Add(`{{range .Name}}{{.}}{{end}}`, `a"b`)
 	f.Add(`{{template "x" .}}{{define "x"}}{{.Wave}}{{end}}`, "\\")
-	f.Add(`{{.Window}}{{.PodsRegex}}{{printf "%q" .Kind}}`, "\x00")
+	f.Add(`{{.Window}}{{.PodRegex}}{{printf "%q" .Kind}}`, "\x00")
 	f.Add(`{{$x := .Namespace}}{{$x.Foo}}`, "")
 	f.Fuzz(func(t *testing.T, tmpl, ns string) {
 		target := Target{Namespace: ns, Name: "n", Kind: "Deployment", Revision: "r", Wave: 1, Pods: []string{"p"}}

@@ -57,7 +57,7 @@ func TestWeb(t *testing.T) {
 		t.Fatal(err)
 	}
 	target := Target{Namespace: "shop&co", Name: "web", Wave: 1, Pods: []string{"web.0", "web-1"}}
-	rate := srv.URL + "/rate?ns={{.Namespace}}&pods={{.PodsRegex}}"
+	rate := srv.URL + "/rate?ns={{.Namespace}}&pods={{.PodRegex}}"
 	for _, tc := range []struct {
 		name     string
 		url      string
@@ -86,9 +86,9 @@ func TestWeb(t *testing.T) {
 		{name: "no match in a filter", url: rate, req: WebRequest{JSONPath: `{.data.pods[?(@.name=="web-9")].rate}`}, wantErrs: []string{"0 values, want exactly one number"}},
 		{name: "not JSON", url: srv.URL + "/html", req: WebRequest{JSONPath: "{.v}"}, wantErrs: []string{"GET " + srv.URL + "/html: jsonpath {.v}: the body is not JSON", "<html>maintenance</html>"}},
 		{name: "non-2xx", url: srv.URL + "/down", req: WebRequest{JSONPath: "{.v}"}, wantErrs: []string{"GET " + srv.URL + `/down: HTTP 503 Service Unavailable: {"error":"warming up"}`}},
-		{name: "the server refuses the query", url: srv.URL + "/rate?pods={{.PodsRegex}}", req: WebRequest{JSONPath: "{.v}"}, wantErrs: []string{"HTTP 400 Bad Request", "unexpected query"}},
+		{name: "the server refuses the query", url: srv.URL + "/rate?pods={{.PodRegex}}", req: WebRequest{JSONPath: "{.v}"}, wantErrs: []string{"HTTP 400 Bad Request", "unexpected query"}},
 		{name: "not http", url: "file:///etc/passwd", req: WebRequest{JSONPath: "{.v}"}, wantErrs: []string{"GET file:///etc/passwd: want an http(s)://host/... URL"}},
-		{name: "a template error", url: srv.URL + "/{{.Pods}}", req: WebRequest{JSONPath: "{.v}"}, wantErrs: []string{`measurement "m": query template: unknown field .Pods`}},
+		{name: "a template error", url: srv.URL + "/{{.Podz}}", req: WebRequest{JSONPath: "{.v}"}, wantErrs: []string{`measurement "m": query template: unknown field .Podz`}},
 		{name: "a body template error", url: srv.URL + "/echo", req: WebRequest{Method: "POST", Body: `{{.Window}}`, JSONPath: "{.v}"}, wantErrs: []string{`measurement "m": body template`, "no window"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,12 +1,10 @@
 package engine
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"regexp"
 	"strings"
-	"text/template"
 	"time"
 
 	"github.com/rollplan/rollplan/planner/facts"
@@ -236,24 +234,17 @@ func NewQueryTarget(kind, namespace, name, revision string, wave int, pods []str
 	return t
 }
 
-func parseQuery(q string) (*template.Template, error) {
-	return template.New("query").Option("missingkey=error").Parse(q)
-}
-
-// RenderQuery renders a measurement's query template for a target. The
-// template is checked when the policy answers (ValidateAnalysis); a field
-// QueryTarget does not have is an error naming it.
+// RenderQuery renders a measurement's query template for a target, its
+// values escaped for the provider (RenderTemplate). The template is
+// checked when the policy answers (ValidateAnalysis); a field QueryTarget
+// does not have is an error naming it.
 func RenderQuery(m Measurement, t QueryTarget) (string, error) {
-	tmpl, err := parseQuery(m.Query)
-	if err != nil {
-		return "", fmt.Errorf("measurement %s: query: %w", m.Name, err)
-	}
 	t.Window, t.Interval = m.Window, m.Interval
-	var b bytes.Buffer
-	if err := tmpl.Execute(&b, t); err != nil {
-		return "", fmt.Errorf("measurement %s: query: %w", m.Name, err)
+	out, err := RenderTemplate("query", m.Query, t, EscapeFor(m.Provider))
+	if err != nil {
+		return "", fmt.Errorf("measurement %s: %w", m.Name, err)
 	}
-	return b.String(), nil
+	return out, nil
 }
 
 // DefaultVerdict is the default strategy's verdict over a judged wave
