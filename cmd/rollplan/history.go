@@ -59,18 +59,16 @@ apply) is listed last as "-*".`,
   rollplan history sts/db -o json`,
 		Args: oneWorkload,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ref, err := capture.ParseRef(args[0])
-			if err != nil {
+			if _, err := capture.ParseRef(args[0]); err != nil {
 				return usageError{err}
 			}
 			if !render.Check(output) {
 				return usageError{fmt.Errorf("-o %q: want %s", output, render.List())}
 			}
-			cl, err := connectCluster(&config)
+			cl, t, err := connectTarget(&config, args[0])
 			if err != nil {
 				return err
 			}
-			t := live.Target{Namespace: cl.namespace, Kind: ref.Kind, Name: ref.Name}
 			revs, err := history.List(cmd.Context(), cl.client, t)
 			if err != nil {
 				return err
@@ -354,15 +352,10 @@ stops too.`
 			if dryRun != "none" && dryRun != "server" {
 				return usageError{fmt.Errorf("--dry-run %q: want none or server", dryRun)}
 			}
-			ref, err := capture.ParseRef(args[0])
-			if err != nil {
-				return usageError{err}
-			}
-			cl, err := connectCluster(&config)
+			cl, t, err := connectTarget(&config, args[0])
 			if err != nil {
 				return err
 			}
-			t := live.Target{Namespace: cl.namespace, Kind: ref.Kind, Name: ref.Name}
 			var who string
 			if !pause && dryRun != "server" {
 				if who, err = carriesOn(cmd.Context(), cl.client, &config, t); err != nil {

@@ -8,7 +8,6 @@ import (
 	"github.com/rollplan/rollplan/executor"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/live"
-	"github.com/rollplan/rollplan/planner/snapshot/capture"
 )
 
 // newPromoteCommand is rollplan promote (abort false) or rollplan abort: both
@@ -41,15 +40,10 @@ rollplan undo.`
 		Example: fmt.Sprintf("  rollplan %s sts/web -n prod", use),
 		Args:    oneWorkload,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ref, err := capture.ParseRef(args[0])
-			if err != nil {
-				return usageError{err}
-			}
-			cl, err := connectCluster(&config)
+			cl, t, err := connectTarget(&config, args[0])
 			if err != nil {
 				return err
 			}
-			t := live.Target{Namespace: cl.namespace, Kind: ref.Kind, Name: ref.Name}
 			ctx := cmd.Context()
 			st, err := executor.ReadAnalysisState(ctx, cl.client, t)
 			if err != nil {

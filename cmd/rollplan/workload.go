@@ -27,6 +27,22 @@ type liveWorkload struct {
 	client  kubernetes.Interface
 }
 
+// connectTarget reads a KIND/NAME argument (a usage error when it is not
+// one) and connects to the cluster the kubeconfig flags name: the
+// commands that act on one workload without planning it (history, undo,
+// pause, resume, promote, abort).
+func connectTarget(config *kubeFlags, arg string) (*cluster, live.Target, error) {
+	ref, err := capture.ParseRef(arg)
+	if err != nil {
+		return nil, live.Target{}, usageError{err}
+	}
+	cl, err := connectCluster(config)
+	if err != nil {
+		return nil, live.Target{}, err
+	}
+	return cl, live.Target{Namespace: cl.namespace, Kind: ref.Kind, Name: ref.Name}, nil
+}
+
 func openWorkload(cmd *cobra.Command, arg string, pf *planFlags, config *kubeFlags) (*liveWorkload, error) {
 	ref, err := capture.ParseRef(arg)
 	if err != nil {
