@@ -242,8 +242,9 @@ func (c *cluster) setImage(ns string, w workload, image string) {
 }
 
 // writes reads the API server's count of write requests (POST, PUT,
-// PATCH, DELETE) per resource and subresource: the difference of two
-// readings is what a rollout wrote.
+// PATCH, DELETE, and APPLY: a server-side apply, as the controller writes
+// the rollout state and the Rollout) per resource and subresource: the
+// difference of two readings is what a rollout wrote.
 func (c *cluster) writes() map[string]float64 {
 	c.t.Helper()
 	raw, err := c.cp.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(c.t.Context())
@@ -265,7 +266,7 @@ func (c *cluster) writes() map[string]float64 {
 			l[k] = strings.Trim(v, `"`)
 		}
 		switch l["verb"] {
-		case "POST", "PUT", "PATCH", "DELETE", "CREATE", "UPDATE":
+		case "POST", "PUT", "PATCH", "DELETE", "CREATE", "UPDATE", "APPLY":
 		default:
 			continue
 		}
