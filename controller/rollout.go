@@ -89,6 +89,9 @@ func (c *Controller) recordRollout(ctx context.Context, k key, m metav1.Object, 
 		cond.LastTransitionTime = now
 		meta.SetStatusCondition(&rec.conds, cond)
 	}
+	if st.Analysis == nil { // a revision without a gate: no verdict to show
+		meta.RemoveStatusCondition(&rec.conds, rolloutv1.ConditionAnalysisPassed)
+	}
 	status.Conditions = rec.conds
 	obj, err := toUnstructured(&rolloutv1.Rollout{
 		TypeMeta:   metav1.TypeMeta{APIVersion: rolloutv1.Group + "/" + rolloutv1.Version, Kind: rolloutv1.Kind},
@@ -145,7 +148,12 @@ func (c *Controller) rolloutObject(k key, m metav1.Object, name string) *rollout
 
 // rolloutStatus is the Rollout's status for a state, conditions aside.
 func rolloutStatus(st live.RolloutState, gen int64) rolloutv1.RolloutStatus {
-	return rolloutv1.RolloutStatus{
+	var a *rolloutv1.RolloutAnalysis
+	if st.Analysis != nil {
+		a = &rolloutv1.RolloutAnalysis{Wave: int32(st.Analysis.Wave), Attempt: int32(st.Analysis.Attempt),
+			State: st.Analysis.State, Verdict: st.Analysis.Verdict, Message: st.Analysis.Message}
+	}
+	return rolloutv1.RolloutStatus{Analysis: a,
 		ObservedGeneration: gen, WorkloadGeneration: st.Generation,
 		Phase: st.Phase, Revision: st.Revision, Wave: int32(st.Wave), Waves: int32(st.Waves),
 		Replicas: int32(st.Desired), UpdatedReplicas: int32(st.Updated), AvailableReplicas: int32(st.Available), InFlightReplicas: int32(st.InFlight),
@@ -203,7 +211,29 @@ func rolloutConditions(st live.RolloutState, gen int64) []metav1.Condition {
 	for i := range conds {
 		conds[i].Message, conds[i].ObservedGeneration = msg, gen
 	}
+	if a := st.Analysis; a != nil {
+		conds = append(conds, analysisCondition(*a, gen))
+	}
 	return conds
+}
+
+// analysisCondition is AnalysisPassed for the gate's state: True once it
+// passed or was promoted, False when it failed, was inconclusive or rolled
+// back, Unknown while the wave is updated or soaks. Argo CD and Flux read
+// the rollout's health from Ready, Reconciling and Stalled; this one says
+// why, for kubectl wait --for=condition=AnalysisPassed and alerts.
+func analysisCondition(a live.RolloutAnalysis, gen int64) metav1.Condition {
+	c := metav1.Condition{Type: rolloutv1.ConditionAnalysisPassed, Status: metav1.ConditionUnknown, Reason: a.State, Message: a.Message, ObservedGeneration: gen}
+	switch a.State {
+	case live.AnalysisPassed, live.AnalysisPromoted:
+		c.Status = metav1.ConditionTrue
+	case live.AnalysisFailed, live.AnalysisInconclusive, live.AnalysisHalted, live.AnalysisAborted, live.AnalysisRolledBack:
+		c.Status = metav1.ConditionFalse
+	}
+	if c.Message == "" {
+		c.Message = fmt.Sprintf("wave %d: %s", a.Wave, a.State)
+	}
+	return c
 }
 
 // planDigest is the sha256 of a workload's plan as JSON.

@@ -134,6 +134,48 @@ func (s *AnalysisState) Summary() string {
 	return b.String()
 }
 
+// Record is the state as the rollout state and the Rollout carry it.
+func (s *AnalysisState) Record() *live.RolloutAnalysis {
+	if s == nil {
+		return nil
+	}
+	r := &live.RolloutAnalysis{Wave: s.Wave, Attempt: s.Attempt, Verdict: s.Verdict, Message: s.Summary()}
+	switch {
+	case s.RolledBack:
+		r.State = live.AnalysisRolledBack
+	case s.Aborted:
+		r.State = live.AnalysisAborted
+	case s.Promoted:
+		r.State = live.AnalysisPromoted
+	case s.Halted != "":
+		r.State = live.AnalysisHalted
+	case s.Verdict == engine.VerdictPass:
+		r.State = live.AnalysisPassed
+	case s.Verdict == engine.VerdictFail:
+		r.State = live.AnalysisFailed
+	case s.Verdict == engine.VerdictInconclusive:
+		r.State = live.AnalysisInconclusive
+	case s.AvailableAt == "":
+		r.State = live.AnalysisWaveInProgress
+	default: // measured at the end of the soak, in the same step
+		r.State = live.AnalysisSoaking
+	}
+	return r
+}
+
+// ResumeAnalysis clears a halt the workload's analysis gate recorded, so
+// that the next step measures the wave again from a first try (rollplan
+// resume). A gate that did not halt is left as it is.
+func ResumeAnalysis(ctx context.Context, client kubernetes.Interface, t live.Target, now time.Time) (bool, error) {
+	st, err := ReadAnalysisState(ctx, client, t)
+	if err != nil || st == nil || st.Halted == "" || st.RolledBack {
+		return false, err
+	}
+	st.Halted, st.Verdict, st.Message, st.Results, st.Attempt = "", "", "", nil, 1
+	st.MeasureAt = now.UTC().Format(time.RFC3339Nano)
+	return true, WriteAnalysisState(ctx, client.AppsV1(), t.Kind, t.Namespace, t.Name, st)
+}
+
 // ParseAnalysisState reads the annotation's value ("" : none).
 func ParseAnalysisState(v string) (*AnalysisState, error) {
 	if v == "" {
@@ -191,6 +233,7 @@ func ReadAnalysisState(ctx context.Context, client kubernetes.Interface, t live.
 // writeAnalysisState applies the annotation (server-side apply). A dry
 // run writes nothing.
 func (e *Executor) writeAnalysisState(ctx context.Context, s *AnalysisState) error {
+	e.gate = s
 	if e.opts.DryRun {
 		return nil
 	}
@@ -239,11 +282,19 @@ func (e *Executor) gateWave(ctx context.Context, state *liveState, wp *plan.Work
 	if st != nil && st.Revision != w.UpdateRevision {
 		st = nil // a state of an earlier rollout
 	}
+	e.gate = st
 	if st != nil && st.RolledBack {
 		return nil, false, nil
 	}
 	if st != nil && st.Aborted {
 		return nil, true, e.rollBack(ctx, state, wp, st, out, "aborted by hand (rollplan abort)")
+	}
+	if st != nil && st.Halted != "" && !st.Promoted {
+		// The gate's halt stands until rollplan resume clears it (and so
+		// measures again) or the template changes: a step retried after
+		// the halt (its record failed to write, a new leader) must not
+		// measure, nor judge, again.
+		return nil, true, &HaltedError{Target: e.opts.Target, Reasons: []string{st.Halted}}
 	}
 	if !st.open() {
 		if !gated {

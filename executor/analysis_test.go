@@ -283,6 +283,30 @@ func TestAnalysisGate(t *testing.T) {
 					t.Errorf("rollplan_analysis_measurements_total{result=%q} %v, want %v", r, v, want)
 				}
 			}
+			if tt.wantErr == "" {
+				return
+			}
+			// The halt stands: a step retried after it (the controller's
+			// record of it failed to write) neither measures nor judges.
+			n := len(prov.queries)
+			if _, err := step(); err == nil || !strings.Contains(err.Error(), tt.wantErr) || len(prov.queries) != n {
+				t.Errorf("a step after the halt: err %v, %d new queries; want the same halt and none", err, len(prov.queries)-n)
+			}
+			if st := readState(t, cs); st.Record().State != live.AnalysisHalted {
+				t.Errorf("after the halt the gate's record is %+v, want Halted", st.Record())
+			}
+			// rollplan resume clears it: the wave is measured again, from
+			// a first try.
+			target := live.Target{Namespace: ns, Kind: "StatefulSet", Name: "web"}
+			if ok, err := ResumeAnalysis(context.Background(), cs, target, clk.Now()); !ok || err != nil {
+				t.Fatalf("ResumeAnalysis: %v, %v; want the halt cleared", ok, err)
+			}
+			if st := readState(t, cs); st.Halted != "" || st.Attempt != 1 || st.Verdict != "" {
+				t.Errorf("after resume the gate is %+v, want no halt, try 1, no verdict", st)
+			}
+			if _, err := step(); len(prov.queries) != n+2 {
+				t.Errorf("the step after resume: err %v, %d new queries, want 2 (one try)", err, len(prov.queries)-n)
+			}
 		})
 	}
 }

@@ -139,6 +139,9 @@ type Executor struct {
 	metrics *Metrics
 	// note: the last step's StepResult.Note, logged when it changes.
 	note string
+	// gate: the analysis state this step read or wrote last (nil: none
+	// for the revision), which becomes StepResult.Analysis.
+	gate *AnalysisState
 }
 
 // New returns an executor for one workload.
@@ -242,6 +245,10 @@ type StepResult struct {
 	// available reaches minReadySeconds (0: none is waiting). Time alone
 	// changes the state then, without an event to watch.
 	NextAvailable time.Duration `json:"-"`
+	// Analysis: the analysis gate as the step left it: Status.Analysis is
+	// the one read before the step's own writes (nil: none for the
+	// revision).
+	Analysis *AnalysisState `json:"-"`
 }
 
 // Acted counts the actions the step carried out (or would have).
@@ -331,6 +338,7 @@ func refuse(t live.Target, snap *snapshot.Snapshot, r *facts.Rollout) error {
 // *RefusedError for a workload the executor does not drive.
 func (e *Executor) Step(ctx context.Context) (*StepResult, error) {
 	start := time.Now()
+	e.gate = nil
 	e.metrics.Steps.Inc()
 	defer func() { e.metrics.StepDuration.Observe(time.Since(start).Seconds()) }()
 	state, err := e.read(ctx)
@@ -354,6 +362,7 @@ func (e *Executor) Step(ctx context.Context) (*StepResult, error) {
 	}
 	out := &StepResult{Plan: wp, InFlight: state.inFlight, Actions: []ActionResult{}, Desired: state.rollout.Workload.Replicas,
 		Status: BuildStatus(state.rollout, wp, origin, state.inFlight, state.now)}
+	out.Analysis = out.Status.Analysis
 	// The readiness gate first (halted or not): new pods and completed
 	// in-place updates get it True, so they can become Ready.
 	gates, err := e.syncGates(ctx, state)
@@ -411,7 +420,11 @@ func (e *Executor) Step(ctx context.Context) (*StepResult, error) {
 	var allowed map[string]bool
 	if !paused {
 		var hold bool
-		if allowed, hold, err = e.gateWave(ctx, state, &wp, out); err != nil || hold {
+		allowed, hold, err = e.gateWave(ctx, state, &wp, out)
+		if e.gate != nil {
+			out.Analysis = e.gate
+		}
+		if err != nil || hold {
 			return out, err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -49,6 +50,10 @@ func SetPaused(ctx context.Context, c kubernetes.Interface, t live.Target, pause
 		return fmt.Errorf("%s: want a Deployment, StatefulSet or DaemonSet", t)
 	}
 	raw, err := json.Marshal(patch)
+	if err == nil && !paused && !dryRun {
+		// A halt of the analysis gate ends too: the wave is measured again.
+		_, err = ResumeAnalysis(ctx, c, t, time.Now())
+	}
 	if err == nil {
 		err = clientWriter{client: c, dryRun: dryRun}.patchWorkload(ctx, t, raw)
 	}

@@ -35,6 +35,12 @@ const (
 	ConditionReady       = "Ready"
 	ConditionReconciling = "Reconciling"
 	ConditionStalled     = "Stalled"
+	// ConditionAnalysisPassed carries the verdict of the rollout's
+	// analysis gate (present only while the revision has one): True once
+	// the gate passed (or a person promoted it), False when it failed,
+	// was inconclusive or rolled the rollout back, Unknown while the wave
+	// is updated or soaks. Its reason is RolloutAnalysis.State.
+	ConditionAnalysisPassed = "AnalysisPassed"
 )
 
 // Rollout is one managed workload's rollout as rollplan drives it.
@@ -94,6 +100,25 @@ type RolloutStatus struct {
 	// Message: why it is halted, stalled or waiting, or what it waits for.
 	Message string `json:"message,omitempty"`
 	// Reasons: every halt reason.
-	Reasons    []string           `json:"reasons,omitempty"`
+	Reasons []string `json:"reasons,omitempty"`
+	// Analysis: where the analysis gate of the rollout stands (absent: no
+	// gate for this revision).
+	Analysis   *RolloutAnalysis   `json:"analysis,omitempty"`
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// RolloutAnalysis is the rollout's analysis gate: the wave it holds, the
+// try, the policy's verdict and the measurements' values in one line.
+type RolloutAnalysis struct {
+	// Wave: the gated wave (1-based).
+	Wave int32 `json:"wave"`
+	// Attempt: the try the verdict is for.
+	Attempt int32 `json:"attempt,omitempty"`
+	// State: WaveInProgress, Soaking, Passed, Failed, Inconclusive,
+	// Halted, Promoted, Aborted or RolledBack.
+	State string `json:"state"`
+	// Verdict: the policy's last verdict: pass, fail or inconclusive.
+	Verdict string `json:"verdict,omitempty"`
+	// Message: the verdict's message, each query and its values.
+	Message string `json:"message,omitempty"`
 }

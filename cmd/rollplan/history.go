@@ -331,7 +331,8 @@ func newPauseCommand(pause bool) *cobra.Command {
 rollplan.dev/paused. The driver that holds the workload's driver Lease
 (the rollplan controller, or a running rollplan apply) carries on from
 where the cluster is; resume says which, or the command to run when none
-holds it.`
+holds it. Resume also ends a halt: the controller's record of it, and an
+analysis gate's (the wave is measured again, from a first try).`
 	if pause {
 		use, short = "pause", "Pause a workload's rollout after the actions in flight; any executor honours it"
 		long = `Pause the rollout of a Deployment, StatefulSet or DaemonSet: annotate it

@@ -77,6 +77,38 @@ type RolloutState struct {
 	Stalled bool `json:"stalled,omitempty"`
 	// PlanDigest: sha256 of the plan the last step carried out.
 	PlanDigest string `json:"planDigest,omitempty"`
+	// Analysis: the analysis gate the rollout waits at or passed last
+	// (nil: none recorded for this revision).
+	Analysis *RolloutAnalysis `json:"analysis,omitempty"`
+}
+
+// Values of RolloutAnalysis.State.
+const (
+	AnalysisWaveInProgress = "WaveInProgress" // the gated wave's pods are being updated
+	AnalysisSoaking        = "Soaking"        // they are available; measured once the soak is over
+	AnalysisPassed         = "Passed"
+	AnalysisFailed         = "Failed"
+	AnalysisInconclusive   = "Inconclusive" // measured again later, or halted (Halted)
+	AnalysisHalted         = "Halted"       // a failing or inconclusive verdict halted the rollout
+	AnalysisPromoted       = "Promoted"     // a person skipped the gate (rollplan promote)
+	AnalysisAborted        = "Aborted"      // a person asked for a rollback (rollplan abort)
+	AnalysisRolledBack     = "RolledBack"   // a failing verdict or an abort rolled the rollout back
+)
+
+// RolloutAnalysis is where a rollout's analysis gate stands, as the
+// Rollout's status and its AnalysisPassed condition carry it.
+type RolloutAnalysis struct {
+	// Wave: the gated wave (1-based, of this revision's rollout).
+	Wave int `json:"wave"`
+	// Attempt: the try the verdict is for.
+	Attempt int `json:"attempt,omitempty"`
+	// State: one of the Analysis* values.
+	State string `json:"state"`
+	// Verdict: the policy's last verdict (pass, fail, inconclusive).
+	Verdict string `json:"verdict,omitempty"`
+	// Message: the gate in one line: the verdict's message, naming each
+	// query and value.
+	Message string `json:"message,omitempty"`
 }
 
 // Summary is the state in one line, for logs and `rollplan status`.
