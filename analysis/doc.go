@@ -65,7 +65,8 @@
 //	measurement "p99": GET https://svc/api?ns=default: jsonpath {.p99}: the string "n/a", want a number
 //	measurement "p99": GET https://svc/api?ns=default: HTTP 503 Service Unavailable: {"error":"warming up"}
 //
-// Run takes a measurement Count times, Interval apart, on a Clock (a fake
-// one in tests), and returns every result; an unreachable server yields
-// error results, never values.
+// A provider takes one value per call; the executor takes a measurement's
+// Count values Interval apart, one per step (executor.AnalysisState), so
+// no worker waits an interval out. An unreachable server yields error
+// results, never values.
 package analysis

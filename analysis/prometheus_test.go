@@ -11,7 +11,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"k8s.io/utils/clock"
 
 	promtest "github.com/rollplan/rollplan/test/prometheus"
 )
@@ -182,17 +181,6 @@ func TestPrometheusReal(t *testing.T) {
 			}
 		})
 	}
-	// Run on the real clock: two measurements a second apart.
-	t.Run("Run", func(t *testing.T) {
-		m := Measurement{Name: "inflight", Provider: ProviderPrometheus, Query: `sum(app_inflight{pod=~"{{.PodRegex}}"})`, Count: 2, Interval: time.Second}
-		results, err := Run(context.Background(), p, m, two, clock.RealClock{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(results) != 2 || results[0].Value != 7 || results[1].Value != 7 || results[1].Taken.Sub(results[0].Taken) < time.Second {
-			t.Errorf("results %+v, want 7 twice a second apart", results)
-		}
-	})
 }
 
 // Prometheus down, or hung: an error result that says so, never a value.

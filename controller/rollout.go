@@ -219,7 +219,7 @@ func rolloutConditions(st live.RolloutState, gen int64) []metav1.Condition {
 
 // analysisCondition is AnalysisPassed for the gate's state: True once it
 // passed or was promoted, False when it failed, was inconclusive or rolled
-// back, Unknown while the wave is updated or soaks. Argo CD and Flux read
+// back, Unknown while the wave is updated, soaks or is measured. Argo CD and Flux read
 // the rollout's health from Ready, Reconciling and Stalled; this one says
 // why, for kubectl wait --for=condition=AnalysisPassed and alerts.
 func analysisCondition(a live.RolloutAnalysis, gen int64) metav1.Condition {

@@ -62,6 +62,9 @@ type AnalysisState struct {
 	MeasureAt string `json:"measureAt,omitempty"`
 	// Attempt: the try the results are for, from 1.
 	Attempt int `json:"attempt,omitempty"`
+	// MeasuredFrom: when the try's first values were taken ("" : not
+	// yet); a measurement's i-th value (from 0) is due Interval*i later.
+	MeasuredFrom string `json:"measuredFrom,omitempty"`
 	// Results of the last measurements, by measurement name.
 	Results map[string][]facts.Result `json:"results,omitempty"`
 	// Verdict and Message: the policy's last verdict (pass, fail,
@@ -99,6 +102,9 @@ func (s *AnalysisState) Summary() string {
 		fmt.Fprintf(&b, "wave %d: promoted by hand, the gate is skipped", s.Wave)
 	case s.Verdict == "" && s.AvailableAt == "" && s.Gate != nil:
 		fmt.Fprintf(&b, "wave %d (%s) in progress, then soak %s", s.Wave, strings.Join(s.Pods, ", "), s.Gate.Soak)
+	case s.Verdict == "" && s.MeasuredFrom != "":
+		taken, want := s.taken()
+		fmt.Fprintf(&b, "wave %d (try %d): measuring since %s, %d of %d values taken", s.Wave, s.Attempt, s.MeasuredFrom, taken, want)
 	case s.Verdict == "":
 		fmt.Fprintf(&b, "wave %d available at %s, measured from %s", s.Wave, s.AvailableAt, s.MeasureAt)
 	case s.Halted != "":
@@ -157,10 +163,23 @@ func (s *AnalysisState) Record() *live.RolloutAnalysis {
 		r.State = live.AnalysisInconclusive
 	case s.AvailableAt == "":
 		r.State = live.AnalysisWaveInProgress
-	default: // measured at the end of the soak, in the same step
+	case s.MeasuredFrom != "":
+		r.State = live.AnalysisMeasuring
+	default:
 		r.State = live.AnalysisSoaking
 	}
 	return r
+}
+
+// taken counts the values the try has and wants (every measurement's
+// Count).
+func (s *AnalysisState) taken() (int, int) {
+	taken, want := 0, 0
+	for _, m := range s.Gate.Measurements {
+		want += max(m.Count, 1)
+		taken += min(len(s.Results[m.Name]), max(m.Count, 1))
+	}
+	return taken, want
 }
 
 // ResumeAnalysis clears a halt the workload's analysis gate recorded, so
@@ -171,7 +190,7 @@ func ResumeAnalysis(ctx context.Context, client kubernetes.Interface, t live.Tar
 	if err != nil || st == nil || st.Halted == "" || st.RolledBack {
 		return false, err
 	}
-	st.Halted, st.Verdict, st.Message, st.Results, st.Attempt = "", "", "", nil, 1
+	st.Halted, st.Verdict, st.Message, st.Results, st.Attempt, st.MeasuredFrom = "", "", "", nil, 1, ""
 	st.MeasureAt = now.UTC().Format(time.RFC3339Nano)
 	return true, WriteAnalysisState(ctx, client.AppsV1(), t.Kind, t.Namespace, t.Name, st)
 }
@@ -344,12 +363,28 @@ func (e *Executor) gateWave(ctx context.Context, state *liveState, wp *plan.Work
 	return nil, true, e.analyse(ctx, state, wp, st, out)
 }
 
-// analyse takes the gate's measurements, asks the policy for its verdict
-// and acts on it.
+// analyse takes the gate's measurements that are due and, once each has
+// its Count values, asks the policy for its verdict and acts on it.
 func (e *Executor) analyse(ctx context.Context, state *liveState, wp *plan.WorkloadPlan, st *AnalysisState, out *StepResult) error {
-	st.Results = e.measure(ctx, st)
+	fresh := st.MeasuredFrom == ""
+	before, _ := st.taken()
+	done, next := e.measure(ctx, st)
 	if err := ctx.Err(); err != nil {
-		return err // stopped while measuring: measured again by the next run
+		return err // stopped while measuring: what is not recorded is taken again
+	}
+	if !done {
+		// The values so far go on the workload: a restart keeps them, and
+		// this step gives its worker back until the next is due.
+		wait := max(next.Sub(e.now()), time.Millisecond)
+		taken, want := st.taken()
+		out.Note = fmt.Sprintf("wave %d (try %d): %d of %d values taken; the next at %s", st.Wave, st.Attempt, taken, want, next.UTC().Format(time.RFC3339Nano))
+		if out.NextAvailable == 0 || wait < out.NextAvailable {
+			out.NextAvailable = wait
+		}
+		if !fresh && taken == before {
+			return nil // woken by a pod's change, not a due value: nothing to record
+		}
+		return e.writeAnalysisState(ctx, st)
 	}
 	judged := *state.rollout
 	judged.Analysis = facts.Analysis{Wave: st.Wave, Attempt: st.Attempt, Pods: append([]string{}, st.Pods...), Measurements: []facts.MeasurementResults{}}
@@ -406,8 +441,12 @@ func (e *Executor) analyse(ctx context.Context, state *liveState, wp *plan.Workl
 			return &HaltedError{Target: e.opts.Target, Reasons: []string{reason}}
 		}
 		st.Attempt++
+		st.MeasuredFrom = ""
 		st.MeasureAt = e.now().Add(retryInterval(st.Gate)).UTC().Format(time.RFC3339Nano)
 		out.Note = note + "; measured again at " + st.MeasureAt
+		if wait := retryInterval(st.Gate); out.NextAvailable == 0 || wait < out.NextAvailable {
+			out.NextAvailable = wait
+		}
 		return e.writeAnalysisState(ctx, st)
 	}
 }
@@ -448,38 +487,74 @@ func (e *Executor) rollBack(ctx context.Context, state *liveState, wp *plan.Work
 // executor does not import (the consumers meet only in the planner).
 type RollBacker func(ctx context.Context, client kubernetes.Interface, t live.Target, from string, dryRun bool) (string, error)
 
-// measure runs every measurement of the gate at once, each Count times
-// Interval apart (analysis.Run), with the query the plan rendered.
-func (e *Executor) measure(ctx context.Context, st *AnalysisState) map[string][]facts.Result {
-	out := map[string][]facts.Result{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
+// measure takes the values of the gate's measurements that are due, all
+// at once, with the queries the plan rendered: a measurement's i-th value
+// (from 0) is due Interval*i after the try's first. A step that comes late
+// takes one value per measurement and the next step follows at once, so
+// none is skipped, and no step waits out an interval: the worker that
+// measures is free again until the next value is due (when, next says).
+// done: every measurement has its Count values.
+func (e *Executor) measure(ctx context.Context, st *AnalysisState) (done bool, next time.Time) {
+	now := e.now()
+	if st.MeasuredFrom == "" { // a new try
+		st.MeasuredFrom = now.UTC().Format(time.RFC3339Nano)
+		st.Results, st.Verdict, st.Message = map[string][]facts.Result{}, "", ""
+	}
+	if st.Results == nil {
+		st.Results = map[string][]facts.Result{}
+	}
+	from, _ := time.Parse(time.RFC3339Nano, st.MeasuredFrom)
+	due := func(gm plan.GateMeasurement) (time.Time, bool) {
+		taken := len(st.Results[gm.Name])
+		if taken >= max(gm.Count, 1) {
+			return time.Time{}, false
+		}
+		iv, _ := time.ParseDuration(gm.Interval)
+		return from.Add(time.Duration(taken) * iv), true
+	}
 	t := analysis.Target{Namespace: e.opts.Namespace, Name: e.opts.Name, Kind: e.opts.Kind, Revision: st.Revision, Wave: st.Wave, Pods: st.Pods}
-	for _, gm := range st.Gate.Measurements {
+	taken := make([]facts.Result, len(st.Gate.Measurements))
+	var wg sync.WaitGroup
+	for i, gm := range st.Gate.Measurements {
+		if at, ok := due(gm); !ok || now.Before(at) {
+			continue
+		}
 		m := analysis.Measurement{Name: gm.Name, Provider: gm.Provider, Query: gm.Query, Rendered: true, Count: max(gm.Count, 1)}
 		m.Interval, _ = time.ParseDuration(gm.Interval)
 		m.Window, _ = time.ParseDuration(gm.Window)
 		wg.Go(func() {
-			var rs []facts.Result
+			r := facts.Result{Taken: now.UTC().Format(time.RFC3339)}
 			p, err := e.opts.Providers.Provider(gm.Options, gm.Provider)
+			if err == nil {
+				err = m.Validate()
+			}
 			if err != nil {
-				rs = []facts.Result{{Taken: e.now().UTC().Format(time.RFC3339), Error: fmt.Sprintf("measurement %q: %v", gm.Name, err)}}
+				r.Error = fmt.Sprintf("measurement %q: %v", gm.Name, err)
 			} else {
-				results, _ := analysis.Run(ctx, p, m, t, e.opts.Clock)
-				for _, r := range results {
-					rs = append(rs, facts.Result{Value: r.Value, Taken: r.Taken.UTC().Format(time.RFC3339), Error: r.Error})
-				}
+				v := p.Measure(ctx, m, t, now)
+				r = facts.Result{Value: v.Value, Taken: v.Taken.UTC().Format(time.RFC3339), Error: v.Error}
 			}
-			for _, r := range rs {
-				e.opts.Log.Info("measure", "workload", e.opts.Target.String(), "wave", st.Wave, "attempt", st.Attempt, "measurement", gm.Name, "query", gm.Query, "value", r.Value, "error", r.Error)
-			}
-			mu.Lock()
-			out[gm.Name] = rs
-			mu.Unlock()
+			e.opts.Log.Info("measure", "workload", e.opts.Target.String(), "wave", st.Wave, "attempt", st.Attempt, "measurement", gm.Name, "query", gm.Query, "value", r.Value, "error", r.Error)
+			taken[i] = r
 		})
 	}
 	wg.Wait()
-	return out
+	if ctx.Err() != nil {
+		return false, time.Time{} // a value cut short is no value: taken again
+	}
+	done = true
+	for i, gm := range st.Gate.Measurements {
+		if taken[i].Taken != "" {
+			st.Results[gm.Name] = append(st.Results[gm.Name], taken[i])
+		}
+		if at, ok := due(gm); ok {
+			done = false
+			if next.IsZero() || at.Before(next) {
+				next = at
+			}
+		}
+	}
+	return done, next
 }
 
 // retryInterval: how long after an inconclusive verdict the gate

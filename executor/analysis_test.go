@@ -83,8 +83,7 @@ func (p *fakeProvider) Measure(_ context.Context, m analysis.Measurement, t anal
 	return analysis.Result{Name: m.Name, Query: q, Value: v, Taken: now}
 }
 
-// testClock is the executor's and the measurements' clock: After moves it
-// on at once.
+// testClock is the executor's clock, moved on by the test.
 type testClock struct {
 	mu sync.Mutex
 	t  time.Time
@@ -95,12 +94,6 @@ func (c *testClock) add(d time.Duration) {
 	c.mu.Lock()
 	c.t = c.t.Add(d)
 	c.mu.Unlock()
-}
-func (c *testClock) After(d time.Duration) <-chan time.Time {
-	c.add(d)
-	ch := make(chan time.Time, 1)
-	ch <- c.Now()
-	return ch
 }
 
 // finishInPlace plays the kubelet: the pods run their spec's image, Ready
@@ -174,7 +167,7 @@ func TestAnalysisGate(t *testing.T) {
 				t.Helper()
 				x, err := New(cs, Options{
 					Target: live.Target{Namespace: ns, Kind: "StatefulSet", Name: "web"},
-					Engine: analysisEngine{native.New(), tt.onFail}, Now: clk.Now, Clock: clk, Events: evs, Metrics: metrics,
+					Engine: analysisEngine{native.New(), tt.onFail}, Now: clk.Now, Events: evs, Metrics: metrics,
 					Providers: analysis.NewResolver(map[string]analysis.Provider{"prometheus": prov}, map[string]string{"prometheus": "prometheus"}),
 					RollBack:  history.RollBackTo,
 					Log:       slog.New(slog.NewTextHandler(&log, nil)),
@@ -214,16 +207,35 @@ func TestAnalysisGate(t *testing.T) {
 				t.Fatalf("in the soak: err %v, %d queries", err, len(prov.queries))
 			}
 			clk.add(time.Second)
-			_, err = step()
+			// A try: the first value at the soak's end, the second an
+			// interval later. Each step takes what is due and returns,
+			// waking when the next value is (no step waits one out).
+			try := func(n int) error {
+				t.Helper()
+				res, err := step()
+				if err != nil || len(prov.queries) != 2*n-1 || res.NextAvailable != 30*time.Second || !strings.Contains(res.Note, "1 of 2 values taken") {
+					t.Fatalf("try %d, first value: err %v, %d queries, wake in %s, note %q; want %d queries, 30s", n, err, len(prov.queries), res.NextAvailable, res.Note, 2*n-1)
+				}
+				if st := readState(t, cs); st.Record().State != live.AnalysisMeasuring || len(st.Results["errors"]) != 1 {
+					t.Fatalf("try %d: after the first value the gate is %+v, want Measuring with 1 value recorded", n, st.Record())
+				}
+				if _, err := step(); err != nil || len(prov.queries) != 2*n-1 {
+					t.Fatalf("try %d, before the interval: err %v, %d queries, want %d", n, err, len(prov.queries), 2*n-1)
+				}
+				clk.add(30 * time.Second)
+				_, err = step()
+				return err
+			}
+			err = try(1)
 			if tt.wantTries == 2 {
 				if err != nil {
 					t.Fatalf("first inconclusive try: %v", err)
 				}
 				if _, err := step(); err != nil || len(prov.queries) != 2 {
-					t.Fatalf("before the interval: err %v, %d queries, want 2", err, len(prov.queries))
+					t.Fatalf("before the retry interval: err %v, %d queries, want 2", err, len(prov.queries))
 				}
 				clk.add(30 * time.Second)
-				_, err = step()
+				err = try(2)
 			}
 			if tt.wantErr != "" {
 				var h *HaltedError
@@ -304,8 +316,8 @@ func TestAnalysisGate(t *testing.T) {
 			if st := readState(t, cs); st.Halted != "" || st.Attempt != 1 || st.Verdict != "" {
 				t.Errorf("after resume the gate is %+v, want no halt, try 1, no verdict", st)
 			}
-			if _, err := step(); len(prov.queries) != n+2 {
-				t.Errorf("the step after resume: err %v, %d new queries, want 2 (one try)", err, len(prov.queries)-n)
+			if res, err := step(); len(prov.queries) != n+1 || res == nil || !strings.Contains(res.Note, "wave 1 (try 1): 1 of 2 values taken") {
+				t.Errorf("the step after resume: err %v, %d new queries, want the first value of a first try", err, len(prov.queries)-n)
 			}
 		})
 	}
@@ -344,7 +356,7 @@ func TestAnalysisPromoteAbort(t *testing.T) {
 				t.Helper()
 				x, err := New(cs, Options{
 					Target: live.Target{Namespace: ns, Kind: "StatefulSet", Name: "web"},
-					Engine: analysisEngine{native.New(), engine.AnalysisHalt}, Now: clk.Now, Clock: clk, Events: evs,
+					Engine: analysisEngine{native.New(), engine.AnalysisHalt}, Now: clk.Now, Events: evs,
 					Providers: analysis.NewResolver(map[string]analysis.Provider{"prometheus": prov}, map[string]string{"prometheus": "prometheus"}),
 					RollBack:  history.RollBackTo,
 					Log:       slog.New(slog.NewTextHandler(&log, nil)),
@@ -416,7 +428,7 @@ func TestAnalysisUnconfigured(t *testing.T) {
 			var log bytes.Buffer
 			o := Options{
 				Target: live.Target{Namespace: ns, Kind: "StatefulSet", Name: "web"},
-				Engine: analysisEngine{native.New(), engine.AnalysisRollback}, Now: clk.Now, Clock: clk,
+				Engine: analysisEngine{native.New(), engine.AnalysisRollback}, Now: clk.Now,
 				Log: slog.New(slog.NewTextHandler(&log, nil)),
 			}
 			if tt.providers {

@@ -41,7 +41,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/clock"
 
 	"github.com/rollplan/rollplan/analysis"
 
@@ -108,9 +107,6 @@ type Options struct {
 	// AnalysisState); nil: none is configured, and every measurement is
 	// an error result (inconclusive, never a pass).
 	Providers *analysis.Resolver
-	// Clock: what measurements are timed on (analysis.Run); default the
-	// real clock.
-	Clock analysis.Clock
 	// RollBack rolls the template back after a failed analysis with
 	// onFail rollback (and rollplan abort); nil: such a rollout halts
 	// instead.
@@ -183,9 +179,6 @@ func New(client kubernetes.Interface, o Options) (*Executor, error) {
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics(prometheus.NewRegistry())
 	}
-	if o.Clock == nil {
-		o.Clock = clock.RealClock{}
-	}
 	e := &Executor{client: client, writer: clientWriter{client: client, dryRun: o.DryRun}, opts: o, reader: o.Reader, checker: o.Checker, metrics: o.Metrics}
 	if e.reader == nil {
 		e.reader = live.CaptureReader{Client: client, Now: o.Now}
@@ -242,8 +235,9 @@ type StepResult struct {
 	// reports it (BuildStatus).
 	Status *RolloutStatus `json:"-"`
 	// NextAvailable: how long until the first Ready pod that is not yet
-	// available reaches minReadySeconds (0: none is waiting). Time alone
-	// changes the state then, without an event to watch.
+	// available reaches minReadySeconds, or the analysis gate's soak ends
+	// or its next value is due (0: none is waiting). Time alone changes
+	// the state then, without an event to watch.
 	NextAvailable time.Duration `json:"-"`
 	// Analysis: the analysis gate as the step left it: Status.Analysis is
 	// the one read before the step's own writes (nil: none for the

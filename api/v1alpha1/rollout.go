@@ -39,7 +39,7 @@ const (
 	// analysis gate (present only while the revision has one): True once
 	// the gate passed (or a person promoted it), False when it failed,
 	// was inconclusive or rolled the rollout back, Unknown while the wave
-	// is updated or soaks. Its reason is RolloutAnalysis.State.
+	// is updated, soaks or is measured. Its reason is RolloutAnalysis.State.
 	ConditionAnalysisPassed = "AnalysisPassed"
 )
 
@@ -114,7 +114,7 @@ type RolloutAnalysis struct {
 	Wave int32 `json:"wave"`
 	// Attempt: the try the verdict is for.
 	Attempt int32 `json:"attempt,omitempty"`
-	// State: WaveInProgress, Soaking, Passed, Failed, Inconclusive,
+	// State: WaveInProgress, Soaking, Measuring, Passed, Failed, Inconclusive,
 	// Halted, Promoted, Aborted or RolledBack.
 	State string `json:"state"`
 	// Verdict: the policy's last verdict: pass, fail or inconclusive.

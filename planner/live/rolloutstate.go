@@ -86,6 +86,7 @@ type RolloutState struct {
 const (
 	AnalysisWaveInProgress = "WaveInProgress" // the gated wave's pods are being updated
 	AnalysisSoaking        = "Soaking"        // they are available; measured once the soak is over
+	AnalysisMeasuring      = "Measuring"      // values are being taken, one interval apart
 	AnalysisPassed         = "Passed"
 	AnalysisFailed         = "Failed"
 	AnalysisInconclusive   = "Inconclusive" // measured again later, or halted (Halted)
