@@ -99,7 +99,10 @@ func (e *env) exporter() string {
 //     gate soaked and measured in the controller's log, and completes.
 //   - bad: an image tagged bad fails the first gate; the controller rolls
 //     the template back and the two updated pods return in place, never
-//     more than the budget unavailable; the later pods never see it.
+//     more than the budget unavailable; the later pods never see it. The
+//     same for a DaemonSet (one pod per node, budget 1) and a managed
+//     Deployment updated in place (budget 2); the Rollout of each says
+//     RolledBack.
 //   - down: its policy's Prometheus is stopped: inconclusive, measured
 //     once more, then halted (never a pass), the reason naming the query;
 //     rollplan status shows the gate, rollplan abort (and resume) rolls it
@@ -123,11 +126,19 @@ func TestAnalysisGates(t *testing.T) {
 	d := statefulSet(e.ns, down.Name, 4, "2")
 	d.Annotations[facts.AnnPolicy] = "down"
 	e.create(d)
-	e.waitRolledOut([]workload{good, bad, down}, 60*time.Second)
-	before := map[string]map[string]string{good.Name: e.uids(good.Name), bad.Name: e.uids(bad.Name)}
+	// A bad version of a DaemonSet (one pod per node, budget 1) and of a
+	// managed Deployment (in place, budget 2) too: the gate holds every
+	// kind rollplan drives wave by wave.
+	badDS, badDeploy := wl("DaemonSet", "bad-ds", e.nodes, 1, true), wl("Deployment", "bad-deploy", 4, 2, true)
+	e.create(daemonSet(e.ns, badDS.Name, "1"))
+	e.create(deployment(e.ns, badDeploy.Name, 4, "2"))
+	e.waitRolledOut([]workload{good, bad, down, badDS, badDeploy}, 60*time.Second)
+	before := map[string]map[string]string{}
 	w := e.watchPods()
-	w.follow(good)
-	w.follow(bad)
+	for _, x := range []workload{good, bad, badDS, badDeploy} {
+		before[x.Name] = e.uids(x.Name)
+		w.follow(x)
+	}
 	if _, err := prom.Wait(`count(rollplan_test_pod_errors)`, 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -139,6 +150,8 @@ func TestAnalysisGates(t *testing.T) {
 	e.setTemplate("StatefulSet", good.Name, setImage(v2))
 	e.setTemplate("StatefulSet", bad.Name, setImage(badImage))
 	e.setTemplate("StatefulSet", down.Name, setImage(v2))
+	e.setTemplate("DaemonSet", badDS.Name, setImage(badImage))
+	e.setTemplate("Deployment", badDeploy.Name, setImage(badImage))
 
 	t.Run("good: every gate soaks, measures and passes", func(t *testing.T) {
 		took := e.waitRolledOut([]workload{good}, 60*time.Second)
@@ -197,6 +210,34 @@ func TestAnalysisGates(t *testing.T) {
 		}
 		e.logf("bad: from the failing verdict to the rollback's completion: %s (the controller's log times)", completeAt.Sub(failedAt).Round(10*time.Millisecond))
 	})
+	for _, x := range []workload{badDS, badDeploy} {
+		t.Run(x.Kind+": the first gate fails and the rollout rolls back in place", func(t *testing.T) {
+			// (A Deployment's generation moves with the state's own
+			// annotation writes: the template and the phase say it.)
+			e.waitState(x.Kind, x.Name, "rolled back and Complete", 60*time.Second, func(s *live.RolloutState, m metav1.Object) bool {
+				_, tmpl, err := e.object(x.Kind, x.Name)
+				return err == nil && tmpl.Spec.Containers[0].Image == "example.com/app:v1" && s.Phase == live.RolloutComplete &&
+					(x.Kind == "Deployment" || s.Generation == m.GetGeneration())
+			})
+			e.waitRolledOut([]workload{x}, 60*time.Second)
+			e.checkPods(x, before[x.Name], "example.com/app:v1", "a")
+			w.check(e, x.Name, since, 2)
+			// The first wave only (the budget's worth of pods) ever ran it.
+			if got := w.changedTo(x.Name, badImage); len(got) != x.Budget {
+				t.Errorf("%s: pods that ran the bad image: %v, want the first wave's %d only", x.ref(), got, x.Budget)
+			}
+			if v := analysisLog(ctrl.log.String(), x.Name); strings.Join(v, " ") != "soak:1 fail:1" {
+				t.Errorf("%s: the controller's analysis log %v, want wave 1 soaked and failed, nothing else", x.ref(), v)
+			}
+			if n := e.eventCount(x.Kind, x.Name, "AnalysisFailed", "Warning"); n != 1 {
+				t.Errorf("%s: %d Warning events AnalysisFailed, want 1", x.ref(), n)
+			}
+			e.waitRollout(rollouts, rolloutName(x), "Ready with the gate rolled back", 20*time.Second, func(u *unstructured.Unstructured) bool {
+				st, reason, _ := analysisCondition(u)
+				return condition(u, "Ready") == "True" && st == "False" && reason == "RolledBack"
+			})
+		})
+	}
 	t.Run("down: Prometheus stopped: inconclusive twice, halted; status shows it; abort rolls back", func(t *testing.T) {
 		st := e.waitState("StatefulSet", down.Name, "Halted", 60*time.Second, func(s *live.RolloutState, _ metav1.Object) bool { return s.Phase == live.RolloutHalted })
 		msg := strings.Join(st.Reasons, "; ") + st.Message
@@ -242,12 +283,16 @@ func TestAnalysisGates(t *testing.T) {
 		}
 	})
 	served := promQueries(t, prom) - queriesBefore
-	// good: 2 gates, bad: 1, each one measurement taken twice (count 2).
-	e.logf("Prometheus served %d instant queries for 3 gated waves, each one measurement taken twice (%.1f per wave)", served, float64(served)/3)
-	if served != 6 {
-		t.Errorf("Prometheus served %d queries, want 6 (3 gates x count 2): a gate measures each try once", served)
+	// good: 2 gates, bad, bad-ds, bad-deploy: 1 each; each one
+	// measurement taken twice (count 2).
+	e.logf("Prometheus served %d instant queries for 5 gated waves, each one measurement taken twice (%.1f per wave)", served, float64(served)/5)
+	if served != 10 {
+		t.Errorf("Prometheus served %d queries, want 10 (5 gates x count 2): a gate measures each try once", served)
 	}
 }
+
+// rolloutName is the name of a workload's Rollout.
+func rolloutName(w workload) string { return strings.ToLower(w.Kind) + "-" + w.Name }
 
 // analysisCondition: the Rollout's AnalysisPassed condition's status,
 // reason and message ("" if absent).
