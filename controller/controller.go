@@ -536,7 +536,7 @@ func (c *Controller) sync(ctx context.Context, k key) (time.Duration, error) {
 func fill(s *live.RolloutState, r *executor.StepResult) {
 	s.Desired, s.Updated, s.Available, s.InFlight = r.Desired-r.Held, r.Updated, r.Available, len(r.InFlight)
 	s.PlanDigest = planDigest(r.Plan)
-	s.Analysis = r.Analysis.Record()
+	s.Analysis = executor.AnalysisRecord(r.Analysis)
 	if r.Status != nil {
 		s.Revision = r.Status.Revisions.Update
 		s.Wave, s.Waves = r.Status.Waves.Current, r.Status.Waves.Total

@@ -225,9 +225,9 @@ func rolloutConditions(st live.RolloutState, gen int64) []metav1.Condition {
 func analysisCondition(a live.RolloutAnalysis, gen int64) metav1.Condition {
 	c := metav1.Condition{Type: rolloutv1.ConditionAnalysisPassed, Status: metav1.ConditionUnknown, Reason: a.State, Message: a.Message, ObservedGeneration: gen}
 	switch a.State {
-	case live.AnalysisPassed, live.AnalysisPromoted:
+	case plan.AnalysisPassed, plan.AnalysisPromoted:
 		c.Status = metav1.ConditionTrue
-	case live.AnalysisFailed, live.AnalysisInconclusive, live.AnalysisHalted, live.AnalysisAborted, live.AnalysisRolledBack:
+	case plan.AnalysisFailed, plan.AnalysisInconclusive, plan.AnalysisHalted, plan.AnalysisAborted, plan.AnalysisRolledBack:
 		c.Status = metav1.ConditionFalse
 	}
 	if c.Message == "" {

@@ -110,24 +110,24 @@ func TestRolloutAnalysisCondition(t *testing.T) {
 		want    string // a part of the condition's message
 	}{
 		{"wave in progress", executor.AnalysisState{Wave: 1, Attempt: 1, Gate: gate, Pods: []string{"web-2", "web-3"}}, live.RolloutInProgress,
-			live.AnalysisWaveInProgress, metav1.ConditionUnknown, status.InProgressStatus, "wave 1 (web-2, web-3) in progress, then soak 2s"},
+			plan.AnalysisWaveInProgress, metav1.ConditionUnknown, status.InProgressStatus, "wave 1 (web-2, web-3) in progress, then soak 2s"},
 		{"soaking", executor.AnalysisState{Wave: 1, Attempt: 1, Gate: gate, AvailableAt: "2026-11-29T10:00:00Z", MeasureAt: "2026-11-29T10:00:02Z"}, live.RolloutInProgress,
-			live.AnalysisSoaking, metav1.ConditionUnknown, status.InProgressStatus, "measured from 2026-11-29T10:00:02Z"},
+			plan.AnalysisSoaking, metav1.ConditionUnknown, status.InProgressStatus, "measured from 2026-11-29T10:00:02Z"},
 		{"passed", executor.AnalysisState{Wave: 2, Attempt: 1, Gate: gate, Verdict: "pass", Message: "errors at most 0.5", Results: map[string][]facts.Result{"errors": {{Value: 0.1}}}}, live.RolloutInProgress,
-			live.AnalysisPassed, metav1.ConditionTrue, status.InProgressStatus, "wave 2 (try 1): pass: errors at most 0.5; errors = 0.1"},
+			plan.AnalysisPassed, metav1.ConditionTrue, status.InProgressStatus, "wave 2 (try 1): pass: errors at most 0.5; errors = 0.1"},
 		{"inconclusive, measured again", executor.AnalysisState{Wave: 1, Attempt: 2, Gate: gate, Verdict: "inconclusive", Message: "no value", MeasureAt: "2026-11-29T10:00:05Z"}, live.RolloutInProgress,
-			live.AnalysisInconclusive, metav1.ConditionFalse, status.InProgressStatus, "try 2 from 2026-11-29T10:00:05Z"},
+			plan.AnalysisInconclusive, metav1.ConditionFalse, status.InProgressStatus, "try 2 from 2026-11-29T10:00:05Z"},
 		{"halted", executor.AnalysisState{Wave: 1, Attempt: 2, Gate: gate, Verdict: "inconclusive", Halted: "analysis after wave 1 inconclusive after 2 tries"}, live.RolloutHalted,
-			live.AnalysisHalted, metav1.ConditionFalse, status.FailedStatus, "inconclusive after 2 tries"},
+			plan.AnalysisHalted, metav1.ConditionFalse, status.FailedStatus, "inconclusive after 2 tries"},
 		{"failed", executor.AnalysisState{Wave: 1, Attempt: 1, Gate: gate, Verdict: "fail", Message: "errors = 0.9, above 0.5", Results: results}, live.RolloutInProgress,
-			live.AnalysisFailed, metav1.ConditionFalse, status.InProgressStatus, "errors = 0.9"},
+			plan.AnalysisFailed, metav1.ConditionFalse, status.InProgressStatus, "errors = 0.9"},
 		{"rolled back, complete", executor.AnalysisState{Wave: 1, From: "web-v2", Gate: gate, Verdict: "fail", RolledBack: true, Message: "analysis after wave 1 failed: errors = 0.9, above 0.5"}, live.RolloutComplete,
-			live.AnalysisRolledBack, metav1.ConditionFalse, status.CurrentStatus, "rolled back from web-v2 after wave 1"},
+			plan.AnalysisRolledBack, metav1.ConditionFalse, status.CurrentStatus, "rolled back from web-v2 after wave 1"},
 		{"promoted", executor.AnalysisState{Wave: 1, Gate: gate, Promoted: true}, live.RolloutInProgress,
-			live.AnalysisPromoted, metav1.ConditionTrue, status.InProgressStatus, "promoted by hand"},
+			plan.AnalysisPromoted, metav1.ConditionTrue, status.InProgressStatus, "promoted by hand"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := live.RolloutState{Phase: tc.phase, Wave: 1, Waves: 3, Analysis: tc.a.Record(), Message: tc.a.Halted}
+			st := live.RolloutState{Phase: tc.phase, Wave: 1, Waves: 3, Analysis: executor.AnalysisRecord(&tc.a), Message: tc.a.Halted}
 			conds := rolloutConditions(st, 1)
 			var got *metav1.Condition
 			for i := range conds {

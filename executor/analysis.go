@@ -25,161 +25,21 @@ import (
 	"github.com/rollplan/rollplan/planner/snapshot/capture"
 )
 
-// AnalysisState is the executor's record of the analysis gate a rollout
-// waits at, kept on the workload (annotation facts.AnnAnalysis, JSON,
-// written by server-side apply under its own field manager) so that a
-// restarted apply or a new controller leader carries on where the last
-// one stopped: the wave's pods, when they were all available, the results
-// taken and the verdicts.
-//
-// A step that is about to start a wave with a gate (plan.Wave.Gate)
-// records it first: from then on only that wave's pods are acted on. Once
-// they are updated and available, the rollout soaks, measures every
-// measurement of the gate (the queries as the plan rendered them), and
-// asks the policy for a verdict over the results (the facts' analysis):
-// pass opens the next wave; fail halts or rolls back (onFail); inconclusive
-// measures again, one interval later, up to maxInconclusive times, then
-// halts.
-type AnalysisState struct {
-	// Revision: the update revision the rollout goes to; a state for
-	// another revision is over.
-	Revision string `json:"revision"`
-	// From: the revision the rollout came from (the plan's), which a
-	// rollback returns to.
-	From string `json:"from,omitempty"`
-	// Wave: the gated wave, from 1 for each revision.
-	Wave int `json:"wave"`
-	// Pods: the wave's pods (the plan's actions).
-	Pods []string `json:"pods"`
-	// Updated: how many pods are updated and available once the wave is done.
-	Updated int `json:"updated"`
-	// Gate: the wave's gate as planned (soak, rendered queries, onFail).
-	Gate *plan.Gate `json:"gate,omitempty"`
-	// AvailableAt: when the wave's pods were all available (RFC 3339).
-	AvailableAt string `json:"availableAt,omitempty"`
-	// MeasureAt: when the next measurements start (after the soak, or
-	// one interval after an inconclusive verdict).
-	MeasureAt string `json:"measureAt,omitempty"`
-	// Attempt: the try the results are for, from 1.
-	Attempt int `json:"attempt,omitempty"`
-	// MeasuredFrom: when the try's first values were taken ("" : not
-	// yet); a measurement's i-th value (from 0) is due Interval*i later.
-	MeasuredFrom string `json:"measuredFrom,omitempty"`
-	// Results of the last measurements, by measurement name.
-	Results map[string][]facts.Result `json:"results,omitempty"`
-	// Verdict and Message: the policy's last verdict (pass, fail,
-	// inconclusive; "" while measuring).
-	Verdict string `json:"verdict,omitempty"`
-	Message string `json:"message,omitempty"`
-	// Halted: why the gate halted the rollout ("" : it did not).
-	Halted string `json:"halted,omitempty"`
-	// Promoted: the gate was skipped by hand (rollplan promote).
-	Promoted bool `json:"promoted,omitempty"`
-	// Aborted: rollplan abort asked for the rollout to be rolled back; the
-	// driver's next step does it.
-	Aborted bool `json:"aborted,omitempty"`
-	// RolledBack: Revision is the one a failed analysis rolled back to;
-	// that rollout waits for no gate.
-	RolledBack bool `json:"rolledBack,omitempty"`
-}
+// AnalysisState is the gate's record on the workload (plan.AnalysisState):
+// the plan reads it too, so that a plan of a live rollout shows the gate
+// the driver holds.
+type AnalysisState = plan.AnalysisState
 
-// open: the gate still holds the next wave.
-func (s *AnalysisState) open() bool {
-	return s != nil && !s.RolledBack && !s.Promoted && s.Verdict != engine.VerdictPass && s.Gate != nil
-}
+// ParseAnalysisState reads the annotation's value ("" : none).
+func ParseAnalysisState(v string) (*AnalysisState, error) { return plan.ParseAnalysisState(v) }
 
-// Summary is one line for rollplan status: where the gate is, the last
-// verdict, and each measurement's values (or its error).
-func (s *AnalysisState) Summary() string {
-	var b strings.Builder
-	switch {
-	case s.RolledBack:
-		fmt.Fprintf(&b, "rolled back from %s after wave %d: %s", s.From, s.Wave, s.Message)
-		return b.String()
-	case s.Aborted:
-		fmt.Fprintf(&b, "wave %d: abort requested, the driver rolls back", s.Wave)
-	case s.Promoted:
-		fmt.Fprintf(&b, "wave %d: promoted by hand, the gate is skipped", s.Wave)
-	case s.Verdict == "" && s.AvailableAt == "" && s.Gate != nil:
-		fmt.Fprintf(&b, "wave %d (%s) in progress, then soak %s", s.Wave, strings.Join(s.Pods, ", "), s.Gate.Soak)
-	case s.Verdict == "" && s.MeasuredFrom != "":
-		taken, want := s.taken()
-		fmt.Fprintf(&b, "wave %d (try %d): measuring since %s, %d of %d values taken", s.Wave, s.Attempt, s.MeasuredFrom, taken, want)
-	case s.Verdict == "":
-		fmt.Fprintf(&b, "wave %d available at %s, measured from %s", s.Wave, s.AvailableAt, s.MeasureAt)
-	case s.Halted != "":
-		fmt.Fprintf(&b, "halted: %s", s.Halted)
-	case s.Verdict == engine.VerdictInconclusive:
-		// Attempt is already the next try's.
-		fmt.Fprintf(&b, "wave %d (try %d): inconclusive: %s; try %d from %s", s.Wave, s.Attempt-1, s.Message, s.Attempt, s.MeasureAt)
-	default:
-		fmt.Fprintf(&b, "wave %d (try %d): %s: %s", s.Wave, s.Attempt, s.Verdict, s.Message)
-	}
-	names := make([]string, 0, len(s.Results))
-	for n := range s.Results {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		var vs []string
-		errs := 0
-		for _, r := range s.Results[n] {
-			if r.Error != "" {
-				if errs++; errs == 1 {
-					vs = append(vs, "error")
-				}
-				continue
-			}
-			vs = append(vs, fmt.Sprint(r.Value))
-		}
-		if errs > 0 {
-			vs = append(vs, fmt.Sprintf("(%d of %d without a value; the message says why)", errs, len(s.Results[n])))
-		}
-		fmt.Fprintf(&b, "; %s = %s", n, strings.Join(vs, ", "))
-	}
-	return b.String()
-}
-
-// Record is the state as the rollout state and the Rollout carry it.
-func (s *AnalysisState) Record() *live.RolloutAnalysis {
+// AnalysisRecord is the gate's state as the rollout state and the Rollout
+// carry it (nil: none).
+func AnalysisRecord(s *AnalysisState) *live.RolloutAnalysis {
 	if s == nil {
 		return nil
 	}
-	r := &live.RolloutAnalysis{Wave: s.Wave, Attempt: s.Attempt, Verdict: s.Verdict, Message: s.Summary()}
-	switch {
-	case s.RolledBack:
-		r.State = live.AnalysisRolledBack
-	case s.Aborted:
-		r.State = live.AnalysisAborted
-	case s.Promoted:
-		r.State = live.AnalysisPromoted
-	case s.Halted != "":
-		r.State = live.AnalysisHalted
-	case s.Verdict == engine.VerdictPass:
-		r.State = live.AnalysisPassed
-	case s.Verdict == engine.VerdictFail:
-		r.State = live.AnalysisFailed
-	case s.Verdict == engine.VerdictInconclusive:
-		r.State = live.AnalysisInconclusive
-	case s.AvailableAt == "":
-		r.State = live.AnalysisWaveInProgress
-	case s.MeasuredFrom != "":
-		r.State = live.AnalysisMeasuring
-	default:
-		r.State = live.AnalysisSoaking
-	}
-	return r
-}
-
-// taken counts the values the try has and wants (every measurement's
-// Count).
-func (s *AnalysisState) taken() (int, int) {
-	taken, want := 0, 0
-	for _, m := range s.Gate.Measurements {
-		want += max(m.Count, 1)
-		taken += min(len(s.Results[m.Name]), max(m.Count, 1))
-	}
-	return taken, want
+	return &live.RolloutAnalysis{Wave: s.Wave, Attempt: s.Attempt, State: s.State(), Verdict: s.Verdict, Message: s.Summary()}
 }
 
 // ResumeAnalysis clears a halt the workload's analysis gate recorded, so
@@ -193,18 +53,6 @@ func ResumeAnalysis(ctx context.Context, client kubernetes.Interface, t live.Tar
 	st.Halted, st.Verdict, st.Message, st.Results, st.Attempt, st.MeasuredFrom = "", "", "", nil, 1, ""
 	st.MeasureAt = now.UTC().Format(time.RFC3339Nano)
 	return true, WriteAnalysisState(ctx, client.AppsV1(), t.Kind, t.Namespace, t.Name, st)
-}
-
-// ParseAnalysisState reads the annotation's value ("" : none).
-func ParseAnalysisState(v string) (*AnalysisState, error) {
-	if v == "" {
-		return nil, nil
-	}
-	var s AnalysisState
-	if err := json.Unmarshal([]byte(v), &s); err != nil {
-		return nil, fmt.Errorf("annotation %s: %w", facts.AnnAnalysis, err)
-	}
-	return &s, nil
 }
 
 // analysisFieldManager owns the annotation alone, so that applying it
@@ -315,7 +163,7 @@ func (e *Executor) gateWave(ctx context.Context, state *liveState, wp *plan.Work
 		// measure, nor judge, again.
 		return nil, true, &HaltedError{Target: e.opts.Target, Reasons: []string{st.Halted}}
 	}
-	if !st.open() {
+	if !st.Open() {
 		if !gated {
 			return nil, false, nil
 		}
@@ -367,7 +215,7 @@ func (e *Executor) gateWave(ctx context.Context, state *liveState, wp *plan.Work
 // its Count values, asks the policy for its verdict and acts on it.
 func (e *Executor) analyse(ctx context.Context, state *liveState, wp *plan.WorkloadPlan, st *AnalysisState, out *StepResult) error {
 	fresh := st.MeasuredFrom == ""
-	before, _ := st.taken()
+	before, _ := st.Taken()
 	done, next := e.measure(ctx, st)
 	if err := ctx.Err(); err != nil {
 		return err // stopped while measuring: what is not recorded is taken again
@@ -376,7 +224,7 @@ func (e *Executor) analyse(ctx context.Context, state *liveState, wp *plan.Workl
 		// The values so far go on the workload: a restart keeps them, and
 		// this step gives its worker back until the next is due.
 		wait := max(next.Sub(e.now()), time.Millisecond)
-		taken, want := st.taken()
+		taken, want := st.Taken()
 		out.Note = fmt.Sprintf("wave %d (try %d): %d of %d values taken; the next at %s", st.Wave, st.Attempt, taken, want, next.UTC().Format(time.RFC3339Nano))
 		if out.NextAvailable == 0 || wait < out.NextAvailable {
 			out.NextAvailable = wait

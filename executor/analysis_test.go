@@ -23,6 +23,7 @@ import (
 	"github.com/rollplan/rollplan/planner/engine/native"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/live"
+	"github.com/rollplan/rollplan/planner/plan"
 )
 
 // analysisEngine is the default strategy with an analysis: soak 1m, one
@@ -216,8 +217,8 @@ func TestAnalysisGate(t *testing.T) {
 				if err != nil || len(prov.queries) != 2*n-1 || res.NextAvailable != 30*time.Second || !strings.Contains(res.Note, "1 of 2 values taken") {
 					t.Fatalf("try %d, first value: err %v, %d queries, wake in %s, note %q; want %d queries, 30s", n, err, len(prov.queries), res.NextAvailable, res.Note, 2*n-1)
 				}
-				if st := readState(t, cs); st.Record().State != live.AnalysisMeasuring || len(st.Results["errors"]) != 1 {
-					t.Fatalf("try %d: after the first value the gate is %+v, want Measuring with 1 value recorded", n, st.Record())
+				if st := readState(t, cs); AnalysisRecord(st).State != plan.AnalysisMeasuring || len(st.Results["errors"]) != 1 {
+					t.Fatalf("try %d: after the first value the gate is %+v, want Measuring with 1 value recorded", n, AnalysisRecord(st))
 				}
 				if _, err := step(); err != nil || len(prov.queries) != 2*n-1 {
 					t.Fatalf("try %d, before the interval: err %v, %d queries, want %d", n, err, len(prov.queries), 2*n-1)
@@ -304,8 +305,8 @@ func TestAnalysisGate(t *testing.T) {
 			if _, err := step(); err == nil || !strings.Contains(err.Error(), tt.wantErr) || len(prov.queries) != n {
 				t.Errorf("a step after the halt: err %v, %d new queries; want the same halt and none", err, len(prov.queries)-n)
 			}
-			if st := readState(t, cs); st.Record().State != live.AnalysisHalted {
-				t.Errorf("after the halt the gate's record is %+v, want Halted", st.Record())
+			if st := readState(t, cs); AnalysisRecord(st).State != plan.AnalysisHalted {
+				t.Errorf("after the halt the gate's record is %+v, want Halted", AnalysisRecord(st))
 			}
 			// rollplan resume clears it: the wave is measured again, from
 			// a first try.

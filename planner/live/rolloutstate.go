@@ -82,20 +82,6 @@ type RolloutState struct {
 	Analysis *RolloutAnalysis `json:"analysis,omitempty"`
 }
 
-// Values of RolloutAnalysis.State.
-const (
-	AnalysisWaveInProgress = "WaveInProgress" // the gated wave's pods are being updated
-	AnalysisSoaking        = "Soaking"        // they are available; measured once the soak is over
-	AnalysisMeasuring      = "Measuring"      // values are being taken, one interval apart
-	AnalysisPassed         = "Passed"
-	AnalysisFailed         = "Failed"
-	AnalysisInconclusive   = "Inconclusive" // measured again later, or halted (Halted)
-	AnalysisHalted         = "Halted"       // a failing or inconclusive verdict halted the rollout
-	AnalysisPromoted       = "Promoted"     // a person skipped the gate (rollplan promote)
-	AnalysisAborted        = "Aborted"      // a person asked for a rollback (rollplan abort)
-	AnalysisRolledBack     = "RolledBack"   // a failing verdict or an abort rolled the rollout back
-)
-
 // RolloutAnalysis is where a rollout's analysis gate stands, as the
 // Rollout's status and its AnalysisPassed condition carry it.
 type RolloutAnalysis struct {
@@ -103,7 +89,9 @@ type RolloutAnalysis struct {
 	Wave int `json:"wave"`
 	// Attempt: the try the verdict is for.
 	Attempt int `json:"attempt,omitempty"`
-	// State: one of the Analysis* values.
+	// State: plan.AnalysisState.State: WaveInProgress, Soaking,
+	// Measuring, Passed, Failed, Inconclusive, Halted, Promoted, Aborted
+	// or RolledBack.
 	State string `json:"state"`
 	// Verdict: the policy's last verdict (pass, fail, inconclusive).
 	Verdict string `json:"verdict,omitempty"`
