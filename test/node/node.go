@@ -86,8 +86,15 @@ type Node struct {
 	rollplan   []RollplanImage
 }
 
-// Tags are the testapp image's tags. broken never becomes ready.
-var Tags = []string{"1.0", "2.0", "3.0", "broken"}
+// Tags are the testapp image's tags. broken never becomes ready; errors
+// is Ready and answers half its requests 500 (what only metrics show).
+var Tags = []string{"1.0", "2.0", "3.0", "broken", "errors"}
+
+// tagEnv is each testapp tag's environment besides TESTAPP_VERSION.
+var tagEnv = map[string][]string{
+	"broken": {"TESTAPP_READY=never"},
+	"errors": {"TESTAPP_ERROR_RATIO=0.5"},
+}
 
 // PartsDir returns the folder of the node's parts ($ROLLPLAN_CLUSTER_BIN/node),
 // or an error saying how to build them.
