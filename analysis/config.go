@@ -66,21 +66,32 @@ func LoadConfig(path string) (*Resolver, error) {
 	if err != nil {
 		return nil, err
 	}
-	js, err := yaml.YAMLToJSON(b)
+	c, err := ParseConfig(path, b)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	var c Config
-	dec := json.NewDecoder(bytes.NewReader(js))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("%s: %w (want providers: {NAME: {type, address, bearerTokenFile, basicAuth, tls, headers, timeout}})", path, err)
+		return nil, err
 	}
 	r, err := c.Resolver()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return r, nil
+}
+
+// ParseConfig decodes a Config (YAML or JSON) strictly, without building
+// its providers: the files it names (tokens, CAs) may be where it is
+// deployed, not here. name prefixes the errors.
+func ParseConfig(name string, b []byte) (*Config, error) {
+	js, err := yaml.YAMLToJSON(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	var c Config
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("%s: %w (want providers: {NAME: {type, address, bearerTokenFile, basicAuth, tls, headers, timeout}})", name, err)
+	}
+	return &c, nil
 }
 
 // Resolver builds every provider of c.

@@ -1,7 +1,8 @@
 // Package deploy holds rollplan's in-cluster manifests, the gate's and the
 // controller's (this directory is also a kustomize base), and renders them
 // for one install: namespace, image, the webhook's CA bundle and,
-// optionally, the TLS Secret and the policy ConfigMap.
+// optionally, the TLS Secret, the policy ConfigMap and the controller's
+// analysis config ConfigMap.
 package deploy
 
 import (
@@ -55,6 +56,20 @@ const (
 	// PolicyMountPath is where the gate and controller containers see the
 	// policy files.
 	PolicyMountPath = "/etc/rollplan/policy"
+	// AnalysisConfigMapName names the optional ConfigMap of the
+	// controller's --analysis-config (Options.AnalysisConfig), key
+	// AnalysisConfigKey, mounted at AnalysisMountPath. The manifests always
+	// mount it and pass the flag: an operator adds the ConfigMap, nothing
+	// else.
+	AnalysisConfigMapName = "rollplan-analysis"
+	// AnalysisMountPath is where the controller sees the ConfigMap.
+	AnalysisMountPath = "/etc/rollplan/analysis"
+	// AnalysisConfigKey is the ConfigMap's key the controller reads.
+	AnalysisConfigKey = "analysis.yaml"
+	// AnalysisChecksumAnnotation, on the controller's pod template, changes
+	// with Options.AnalysisConfig: the controller reads the file at start,
+	// so a new one rolls it out.
+	AnalysisChecksumAnnotation = "rollplan.dev/analysis-config-sha256"
 	// ControllerName names the controller's Deployment, ServiceAccount,
 	// ClusterRole and Service.
 	ControllerName = "rollplan-controller"
@@ -127,6 +142,10 @@ type Options struct {
 	// ControllerDryRun gives the controller --dry-run: it plans and
 	// reports every action and writes nothing.
 	ControllerDryRun bool
+	// AnalysisConfig, if set, is the controller's --analysis-config file
+	// (analysis.Config YAML), rendered as the ConfigMap
+	// AnalysisConfigMapName.
+	AnalysisConfig []byte
 }
 
 // renders says whether o renders component c.
@@ -161,6 +180,9 @@ func Render(o Options) ([]byte, error) {
 	if o.ControllerReplicas < 0 {
 		return nil, fmt.Errorf("controller replicas %d: want at least 1 (or 0 for the manifests' 2)", o.ControllerReplicas)
 	}
+	if len(o.AnalysisConfig) > 0 && !o.renders(Controller) {
+		return nil, errors.New("an analysis config is for the controller, which is not rendered")
+	}
 	for k := range o.Policy {
 		if errs := validation.IsConfigMapKey(k); len(errs) > 0 {
 			return nil, fmt.Errorf("policy file name %q: %s", k, strings.Join(errs, "; "))
@@ -193,6 +215,11 @@ func Render(o Options) ([]byte, error) {
 		}
 		if _, ok := obj.(*corev1.Namespace); ok && len(o.Policy) > 0 {
 			if err := writeDoc(&out, policyConfigMap(o)); err != nil {
+				return nil, err
+			}
+		}
+		if _, ok := obj.(*corev1.Namespace); ok && len(o.AnalysisConfig) > 0 {
+			if err := writeDoc(&out, analysisConfigMap(o)); err != nil {
 				return nil, err
 			}
 		}
@@ -368,6 +395,10 @@ func customize(obj any, o Options) error {
 				replicas := o.ControllerReplicas
 				obj.Spec.Replicas = &replicas
 			}
+			if len(o.AnalysisConfig) > 0 {
+				sum := sha256.Sum256(o.AnalysisConfig)
+				metav1.SetMetaDataAnnotation(&obj.Spec.Template.ObjectMeta, AnalysisChecksumAnnotation, hex.EncodeToString(sum[:]))
+			}
 			if o.ControllerDryRun {
 				c, err := container(obj, controllerContainer)
 				if err != nil {
@@ -498,6 +529,18 @@ func policyConfigMap(o Options) *corev1.ConfigMap {
 		cm.Data[k] = string(v)
 	}
 	return cm
+}
+
+func analysisConfigMap(o Options) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      AnalysisConfigMapName,
+			Namespace: o.Namespace,
+			Labels:    map[string]string{nameLabel: string(Controller)},
+		},
+		Data: map[string]string{AnalysisConfigKey: string(o.AnalysisConfig)},
+	}
 }
 
 func tlsSecret(o Options) *corev1.Secret {

@@ -192,7 +192,8 @@ func TestRender(t *testing.T) {
 				if ctr.Image != c.image {
 					t.Errorf("controller image %s, want %s", ctr.Image, c.image)
 				}
-				if want := []string{"controller", "--leader-elect=true", "--health-probe-bind-address=:8081", "--metrics-bind-address=:8080"}; !slices.Equal(ctr.Args, want) {
+				if want := []string{"controller", "--leader-elect=true", "--health-probe-bind-address=:8081", "--metrics-bind-address=:8080",
+					"--analysis-config=" + AnalysisMountPath + "/" + AnalysisConfigKey}; !slices.Equal(ctr.Args, want) {
 					t.Errorf("controller args %v, want %v", ctr.Args, want)
 				}
 				if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
@@ -288,6 +289,62 @@ func TestRenderCertChecksum(t *testing.T) {
 	}
 }
 
+// The controller always passes --analysis-config and mounts the optional
+// ConfigMap that holds it (an operator adds the ConfigMap, nothing else);
+// Options.AnalysisConfig renders that ConfigMap and a checksum that rolls
+// the controller when it changes (it reads the file at start).
+func TestControllerAnalysisConfig(t *testing.T) {
+	render := func(cfg []byte) []runtime.Object {
+		t.Helper()
+		out, err := Render(Options{AnalysisConfig: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return decodeAll(t, out)
+	}
+	objs := render(nil)
+	if cms := all[*corev1.ConfigMap](objs); len(cms) != 0 {
+		t.Errorf("ConfigMaps %v without an analysis config, want none", cms)
+	}
+	d := findNamed[*appsv1.Deployment](t, objs, ControllerName)
+	spec := d.Spec.Template.Spec
+	file := AnalysisMountPath + "/" + AnalysisConfigKey
+	if !slices.Contains(spec.Containers[0].Args, "--analysis-config="+file) {
+		t.Errorf("controller args %v: no --analysis-config=%s", spec.Containers[0].Args, file)
+	}
+	var vol *corev1.Volume
+	for i := range spec.Volumes {
+		if cm := spec.Volumes[i].ConfigMap; cm != nil && cm.Name == AnalysisConfigMapName {
+			vol = &spec.Volumes[i]
+		}
+	}
+	if vol == nil || vol.ConfigMap.Optional == nil || !*vol.ConfigMap.Optional {
+		t.Fatalf("controller volumes %+v: want ConfigMap %s, optional", spec.Volumes, AnalysisConfigMapName)
+	}
+	mounted := false
+	for _, m := range spec.Containers[0].VolumeMounts {
+		mounted = mounted || (m.Name == vol.Name && m.MountPath == AnalysisMountPath && m.ReadOnly)
+	}
+	if !mounted {
+		t.Errorf("controller mounts %+v: want %s read-only at %s", spec.Containers[0].VolumeMounts, vol.Name, AnalysisMountPath)
+	}
+	if gate := findNamed[*appsv1.Deployment](t, objs, ServiceName); slices.ContainsFunc(gate.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == vol.Name }) || slices.ContainsFunc(gate.Spec.Template.Spec.Containers[0].Args, func(a string) bool { return strings.HasPrefix(a, "--analysis-config") }) {
+		t.Errorf("the gate has the analysis config: volumes %v, args %v", gate.Spec.Template.Spec.Volumes, gate.Spec.Template.Spec.Containers[0].Args)
+	}
+
+	cfg := []byte("providers:\n  prometheus:\n    address: http://prometheus.monitoring:9090\n")
+	objs = render(cfg)
+	cms := all[*corev1.ConfigMap](objs)
+	if len(cms) != 1 || cms[0].Name != AnalysisConfigMapName || cms[0].Namespace != DefaultNamespace || cms[0].Data[AnalysisConfigKey] != string(cfg) || len(cms[0].Data) != 1 {
+		t.Fatalf("ConfigMaps %+v, want %s/%s with %s only", cms, DefaultNamespace, AnalysisConfigMapName, AnalysisConfigKey)
+	}
+	sum := findNamed[*appsv1.Deployment](t, objs, ControllerName).Spec.Template.Annotations[AnalysisChecksumAnnotation]
+	other := findNamed[*appsv1.Deployment](t, render(append(slices.Clone(cfg), '\n')), ControllerName).Spec.Template.Annotations[AnalysisChecksumAnnotation]
+	if sum == "" || sum == other {
+		t.Errorf("%s %q and %q for two configs: want two checksums", AnalysisChecksumAnnotation, sum, other)
+	}
+}
+
 func TestRenderErrors(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -301,6 +358,7 @@ func TestRenderErrors(t *testing.T) {
 		{"unknown component", Options{Components: []Component{"rollplan-web"}}, `component "rollplan-web"`},
 		{"certificate without the gate", Options{Components: []Component{Controller}, CABundle: testCA}, "the gate, which is not rendered"},
 		{"negative controller replicas", Options{ControllerReplicas: -1}, "controller replicas -1"},
+		{"analysis config without the controller", Options{Components: []Component{Gate}, AnalysisConfig: []byte("providers: {}")}, "the controller, which is not rendered"},
 	} {
 		if _, err := Render(c.opts); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want one mentioning %q", c.name, err, c.want)
@@ -774,7 +832,8 @@ func TestControllerDeployment(t *testing.T) {
 	if *d.Spec.Replicas != 3 {
 		t.Errorf("controller replicas %d, want 3", *d.Spec.Replicas)
 	}
-	if want := []string{"controller", "--leader-elect=true", "--health-probe-bind-address=:8081", "--metrics-bind-address=:8080", "--dry-run",
+	if want := []string{"controller", "--leader-elect=true", "--health-probe-bind-address=:8081", "--metrics-bind-address=:8080",
+		"--analysis-config=" + AnalysisMountPath + "/" + AnalysisConfigKey, "--dry-run",
 		"--engine=cel", "--policy=" + PolicyMountPath + "/a.yaml", "--policy=" + PolicyMountPath + "/b.yaml"}; !slices.Equal(d.Spec.Template.Spec.Containers[0].Args, want) {
 		t.Errorf("controller args %v, want %v", d.Spec.Template.Spec.Containers[0].Args, want)
 	}

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"os"
 	"sort"
 	"strings"
@@ -59,4 +62,20 @@ func loadAnalysisConfig(path string) (*analysis.Resolver, error) {
 		return nil, usageError{fmt.Errorf("--analysis-config: %w", err)}
 	}
 	return r, nil
+}
+
+// controllerAnalysisConfig is the controller's --analysis-config: as
+// loadAnalysisConfig, except that a file that does not exist means no
+// providers, said in the log. The manifests always pass the flag and mount
+// the ConfigMap holding the file optionally, so that an install without
+// analysis gates needs nothing and one with them needs only the ConfigMap.
+func controllerAnalysisConfig(path string, log *slog.Logger) (*analysis.Resolver, error) {
+	if path != "" {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			log.Warn("no analysis config: running without measurement providers; a policy's analysis gate is inconclusive, then halts, never passes",
+				"file", path, "hint", "the manifests mount it from the ConfigMap rollplan-analysis, key analysis.yaml; the controller reads it at start")
+			return nil, nil
+		}
+	}
+	return loadAnalysisConfig(path)
 }

@@ -140,7 +140,7 @@ alerting rules and Grafana dashboard over them are in deploy/monitoring.`,
 	fl.IntVar(&cf.workers, "concurrent-rollouts", 10, "how many workloads are stepped at the same time")
 	fl.BoolVar(&cf.dryRun, "dry-run", false, "plan and log every action, sending writes with dryRun=All: change nothing")
 	fl.StringVar(&cf.deleteMethod, "delete-method", executor.DeleteEvict, `how a recreation removes a pod: "evict" (PodDisruptionBudgets honoured) or "delete" (see rollplan apply --help)`)
-	fl.StringVar(&cf.analysisConfig, "analysis-config", "", analysisConfigHelp)
+	fl.StringVar(&cf.analysisConfig, "analysis-config", "", analysisConfigHelp+"; a file that does not exist: none, said in the log (the manifests mount it optionally)")
 	fl.BoolVar(&cf.leaderElect, "leader-elect", true, "elect a leader among the replicas; only the leader drives rollouts")
 	durationVar(fl, &cf.leaseDuration, "leader-elect-lease-duration", 15*time.Second, positive, "how long standby replicas wait after the last renewal before taking over")
 	durationVar(fl, &cf.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, positive, "how long the leader retries renewing before it stops leading (less than the lease duration)")
@@ -213,7 +213,7 @@ func runController(cmd *cobra.Command, config *kubeFlags, pf *planFlags, cf *con
 		Identity: identity, Liveness: leaseNS + "/" + leaseName, Metrics: metrics, Log: log,
 	}
 	o.RollBack = history.RollBackTo
-	if o.Providers, err = loadAnalysisConfig(cf.analysisConfig); err != nil {
+	if o.Providers, err = controllerAnalysisConfig(cf.analysisConfig, log); err != nil {
 		return err
 	}
 	if !cf.dryRun {

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/rollplan/rollplan/analysis"
 	"github.com/rollplan/rollplan/deploy"
 	"github.com/rollplan/rollplan/gate/certs"
 	"github.com/rollplan/rollplan/planner/engine"
@@ -125,10 +126,11 @@ func manifestsCommand(gateOnly bool) *cobra.Command {
 		pf                 planFlags
 		controllerReplicas int32
 		controllerDryRun   bool
+		analysisConfig     string
 	)
 	name := "rollplan manifests"
 	cmd := &cobra.Command{
-		Use:   "manifests [--namespace rollplan-system] [--image rollplan:latest] [--valid-for 8760h] [--policy P] [--controller-replicas 2]",
+		Use:   "manifests [--namespace rollplan-system] [--image rollplan:latest] [--valid-for 8760h] [--policy P] [--controller-replicas 2] [--analysis-config FILE]",
 		Short: "Print everything rollplan needs in a cluster: the controller and the gate, with a new CA and serving certificate",
 		Long: `Print everything rollplan needs in a cluster, as one YAML stream for
 kubectl: the namespace (enforcing the restricted Pod Security profile),
@@ -143,6 +145,13 @@ The controller (rollplan controller) runs --controller-replicas replicas
 (2) with leader election: one drives every managed rollout, the others
 stand by. With --controller-dry-run it plans and reports every action and
 writes nothing. The gate runs 2 replicas spread over zones.
+
+The controller reads the measurement providers of the policies' analysis
+gates from the ConfigMap ` + deploy.AnalysisConfigMapName + ` (key ` + deploy.AnalysisConfigKey + `), which it
+mounts optionally at ` + deploy.AnalysisMountPath + `: without it, it runs with
+none (a gate is inconclusive, never passed). --analysis-config FILE
+writes FILE into that ConfigMap, with a checksum on the controller's pod
+template: the controller reads it at start, so a new one rolls it out.
 
 ` + manifestsPolicyHelp("the controller and the gate", "") + `
 
@@ -210,6 +219,17 @@ the gate's namespace). Wait for it with
 				return usageError{fmt.Errorf("--controller-replicas %d: want at least 1 (2 or more for a standby that takes over); for no controller, use rollplan gate manifests", controllerReplicas)}
 			}
 			opts.ControllerReplicas, opts.ControllerDryRun = controllerReplicas, controllerDryRun
+			if analysisConfig != "" {
+				b, err := os.ReadFile(analysisConfig)
+				if err != nil {
+					return fmt.Errorf("--analysis-config: %w", err)
+				}
+				// Parsed, not built: the files it names are the pod's.
+				if _, err := analysis.ParseConfig("--analysis-config "+analysisConfig, b); err != nil {
+					return usageError{err}
+				}
+				opts.AnalysisConfig = b
+			}
 		}
 		if len(pf.policies) > 0 || pf.engine != "" {
 			kind, err := pf.engineKind()
@@ -263,6 +283,7 @@ the gate's namespace). Wait for it with
 	if !gateOnly {
 		f.Int32Var(&controllerReplicas, "controller-replicas", 2, "replicas of the controller; one leads (leader election), the others stand by")
 		f.BoolVar(&controllerDryRun, "controller-dry-run", false, "run the controller with --dry-run: it plans and reports every action (log, metrics) and writes nothing")
+		f.StringVar(&analysisConfig, "analysis-config", "", "the controller's measurement providers (rollplan controller --analysis-config), written into the ConfigMap "+deploy.AnalysisConfigMapName+"; default: none")
 	}
 	return cmd
 }

@@ -419,3 +419,47 @@ func checkMountedPolicy(t *testing.T, dep *appsv1.Deployment, cm *corev1.ConfigM
 		t.Errorf("an edited ConfigMap does not change the digest of its directory: %v", err)
 	}
 }
+
+// manifests --analysis-config writes the file into the controller's
+// optional ConfigMap (the flag and the mount are always there); a file
+// that is not an analysis config is refused before anything is printed.
+func TestManifestsAnalysisConfig(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "analysis.yaml")
+	content := "providers:\n  prometheus:\n    address: http://prometheus.monitoring:9090\n    bearerTokenFile: /var/run/secrets/prometheus/token\n"
+	if err := os.WriteFile(cfg, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runManifests(t, newManifestsCommand(), "--analysis-config", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cms []*corev1.ConfigMap
+	var ctrl *appsv1.Deployment
+	for _, o := range decodeManifests(t, out) {
+		switch o := o.(type) {
+		case *corev1.ConfigMap:
+			cms = append(cms, o)
+		case *appsv1.Deployment:
+			if o.Name == deploy.ControllerName {
+				ctrl = o
+			}
+		}
+	}
+	if len(cms) != 1 || cms[0].Name != deploy.AnalysisConfigMapName || cms[0].Data[deploy.AnalysisConfigKey] != content {
+		t.Fatalf("ConfigMaps %+v, want %s holding the file as %s", cms, deploy.AnalysisConfigMapName, deploy.AnalysisConfigKey)
+	}
+	if ctrl == nil || !slices.Contains(ctrl.Spec.Template.Spec.Containers[0].Args, "--analysis-config="+deploy.AnalysisMountPath+"/"+deploy.AnalysisConfigKey) ||
+		ctrl.Spec.Template.Annotations[deploy.AnalysisChecksumAnnotation] == "" {
+		t.Errorf("controller Deployment %+v: want --analysis-config on the mounted file and %s", ctrl, deploy.AnalysisChecksumAnnotation)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("providers:\n  prometheus:\n    adress: http://x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runManifests(t, newManifestsCommand(), "--analysis-config", bad); err == nil || !strings.Contains(err.Error(), "--analysis-config "+bad) || !strings.Contains(err.Error(), "adress") {
+		t.Errorf("a misspelt analysis config: %v, want an error naming the file and the field\n%s", err, out)
+	}
+	if _, err := runManifests(t, newManifestsCommand(), "--analysis-config", filepath.Join(t.TempDir(), "none.yaml")); err == nil || !strings.Contains(err.Error(), "--analysis-config") {
+		t.Errorf("a missing analysis config: %v, want an error (the manifests are written for a file that exists)", err)
+	}
+}

@@ -305,8 +305,9 @@ func diff(before, after map[string]float64) string {
 // Service) and proves on the real kubelet, in order on one cluster: in
 // place per kind, a broken image halting and undone, the gate refusing a
 // drain past the budget (and failing closed without its pods), the
-// controller's leader lost mid-rollout, an upgrade of rollplan, and an
-// uninstall that leaves nothing.
+// controller's leader lost mid-rollout, an upgrade of rollplan, analysis
+// gates on a real Prometheus (added to the install), and an uninstall that
+// leaves nothing.
 func TestRollplanOnRealNode(t *testing.T) {
 	c := installed(t, "v1")
 	ctx := t.Context()
@@ -328,6 +329,7 @@ func TestRollplanOnRealNode(t *testing.T) {
 		{"gate refuses a drain past the budget", (*cluster).drainRefused},
 		{"controller leader lost mid-rollout", (*cluster).leaderLost},
 		{"upgrade rollplan", (*cluster).upgrade},
+		{"analysis gates: Prometheus passes a good version, fails and rolls back an erroring one", (*cluster).analysisGates},
 		{"uninstall leaves nothing", (*cluster).uninstall},
 	}
 	for _, s := range steps {

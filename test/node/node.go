@@ -86,8 +86,15 @@ type Node struct {
 	rollplan   []RollplanImage
 }
 
-// Tags are the testapp image's tags. broken never becomes ready.
-var Tags = []string{"1.0", "2.0", "3.0", "broken"}
+// Tags are the testapp image's tags. broken never becomes ready; errors
+// is Ready and answers half its requests 500 (what only metrics show).
+var Tags = []string{"1.0", "2.0", "3.0", "broken", "errors"}
+
+// tagEnv is each testapp tag's environment besides TESTAPP_VERSION.
+var tagEnv = map[string][]string{
+	"broken": {"TESTAPP_READY=never"},
+	"errors": {"TESTAPP_ERROR_RATIO=0.5"},
+}
 
 // PartsDir returns the folder of the node's parts ($ROLLPLAN_CLUSTER_BIN/node),
 // or an error saying how to build them.
@@ -220,6 +227,26 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options) (_ 
 
 // Image is the registry's name of repository:tag, e.g. Image("testapp:2.0").
 func (n *Node) Image(ref string) string { return n.Registry + "/" + ref }
+
+// HostIP is the host's address on the pod bridge (the pods' gateway):
+// where a server a test runs on the host is reachable from pods. The CNI
+// plugin makes the bridge with the first pod.
+func (n *Node) HostIP() (string, error) {
+	iface, err := net.InterfaceByName(n.bridge)
+	if err != nil {
+		return "", fmt.Errorf("node %s: bridge %s (made with the first pod): %w", n.Name, n.bridge, err)
+	}
+	addrs, err := iface.Addrs()
+	if err != nil {
+		return "", fmt.Errorf("node %s: bridge %s: %w", n.Name, n.bridge, err)
+	}
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil {
+			return ipn.IP.String(), nil
+		}
+	}
+	return "", fmt.Errorf("node %s: bridge %s has no IPv4 address (%v)", n.Name, n.bridge, addrs)
+}
 
 // KillContainer kills a container's processes outright (SIGKILL, through
 // runc, as the OOM killer or a crash would): no graceful shutdown, nothing

@@ -33,15 +33,11 @@ func (n *Node) startRegistry(ctx context.Context) error {
 		User:       "65535:65535",
 	}}}
 	for _, tag := range Tags {
-		version, env := tag, []string{}
-		if tag == "broken" {
-			env = append(env, "TESTAPP_READY=never")
-		}
 		spec.Images = append(spec.Images, registryImage{
 			Repository: "testapp", Tag: tag,
 			Files:      []registryFile{{Path: "/testapp", Source: filepath.Join(images, "testapp"), Mode: 0o755}},
 			Entrypoint: []string{"/testapp"},
-			Env:        append([]string{"TESTAPP_VERSION=" + version}, env...),
+			Env:        append([]string{"TESTAPP_VERSION=" + tag}, tagEnv[tag]...),
 			User:       "65532:65532",
 		})
 	}

@@ -65,9 +65,16 @@ type Target struct {
 // Config is what the server scrapes and evaluates.
 type Config struct {
 	Targets []Target
+	// Discovered are jobs whose targets the test sets while the server
+	// runs (Server.SetTargets), through file-based service discovery, as
+	// a Kubernetes service discovery follows pods.
+	Discovered []string
 	// RuleFiles are Prometheus rule files (alerting and recording rules)
 	// to load.
 	RuleFiles []string
+	// Host is the address to listen on; default 127.0.0.1. A test whose
+	// pods query the server gives the host's address they reach.
+	Host string
 }
 
 // Interval is the scrape and rule-evaluation interval.
@@ -75,10 +82,12 @@ const Interval = time.Second
 
 // Server is a running Prometheus.
 type Server struct {
-	// URL is the server's base URL (http://127.0.0.1:PORT).
+	// URL is the server's base URL (http://HOST:PORT).
 	URL  string
 	log  *syncBuffer
 	stop func()
+	sd   string // folder of the Discovered jobs' target files
+	jobs []string
 }
 
 // Start starts Prometheus on a free loopback port and waits until it is
@@ -87,7 +96,17 @@ func Start(t testing.TB, c Config) *Server {
 	t.Helper()
 	bin := Binary(t, "prometheus")
 	dir := t.TempDir()
-	cfg, err := config(c)
+	s := &Server{log: &syncBuffer{}, sd: filepath.Join(dir, "sd"), jobs: c.Discovered}
+	if err := os.MkdirAll(s.sd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Each discovered job starts with no targets.
+	for _, job := range c.Discovered {
+		if err := s.SetTargets(job, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := config(c, s.sd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,11 +114,15 @@ func Start(t testing.TB, c Config) *Server {
 	if err := os.WriteFile(cfgFile, cfg, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr, err := freeAddr()
+	host := c.Host
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	addr, err := freeAddr(host)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{URL: "http://" + addr, log: &syncBuffer{}}
+	s.URL = "http://" + addr
 	cmd := exec.Command(bin, "--config.file="+cfgFile, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr, "--log.level=warn")
 	cmd.Stdout, cmd.Stderr = s.log, s.log
@@ -150,15 +173,51 @@ func Start(t testing.TB, c Config) *Server {
 // test's cleanup stops it otherwise.
 func (s *Server) Stop() { s.stop() }
 
-// config is the prometheus.yml of c: one scrape job per job label.
-func config(c Config) ([]byte, error) {
-	type staticConfig struct {
-		Targets []string          `json:"targets"`
-		Labels  map[string]string `json:"labels,omitempty"`
+// SetTargets replaces the targets of a Discovered job. Prometheus sees
+// the file change within a second or so (it watches it); the file is
+// replaced whole, so it never reads half of one.
+func (s *Server) SetTargets(job string, targets []Target) error {
+	if !slices.Contains(s.jobs, job) {
+		return fmt.Errorf("prometheus: job %q is not discovered (Config.Discovered: %v)", job, s.jobs)
+	}
+	groups := make([]staticConfig, 0, len(targets))
+	for _, tg := range targets {
+		if tg.Addr == "" {
+			return errors.New("prometheus: a target without an address")
+		}
+		groups = append(groups, staticConfig{Targets: []string{tg.Addr}, Labels: tg.Labels})
+	}
+	b, err := json.Marshal(groups)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(s.sd, "."+job+".json.tmp")
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("prometheus: targets of %s: %w", job, err)
+	}
+	if err := os.Rename(tmp, filepath.Join(s.sd, job+".json")); err != nil {
+		return fmt.Errorf("prometheus: targets of %s: %w", job, err)
+	}
+	return nil
+}
+
+// staticConfig is a target group, in prometheus.yml and in file_sd files.
+type staticConfig struct {
+	Targets []string          `json:"targets"`
+	Labels  map[string]string `json:"labels,omitempty"`
+}
+
+// config is the prometheus.yml of c: one scrape job per job label, and
+// one per discovered job reading sd/JOB.json.
+func config(c Config, sd string) ([]byte, error) {
+	type fileSDConfig struct {
+		Files           []string `json:"files"`
+		RefreshInterval string   `json:"refresh_interval"`
 	}
 	type scrapeConfig struct {
 		JobName       string         `json:"job_name"`
-		StaticConfigs []staticConfig `json:"static_configs"`
+		StaticConfigs []staticConfig `json:"static_configs,omitempty"`
+		FileSDConfigs []fileSDConfig `json:"file_sd_configs,omitempty"`
 	}
 	jobs := map[string]*scrapeConfig{}
 	for _, tg := range c.Targets {
@@ -179,6 +238,14 @@ func config(c Config) ([]byte, error) {
 			jobs[job] = &scrapeConfig{JobName: job}
 		}
 		jobs[job].StaticConfigs = append(jobs[job].StaticConfigs, staticConfig{Targets: []string{tg.Addr}, Labels: labels})
+	}
+	for _, job := range c.Discovered {
+		if jobs[job] != nil {
+			return nil, fmt.Errorf("prometheus: job %s both static and discovered", job)
+		}
+		jobs[job] = &scrapeConfig{JobName: job, FileSDConfigs: []fileSDConfig{{
+			Files: []string{filepath.Join(sd, job+".json")}, RefreshInterval: Interval.String(),
+		}}}
 	}
 	var scrape []*scrapeConfig
 	for _, name := range slices.Sorted(maps.Keys(jobs)) {
@@ -203,8 +270,8 @@ func config(c Config) ([]byte, error) {
 	})
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func freeAddr(host string) (string, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return "", err
 	}

@@ -1,6 +1,7 @@
 package prometheus
 
 import (
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -20,8 +21,9 @@ func TestConfig(t *testing.T) {
 			{Addr: "127.0.0.1:2"},
 			{Addr: "127.0.0.1:3", Labels: map[string]string{"job": "b"}},
 		},
-		RuleFiles: []string{"/r.yaml"},
-	})
+		Discovered: []string{"pods"},
+		RuleFiles:  []string{"/r.yaml"},
+	}, "/sd")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,6 +36,10 @@ func TestConfig(t *testing.T) {
 				Targets []string          `json:"targets"`
 				Labels  map[string]string `json:"labels"`
 			} `json:"static_configs"`
+			FileSDConfigs []struct {
+				Files           []string `json:"files"`
+				RefreshInterval string   `json:"refresh_interval"`
+			} `json:"file_sd_configs"`
 		} `json:"scrape_configs"`
 	}
 	if err := yaml.UnmarshalStrict(got, &c); err != nil {
@@ -53,13 +59,19 @@ func TestConfig(t *testing.T) {
 				t.Errorf("job %s: a target has a job label", sc.JobName)
 			}
 		}
+		for _, sd := range sc.FileSDConfigs {
+			targets = append(targets, "file_sd "+strings.Join(sd.Files, ",")+" every "+sd.RefreshInterval)
+		}
 		jobs = append(jobs, sc.JobName+":"+strings.Join(targets, " "))
 	}
-	if got, want := strings.Join(jobs, "; "), "b:127.0.0.1:1=x 127.0.0.1:3=; rollplan:127.0.0.1:2="; got != want {
+	if got, want := strings.Join(jobs, "; "), "b:127.0.0.1:1=x 127.0.0.1:3=; pods:file_sd /sd/pods.json every 1s; rollplan:127.0.0.1:2="; got != want {
 		t.Errorf("jobs %q, want %q", got, want)
 	}
-	if _, err := config(Config{Targets: []Target{{}}}); err == nil {
+	if _, err := config(Config{Targets: []Target{{}}}, "/sd"); err == nil {
 		t.Error("a target without an address: no error")
+	}
+	if _, err := config(Config{Targets: []Target{{Addr: "127.0.0.1:1", Labels: map[string]string{"job": "pods"}}}, Discovered: []string{"pods"}}, "/sd"); err == nil {
+		t.Error("a job both static and discovered: no error")
 	}
 }
 
@@ -121,5 +133,39 @@ func TestServer(t *testing.T) {
 	}
 	if len(r) != 1 || r[0].Name != "ThingsHappened" || r[0].Health != "ok" {
 		t.Errorf("rules %+v, want ThingsHappened evaluated ok", r)
+	}
+}
+
+// A discovered job follows SetTargets: targets added are scraped with
+// their labels, a target removed is no longer.
+func TestDiscovered(t *testing.T) {
+	var addrs []string
+	for range 2 {
+		reg := prometheus.NewRegistry()
+		srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		t.Cleanup(srv.Close)
+		addrs = append(addrs, strings.TrimPrefix(srv.URL, "http://"))
+	}
+	s := Start(t, Config{Discovered: []string{"pods"}})
+	if err := s.SetTargets("other", nil); err == nil || !strings.Contains(err.Error(), `job "other" is not discovered`) {
+		t.Errorf("SetTargets of a job not discovered: %v", err)
+	}
+	set := func(n int) {
+		t.Helper()
+		var tg []Target
+		for i, a := range addrs[:n] {
+			tg = append(tg, Target{Addr: a, Labels: map[string]string{"namespace": "ns", "pod": fmt.Sprintf("p-%d", i)}})
+		}
+		if err := s.SetTargets("pods", tg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(2)
+	if _, err := s.Wait(`count(up{job="pods",namespace="ns",pod=~"p-0|p-1"} == 1) == 2`, 20*time.Second); err != nil {
+		t.Fatalf("two targets set: %v", err)
+	}
+	set(1)
+	if _, err := s.Wait(`count(up{job="pods"}) == 1 and count(up{job="pods",pod="p-0"}) == 1`, 20*time.Second); err != nil {
+		t.Fatalf("one target left: %v", err)
 	}
 }
