@@ -233,6 +233,12 @@ func stopAfter(wp *WorkloadPlan, det *Detail, i int, halt string, rb *Rollback) 
 		wp.Halted = append(wp.Halted, halt)
 		wp.Notes = append(wp.Notes, fmt.Sprintf("halted after wave %d: no later wave is planned until the halt reasons are resolved", i+1))
 	}
+	dropAfter(wp, det, i, why)
+}
+
+// dropAfter ends the plan after wave i (-1: before any): the later waves
+// are dropped; their pods are blocked (why), and counted again.
+func dropAfter(wp *WorkloadPlan, det *Detail, i int, why string) {
 	dropped := wp.Waves[i+1:]
 	wp.Waves = wp.Waves[:i+1]
 	if len(dropped) > 0 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/rollplan/rollplan/planner/engine"
 	"github.com/rollplan/rollplan/planner/facts"
@@ -186,4 +187,130 @@ func ParseAnalysisState(v string) (*AnalysisState, error) {
 		return nil, fmt.Errorf("annotation %s: %w", facts.AnnAnalysis, err)
 	}
 	return &s, nil
+}
+
+// recordedGate folds in the gate the rollout's driver recorded on the
+// workload for this revision, so that a plan of a live rollout shows what
+// its driver does next (the executor plans each step the same way): a
+// halt the gate recorded halts the plan; an abort rolls it back; a gate
+// still open takes its own wave's pods first, and holds every later wave
+// until its verdict, the time it still needs added to their starts.
+func recordedGate(wp *WorkloadPlan, det *Detail) {
+	r := det.Facts
+	w := r.Workload
+	st, err := ParseAnalysisState(w.Annotations[facts.AnnAnalysis])
+	if err != nil {
+		wp.Warnings = append(wp.Warnings, fmt.Sprintf("%s: the recorded analysis gate is ignored (rollplan resume or a new template records a new one)", err))
+		return
+	}
+	if st == nil || st.Revision != w.UpdateRevision || st.RolledBack || st.Gate == nil {
+		return
+	}
+	switch {
+	case st.Aborted:
+		why := fmt.Sprintf("rollplan abort at the analysis gate after wave %d: the rollout rolls back to %s", st.Wave, st.From)
+		wp.Rollback = &Rollback{AfterWave: st.Wave, ToRevision: st.From, Reason: "aborted by hand (rollplan abort)"}
+		wp.Notes = append(wp.Notes, why+": the updated pods return to it in place where they can, as rollplan undo does, under the same budgets")
+		dropAfter(wp, det, -1, why)
+	case st.Halted != "" && !st.Promoted:
+		wp.Halted = append(wp.Halted, st.Halted)
+		why := fmt.Sprintf("halted at the analysis gate after wave %d (recorded on the workload): no wave starts until `rollplan resume` (it measures again) or `rollplan abort` (it rolls back)", st.Wave)
+		wp.Notes = append(wp.Notes, why)
+		dropAfter(wp, det, -1, why)
+	case st.Open():
+		holdAtGate(wp, det, st)
+	}
+}
+
+// holdAtGate: the recorded gate's own pods go first (the driver acts on no
+// other pod until it passes), then every later wave waits for it.
+func holdAtGate(wp *WorkloadPlan, det *Detail, st *AnalysisState) {
+	r := det.Facts
+	mine := map[string]bool{}
+	for _, p := range st.Pods {
+		mine[p] = true
+	}
+	if len(wp.Waves) > 0 {
+		var own, rest []Action
+		for _, a := range wp.Waves[0].Actions {
+			if mine[a.Pod] {
+				own = append(own, a)
+			} else {
+				rest = append(rest, a)
+			}
+		}
+		if len(own) > 0 && len(rest) > 0 {
+			first, second := wp.Waves[0], wp.Waves[0]
+			first.Actions, first.Gate = own, nil
+			second.Actions = rest
+			wp.Waves = append([]Wave{first, second}, wp.Waves[1:]...)
+			for i := range wp.Waves {
+				wp.Waves[i].Index = i + 1
+			}
+			wp.Summary.Waves = len(wp.Waves)
+			if wp.Waves[1].Gate != nil { // its own pods now: the queries name them
+				if a := drivenAnalysis(r, det.Planned); a != nil {
+					g, _ := pendingGate(r, a, &wp.Waves[1])
+					wp.Waves[1].Gate = g
+				}
+			}
+		}
+		if len(own) > 0 {
+			g := *st.Gate
+			g.Status, g.Attempt = GatePending, st.Attempt
+			g.Message = "recorded by the driver: " + st.Summary()
+			wp.Waves[0].Gate = &g
+		}
+	}
+	wait := gateRemaining(st, r.Now)
+	from := 0
+	if len(wp.Waves) > 0 && wp.Waves[0].Gate != nil && st.AvailableAt == "" && len(st.Pods) > 0 && containsAny(wp.Waves[0].Actions, mine) {
+		from = 1 // the gate's own wave goes now; the rest wait for it
+	}
+	for i := from; i < len(wp.Waves); i++ {
+		if start, err := ParseDuration(wp.Waves[i].Start); err == nil {
+			wp.Waves[i].Start = formatDuration(start + wait)
+		}
+	}
+	if end, err := ParseDuration(wp.EstimatedDuration); err == nil && len(wp.Waves) > from {
+		wp.EstimatedDuration = formatDuration(end + wait)
+	}
+	wp.Notes = append(wp.Notes, fmt.Sprintf("the analysis gate after wave %d of this rollout holds the next wave (recorded on the workload): %s", st.Wave, st.Summary()))
+}
+
+func containsAny(as []Action, pods map[string]bool) bool {
+	for _, a := range as {
+		if pods[a.Pod] {
+			return true
+		}
+	}
+	return false
+}
+
+// gateRemaining: the seconds the recorded gate still needs at now (RFC
+// 3339): its soak's rest, then its values' (every measurement's last
+// value is due Interval*(Count-1) after the try's first).
+func gateRemaining(st *AnalysisState, now string) float64 {
+	at, err := time.Parse(time.RFC3339, now)
+	if err != nil {
+		return 0
+	}
+	span := time.Duration(0)
+	for _, m := range st.Gate.Measurements {
+		iv, _ := time.ParseDuration(m.Interval)
+		span = max(span, iv*time.Duration(max(m.Count, 1)-1))
+	}
+	soak, _ := time.ParseDuration(st.Gate.Soak)
+	var left time.Duration
+	switch {
+	case st.AvailableAt == "":
+		left = soak + span
+	case st.MeasuredFrom != "" && st.Verdict == "":
+		from, _ := time.Parse(time.RFC3339Nano, st.MeasuredFrom)
+		left = from.Add(span).Sub(at)
+	default: // soaking, or waiting to measure again
+		measure, _ := time.Parse(time.RFC3339Nano, st.MeasureAt)
+		left = max(measure.Sub(at), 0) + span
+	}
+	return max(left, 0).Seconds()
 }

@@ -105,6 +105,9 @@ func Build(ctx context.Context, rollouts []*facts.Rollout, eng engine.Engine, me
 				return nil
 			}
 			plans[i], details[i] = Workload(r, d, o)
+			if details[i] != nil && plans[i].Error == "" {
+				recordedGate(&plans[i], details[i])
+			}
 			if o.Analysis != nil && details[i] != nil && details[i].Decisions.Analysis != nil {
 				errs[i] = judgeGates(ctx, eng, &plans[i], details[i], o.Analysis)
 			}
