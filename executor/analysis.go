@@ -379,9 +379,16 @@ func (e *Executor) measure(ctx context.Context, st *AnalysisState) (done bool, n
 			if err != nil {
 				r.Error = fmt.Sprintf("measurement %q: %v", gm.Name, err)
 			} else {
+				began := time.Now()
 				v := p.Measure(ctx, m, t, now)
+				e.metrics.AnalysisQueryDuration.WithLabelValues(gm.Provider).Observe(time.Since(began).Seconds())
 				r = facts.Result{Value: v.Value, Taken: v.Taken.UTC().Format(time.RFC3339), Error: v.Error}
 			}
+			result := "value"
+			if r.Error != "" {
+				result = "error"
+			}
+			e.metrics.AnalysisValues.WithLabelValues(gm.Name, gm.Provider, result).Inc()
 			e.opts.Log.Info("measure", "workload", e.opts.Target.String(), "wave", st.Wave, "attempt", st.Attempt, "measurement", gm.Name, "query", gm.Query, "value", r.Value, "error", r.Error)
 			taken[i] = r
 		})

@@ -296,6 +296,14 @@ func TestAnalysisGate(t *testing.T) {
 					t.Errorf("rollplan_analysis_measurements_total{result=%q} %v, want %v", r, v, want)
 				}
 			}
+			// Every query counts as a value taken, or an error.
+			result := "value"
+			if tt.fail {
+				result = "error"
+			}
+			if v := testutil.ToFloat64(metrics.AnalysisValues.WithLabelValues("errors", "prometheus", result)); int(v) != len(prov.queries) {
+				t.Errorf("rollplan_analysis_values_total{measurement=\"errors\",result=%q} %v, want %d (one per query)", result, v, len(prov.queries))
+			}
 			if tt.wantErr == "" {
 				return
 			}

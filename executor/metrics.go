@@ -25,6 +25,13 @@ type Metrics struct {
 	// measurements taken and judged) by the policy's verdict (result:
 	// pass, fail, inconclusive).
 	AnalysisMeasurements *prometheus.CounterVec
+	// AnalysisValues counts every value a gate's measurement took (one
+	// provider query each) by measurement, provider and result: value, or
+	// error (no value: Prometheus down, a query error, no series); and
+	// AnalysisQueryDuration how long each took. Together they are the load
+	// gates put on the providers and how well those answer.
+	AnalysisValues        *prometheus.CounterVec
+	AnalysisQueryDuration *prometheus.HistogramVec
 }
 
 // Values of the outcome label of rollplan_executor_actions_total.
@@ -74,8 +81,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "rollplan_analysis_measurements_total",
 			Help: "Analyses of a wave's gate (its measurements taken and judged by the policy), by verdict: pass, fail, inconclusive.",
 		}, []string{"result"}),
+		AnalysisValues: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rollplan_analysis_values_total",
+			Help: "Values taken for a gate's measurements (one provider query each), by measurement, provider and result: value, error.",
+		}, []string{"measurement", "provider", "result"}),
+		AnalysisQueryDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "rollplan_analysis_query_duration_seconds",
+			Help:    "How long a provider took to answer one measurement's query.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 4, 8), // 5ms .. 82s
+		}, []string{"provider"}),
 	}
-	reg.MustRegister(m.Actions, m.Steps, m.Pods, m.BudgetInUse, m.BudgetLimit, m.StepDuration, m.AnalysisMeasurements)
+	reg.MustRegister(m.Actions, m.Steps, m.Pods, m.BudgetInUse, m.BudgetLimit, m.StepDuration, m.AnalysisMeasurements, m.AnalysisValues, m.AnalysisQueryDuration)
 	return m
 }
 
