@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,20 +22,24 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/rollplan/rollplan/test/controlplane"
 	"github.com/rollplan/rollplan/test/harness"
+	"github.com/rollplan/rollplan/test/prometheus"
 )
 
 // Docs markers: each is the line right before a fenced block of the
-// section "Try it on a cluster", or of "Out of a broken rollout".
+// section "Try it on a cluster", of "Out of a broken rollout", or of "A
+// bad version rolls back by itself".
 const (
-	markOutput  = "<!-- dev-cluster: output -->"  // what make dev-cluster prints, to the commands
-	markSession = "<!-- dev-cluster: session -->" // the commands in order, with their output as comments
-	markStop    = "<!-- dev-cluster: stop -->"    // what Ctrl-C prints
-	markBroken  = "<!-- dev-cluster: broken -->"  // a broken rollout, after the session: its commands, as the session's
+	markOutput   = "<!-- dev-cluster: output -->"   // what make dev-cluster prints, to the commands
+	markSession  = "<!-- dev-cluster: session -->"  // the commands in order, with their output as comments
+	markStop     = "<!-- dev-cluster: stop -->"     // what Ctrl-C prints
+	markBroken   = "<!-- dev-cluster: broken -->"   // a broken rollout, after the session: its commands, as the session's
+	markAnalysis = "<!-- dev-cluster: analysis -->" // a bad version an analysis rolls back, after the broken rollout
 )
 
 // check is what one docs command must do.
@@ -128,25 +133,144 @@ var brokenChecks = []check{
 	}},
 }
 
+// analysisRun is what the analysis session's checks keep for the test:
+// the output of apply under the bad version.
+type analysisRun struct {
+	badApply string
+}
+
+// The analysis session's images: web's before it, the bad version (its
+// tag answers errors) and the fixed one.
+const (
+	analysisFrom  = simRegistry + "/testapp:2.0"
+	analysisBad   = simRegistry + "/testapp:errors"
+	analysisFixed = simRegistry + "/testapp:3.0"
+)
+
+// analysisChecks are docs/rollouts.md "A bad version rolls back by
+// itself"'s commands, run in root after the broken rollout: the copied
+// example's times shortened and its tests passing; under it, the bad
+// version fails its first gate, naming the query and the value, and is
+// rolled back in place (every pod on its image again, Ready); the fixed
+// version passes both gates under the CEL twin.
+func analysisChecks(root string, run *analysisRun) []check {
+	badQuery := `query sum(rate(http_requests_total{namespace=\"demo\",pod=~\"web-4|web-5\",code=~\"5..\"}[5s])) / sum(rate(http_requests_total{namespace=\"demo\",pod=~\"web-4|web-5\"}[5s]))`
+	return []check{
+		{match: "cp -r policies/examples/analysis-error-rate "},
+		{match: "sed -i ", also: func(t *testing.T, _ string) {
+			for file, want := range map[string][]string{
+				"policy.rego":      {`"soak": "5s"`, `"interval": "2s"`, `"window": "5s"`},
+				"policy.yaml":      {"soak: 5s", "interval: 2s", "window: 5s"},
+				"policy_test.yaml": {"soak: 5s", "[5s]"},
+			} {
+				b, err := os.ReadFile(filepath.Join(root, "bin/dev-cluster/my-analysis", file))
+				if err != nil {
+					t.Error(err)
+					continue
+				}
+				for _, w := range want {
+					if !strings.Contains(string(b), w) {
+						t.Errorf("my-analysis/%s after the sed lacks %q", file, w)
+					}
+				}
+				if old := regexp.MustCompile(`\b(2m|1m|30s)\b`).FindString(string(b)); old != "" {
+					t.Errorf("my-analysis/%s after the sed still holds %q", file, old)
+				}
+			}
+		}},
+		{match: "rollplan test bin/dev-cluster/my-analysis", output: []string{" passed, 0 failed"}},
+		{match: " set image sts/web app=$ROLLPLAN_REGISTRY/testapp:errors", output: []string{
+			"Warning: rollplan: will update 6 pods in 3 waves: 6 in place",
+			"statefulset.apps/web image updated",
+		}},
+		{match: "rollplan apply -n demo sts/web --policy bin/dev-cluster/my-analysis --analysis-config ", output: []string{
+			`msg=analysis workload="StatefulSet demo/web" wave=1 pods=web-4,web-5 gate="soak 5s, 2 measurement(s)"`,
+			`msg=soak workload="StatefulSet demo/web" wave=1 soak=5s`,
+			`wave=1 attempt=1 verdict=fail message="error-rate = 0.`,
+			", above 0.01 (" + badQuery + ")",
+			`msg=rollback workload="StatefulSet demo/web" wave=1`,
+			"StatefulSet demo/web: done: 4 InPlaceUpdate",
+			"6/6 pods updated, 6 available, 0 held, 0 in flight",
+		}, also: func(t *testing.T, out string) {
+			run.badApply = out
+			if strings.Contains(out, "verdict=pass") {
+				t.Errorf("apply under the bad version: a gate passed")
+			}
+			// The measured error rate: half the requests answered 500.
+			m := regexp.MustCompile(`verdict=fail message="error-rate = ([0-9.]+),`).FindStringSubmatch(out)
+			if m == nil {
+				t.Fatal("apply under the bad version: no failing verdict with a value")
+			}
+			if v, err := strconv.ParseFloat(m[1], 64); err != nil || v < 0.45 || v > 0.55 {
+				t.Errorf("apply under the bad version: error-rate %s, want 0.5 ± 0.05", m[1])
+			}
+			// Only the first wave's pods ever ran it.
+			for _, l := range regexp.MustCompile(`msg=InPlaceUpdate .* pod=(web-[0-9])`).FindAllStringSubmatch(out, -1) {
+				if l[1] != "web-4" && l[1] != "web-5" {
+					t.Errorf("apply under the bad version updated %s, beyond the first wave (web-4, web-5)", l[1])
+				}
+			}
+		}},
+		{match: "rollplan status -n demo sts/web", output: []string{
+			"StatefulSet demo/web: rolled out",
+			"after wave 1: analysis after wave 1 failed: error-rate = 0.",
+		}, also: func(t *testing.T, out string) {
+			if !regexp.MustCompile(`(?m)^Analysis: +rolled back from web-[0-9a-f]+ after wave 1`).MatchString(out) {
+				t.Errorf("status: no line Analysis: rolled back from ... after wave 1")
+			}
+		}},
+		{match: " get pods -l app=web ", also: func(t *testing.T, out string) {
+			back := regexp.MustCompile(`(?m)^web-[0-5] +`+regexp.QuoteMeta(analysisFrom)+` +true$`).FindAllString(out, -1)
+			if len(back) != 6 {
+				t.Errorf("kubectl get pods: %d of web's pods Ready on %s, want 6", len(back), analysisFrom)
+			}
+		}},
+		{match: " set image sts/web app=$ROLLPLAN_REGISTRY/testapp:3.0", output: []string{
+			"Warning: rollplan: will update 6 pods in 3 waves: 6 in place",
+			"statefulset.apps/web image updated",
+		}},
+		{match: "rollplan apply -n demo sts/web --policy bin/dev-cluster/my-analysis/policy.yaml --analysis-config ", output: []string{
+			`wave=1 attempt=1 verdict=pass message="error-rate at most 0, limit 0.01; latency-p99 at most 0.0`,
+			"StatefulSet demo/web: done: 6 InPlaceUpdate",
+			"6/6 pods updated, 6 available, 0 held, 0 in flight",
+		}, also: func(t *testing.T, out string) {
+			verdicts := regexp.MustCompile(`wave=([0-9]) attempt=[0-9]+ verdict=([a-z]+)`).FindAllStringSubmatch(out, -1)
+			var got []string
+			for _, v := range verdicts {
+				got = append(got, v[2]+":"+v[1])
+			}
+			if strings.Join(got, " ") != "pass:1 pass:2" {
+				t.Errorf("apply under the fixed version: verdicts %v, want a pass after waves 1 and 2", got)
+			}
+		}},
+	}
+}
+
 // TestDevClusterSession is docs/dev-cluster.md, run: it builds
 // bin/rollplan and the dev cluster into a folder laid out like a checkout
 // (test/cluster/bin links to $ROLLPLAN_CLUSTER_BIN), starts it as `make
 // dev-cluster` does, compares what it prints with the docs, runs the
 // docs' commands in order from that folder and checks each, then those
 // of "Out of a broken rollout" (after its undo, web's same pods on their
-// image again), then sends SIGINT and checks that every process it started
+// image again) and "A bad version rolls back by itself" (a pod watch
+// checks the budget and times the rollback), then sends SIGINT and checks that every process it started
 // has exited and every port they listened on is free.
 func TestDevClusterSession(t *testing.T) {
 	versionDir, err := controlplane.VersionDir(harness.Version)
 	if err != nil {
 		t.Skip(err)
 	}
+	// The docs' output has Prometheus's lines, and their last session
+	// needs it.
+	prometheus.Binary(t, "prometheus")
 	wantOutput, session, wantStop := docBlock(t, markOutput), docBlock(t, markSession), docBlock(t, markStop)
 	broken := commandLines(docBlock(t, markBroken))
+	analysisSession := commandLines(docBlock(t, markAnalysis))
 
-	// About a minute on 2 cores, most of it the build (links two
-	// binaries); the bound leaves room for a loaded machine.
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	// About two minutes on 2 cores: the build (links two binaries), the
+	// sessions, the analysis one's gates (soaks and measurements) 40 s of
+	// it; the bound leaves room for a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	root := t.TempDir()
 	layOut(ctx, t, root, versionDir, "etcd", "kube-apiserver", "kube-controller-manager", "kubectl")
@@ -159,7 +283,7 @@ func TestDevClusterSession(t *testing.T) {
 	checkPrintedCommands(t, printed, commands)
 
 	procs := descendants(t, dc.cmd.Process.Pid)
-	for _, want := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "rollplan gate"} {
+	for _, want := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "rollplan gate", "prometheus"} {
 		found := false
 		for _, cmd := range procs {
 			found = found || strings.Contains(cmd, want)
@@ -187,6 +311,9 @@ func TestDevClusterSession(t *testing.T) {
 				t.Errorf("pod %s after undo: uid %s, was %s: the rollback is an image change, in place", name, after[name], uid)
 			}
 		}
+		if !t.Failed() {
+			runAnalysisSession(ctx, t, root, client, analysisSession, after)
+		}
 	}
 
 	stopOut := dc.interrupt(t)
@@ -210,7 +337,177 @@ func TestDevClusterSession(t *testing.T) {
 		}
 		_ = l.Close()
 	}
-	checkStateGone(t, root, "gate")
+	checkStateGone(t, root, "gate", "analysis.yaml", "prometheus")
+}
+
+// runAnalysisSession runs "A bad version rolls back by itself" with a
+// watch on web's pods beside it: never more than the budget (2)
+// unavailable at once, and the time from the failing verdict (apply's
+// log) to every pod Ready on the old image again (the watch). Then the
+// fixed version: the same pods (uids) throughout, all in place.
+func runAnalysisSession(ctx context.Context, t *testing.T, root string, client kubernetes.Interface, commands []string, uids map[string]types.UID) {
+	t.Helper()
+	wctx, stop := context.WithCancel(ctx)
+	w := watchWeb(wctx, t, client)
+	var run analysisRun
+	start := time.Now()
+	runSession(ctx, t, root, commands, analysisChecks(root, &run))
+	stop()
+	<-w.done
+	t.Logf("the analysis session took %s", time.Since(start).Round(100*time.Millisecond))
+	if n := w.maxUnavailable(); n > 2 {
+		t.Errorf("web had %d pods unavailable at once during the analysis session, the budget is 2", n)
+	}
+	m := regexp.MustCompile(`time=(\S+) level=INFO msg=analysis workload="StatefulSet demo/web" wave=1 attempt=1 verdict=fail`).FindStringSubmatch(run.badApply)
+	if m != nil {
+		failed, err := time.Parse(time.RFC3339Nano, m[1])
+		back := w.allReadyOn(analysisFrom, failed)
+		switch {
+		case err != nil:
+			t.Errorf("the failing verdict's time %q: %v", m[1], err)
+		case back.IsZero():
+			t.Errorf("the watch never saw web's six pods Ready on %s after the failing verdict (%s)", analysisFrom, failed)
+		default:
+			t.Logf("from the failing verdict (%s) to web's six pods Ready on %s again: %s; at most %d unavailable at once",
+				failed.Format(time.RFC3339Nano), analysisFrom, back.Sub(failed).Round(time.Millisecond), w.maxUnavailable())
+		}
+	}
+	final := webPods(ctx, t, client, analysisFixed)
+	for name, uid := range uids {
+		if final[name] != uid {
+			t.Errorf("pod %s after the analysis session: uid %s, was %s: rollback and rollout are in place", name, final[name], uid)
+		}
+	}
+}
+
+// webWatch follows web's pods from a watch: how many were unavailable at
+// most at once, and when all six turned Ready on one image.
+type webWatch struct {
+	done chan struct{}
+
+	mu   sync.Mutex
+	pods map[string]webPodState
+	max  int
+	// turned: when all six were Ready on an image, each time they turned so.
+	turned []imageAt
+	allOn  string
+}
+
+type webPodState struct {
+	image string
+	ready bool
+}
+
+type imageAt struct {
+	image string
+	at    time.Time
+}
+
+// watchWeb starts the watch; it ends with ctx (done closes).
+func watchWeb(ctx context.Context, t *testing.T, client kubernetes.Interface) *webWatch {
+	t.Helper()
+	sel := metav1.ListOptions{LabelSelector: "app=web"}
+	list, err := client.CoreV1().Pods("demo").List(ctx, sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &webWatch{done: make(chan struct{}), pods: map[string]webPodState{}}
+	for i := range list.Items {
+		w.pods[list.Items[i].Name] = webPod(&list.Items[i])
+	}
+	// Counted once the list is whole: a pod not seen yet is not missing.
+	w.max = w.unavailable()
+	w.allOn = w.allReadyImage()
+	sel.ResourceVersion = list.ResourceVersion
+	watcher, err := client.CoreV1().Pods("demo").Watch(ctx, sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(w.done)
+		defer watcher.Stop()
+		for ev := range watcher.ResultChan() {
+			if p, ok := ev.Object.(*corev1.Pod); ok {
+				w.observe(p, ev.Type == watch.Deleted)
+			}
+		}
+	}()
+	return w
+}
+
+func (w *webWatch) observe(p *corev1.Pod, deleted bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if deleted {
+		delete(w.pods, p.Name)
+	} else {
+		w.pods[p.Name] = webPod(p)
+	}
+	w.max = max(w.max, w.unavailable())
+	img := w.allReadyImage()
+	if img != "" && img != w.allOn {
+		w.turned = append(w.turned, imageAt{img, time.Now()})
+	}
+	w.allOn = img
+}
+
+func webPod(p *corev1.Pod) webPodState {
+	c := condition(p, corev1.PodReady)
+	ready := p.DeletionTimestamp == nil && c != nil && c.Status == corev1.ConditionTrue
+	return webPodState{image: p.Spec.Containers[0].Image, ready: ready}
+}
+
+// unavailable: web's pods not Ready, a missing one included.
+func (w *webWatch) unavailable() int {
+	ready := 0
+	for _, s := range w.pods {
+		if s.ready {
+			ready++
+		}
+	}
+	return 6 - ready
+}
+
+// allReadyImage: the image all six pods are Ready on, "" when they are not.
+func (w *webWatch) allReadyImage() string {
+	img := ""
+	if len(w.pods) != 6 {
+		return ""
+	}
+	for _, s := range w.pods {
+		if !s.ready || (img != "" && s.image != img) {
+			return ""
+		}
+		img = s.image
+	}
+	return img
+}
+
+func (w *webWatch) maxUnavailable() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.max
+}
+
+// allReadyOn: the first time after since all six turned Ready on image.
+func (w *webWatch) allReadyOn(image string, since time.Time) time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, t := range w.turned {
+		if t.image == image && t.at.After(since) {
+			return t.at
+		}
+	}
+	return time.Time{}
+}
+
+func condition(p *corev1.Pod, typ corev1.PodConditionType) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == typ {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
 }
 
 // checkPrintedCommands compares the commands of the ready block with the
@@ -247,6 +544,16 @@ func layOut(ctx context.Context, t *testing.T, root, versionDir string, binaries
 	}
 	for _, name := range binaries {
 		if err := os.Symlink(filepath.Join(versionDir, name), filepath.Join(binDir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The example policies, and the scenarios their tests plan.
+	for _, dir := range []string{"policies", "testdata"} {
+		abs, err := filepath.Abs(filepath.Join("../..", dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(abs, filepath.Join(root, dir)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -722,6 +1029,40 @@ func TestReadmeSession(t *testing.T) {
 	}
 	if !crashing {
 		t.Errorf("docs broken rollout: no `set image sts/web app=...` to an image the dev cluster crash-loops (tags %v): %q", imageTags, broken)
+	}
+
+	// "A bad version rolls back by itself": each command with its check,
+	// the bad image one the dev cluster's exporters answer errors for, the
+	// fixed one not.
+	analysisSession := commandLines(docBlock(t, markAnalysis))
+	aChecks := analysisChecks("", &analysisRun{})
+	if len(analysisSession) != len(aChecks)+len(exports) || strings.Join(analysisSession[:min(len(exports), len(analysisSession))], "\n") != strings.Join(exports, "\n") {
+		t.Errorf("docs analysis session: commands %q, want the session's exports %q and %d checked ones", analysisSession, exports, len(aChecks))
+	}
+	errorRatio := map[string]float64{}
+	for _, line := range analysisSession[min(len(exports), len(analysisSession)):] {
+		n := 0
+		for _, c := range aChecks {
+			if strings.Contains(line, c.match) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("docs analysis command %q matches %d checks, want 1", line, n)
+		}
+		if _, image, ok := strings.Cut(line, " set image sts/web app=$"+registryEnv+"/"); ok {
+			b := kubeletImages().Default
+			if tb, ok := kubeletImages().Tags[image[strings.LastIndex(image, ":")+1:]]; ok {
+				b = tb
+			}
+			errorRatio[simRegistry+"/"+image] = b.ErrorRatio
+		}
+	}
+	if r, ok := errorRatio[analysisBad]; !ok || r < 0.1 {
+		t.Errorf("docs analysis session: sets %v (error ratios), want %s answering errors", errorRatio, analysisBad)
+	}
+	if r, ok := errorRatio[analysisFixed]; !ok || r != 0 {
+		t.Errorf("docs analysis session: sets %v (error ratios), want %s answering none", errorRatio, analysisFixed)
 	}
 }
 

@@ -10,7 +10,12 @@
 // prints the commands to try next (docs/dev-cluster.md). The
 // kubelet gives an image a behaviour by its tag (imageTags: crash loop,
 // never ready, slow start), so that a broken rollout can be tried with
-// kubectl set image (docs/rollouts.md "Out of a broken rollout").
+// kubectl set image (docs/rollouts.md "Out of a broken rollout"). When
+// Debian's prometheus is installed, it also runs a Prometheus scraping an
+// exporter of simulated traffic per container (the kubelet's Metrics:
+// the tag errors answers half its requests with 500) and writes an analysis
+// config naming it, so that a bad version's rollback by analysis can be
+// watched (docs/rollouts.md "A bad version rolls back by itself").
 //
 // With --node real (make dev-cluster NODE=real) it runs a real node
 // instead (test/node: containerd with runc, a kubelet, kube-proxy and
@@ -57,6 +62,7 @@ import (
 	"github.com/rollplan/rollplan/test/harness"
 	"github.com/rollplan/rollplan/test/kubelet"
 	"github.com/rollplan/rollplan/test/node"
+	"github.com/rollplan/rollplan/test/prometheus"
 )
 
 // options are the command's flags.
@@ -133,6 +139,14 @@ type cluster struct {
 	// kubeletStop ends the test kubelet's workers and informers.
 	kubeletStop context.CancelFunc
 	nodes       []kubelet.Node
+
+	// prom is the Prometheus scraping the containers' exporters (nil:
+	// none, promSkipped says why); analysisConfig names it for
+	// --analysis-config.
+	prom           *prometheus.Server
+	promSkipped    string
+	promLog        string
+	analysisConfig string
 
 	gate     *exec.Cmd
 	gateDone chan struct{}
@@ -247,7 +261,9 @@ func (c *cluster) start(ctx context.Context) error {
 	}
 	c.removeAtStop = append(c.removeAtStop, c.kubeconfig)
 
-	steps := []func(context.Context) error{c.startKubelet, c.startGate, c.createWorkloads}
+	// Prometheus first: the kubelet writes its exporters to the file
+	// Prometheus watches.
+	steps := []func(context.Context) error{c.startPrometheus, c.startKubelet, c.startGate, c.createWorkloads}
 	c.registry = simRegistry
 	if real {
 		steps = []func(context.Context) error{c.startNode, c.installRollplan, c.createWorkloads}
@@ -313,6 +329,9 @@ func (c *cluster) startKubelet(ctx context.Context) (err error) {
 	c.kubeletStop = cancel
 	opts := kubeletImages()
 	opts.Nodes = c.nodes
+	if c.prom != nil {
+		opts.Metrics = &kubelet.Metrics{TargetsFile: c.prom.TargetsFile(promJob)}
+	}
 	k := kubelet.New(c.cp.Client, opts)
 	if err := k.Run(kctx); err != nil {
 		return fmt.Errorf("start the test kubelet: %w", err)
@@ -338,6 +357,10 @@ var (
 		// testapp:broken as on a real node (test/node): runs, never Ready.
 		{"broken", kubelet.Behavior{StartDelay: 500 * time.Millisecond, NeverReady: true, TerminationDelay: 500 * time.Millisecond}},
 		{"slow", kubelet.Behavior{StartDelay: 500 * time.Millisecond, ReadyDelay: 30 * time.Second, TerminationDelay: 500 * time.Millisecond}},
+		// A bad version: Ready, but its exporter shows half its requests
+		// answered 500 (docs/rollouts.md "A bad version rolls back by
+		// itself"), as testapp:errors on a real node (test/node).
+		{"errors", kubelet.Behavior{StartDelay: 500 * time.Millisecond, ReadyDelay: time.Second, TerminationDelay: 500 * time.Millisecond, ErrorRatio: 0.5}},
 	}
 )
 
@@ -363,9 +386,16 @@ func describe(b kubelet.Behavior) string {
 		return fmt.Sprintf("crash-loops: restarts every %s, never Ready", secs(interval))
 	case b.NeverReady:
 		return fmt.Sprintf("starts in %s, never turns Ready", secs(b.StartDelay))
+	case b.ErrorRatio > 0:
+		return fmt.Sprintf("starts in %s, turns Ready %s later; answers %s of requests with 500", secs(b.StartDelay), secs(b.ReadyDelay), percent(b.ErrorRatio))
 	default:
 		return fmt.Sprintf("starts in %s, turns Ready %s later", secs(b.StartDelay), secs(b.ReadyDelay))
 	}
+}
+
+// percent is a share as the ready block writes it: "30%".
+func percent(f float64) string {
+	return strconv.FormatFloat(f*100, 'f', -1, 64) + "%"
 }
 
 // secs is d in seconds as the progress lines write them: "0.5s", "30s".
@@ -457,6 +487,50 @@ func (c *cluster) startGate(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("the API server never called the gate's webhook at %s (see %s): %w", c.gateURL, c.rel(c.gateLog), err)
 	}
+	return nil
+}
+
+// promJob is the scrape job of the containers' exporters.
+const promJob = "pods"
+
+// startPrometheus runs Prometheus on the containers' exporters (when its
+// binary is installed: else it says why it is skipped) and writes the
+// analysis config that names it.
+func (c *cluster) startPrometheus(context.Context) (err error) {
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		c.promSkipped = fmt.Sprintf("no prometheus binary (%v); apt-get install prometheus for the analysis demo", err)
+		fmt.Fprintf(c.out, "prometheus: skipped: %s\n", c.promSkipped)
+		return nil
+	}
+	done := c.step(fmt.Sprintf("starting prometheus: scrapes every container's exporter each %s", secs(prometheus.Interval)))
+	defer func() { done(err) }()
+	c.promLog = filepath.Join(c.opts.dir, "prometheus.log")
+	logFile, err := os.Create(c.promLog)
+	if err != nil {
+		return fmt.Errorf("prometheus log: %w", err)
+	}
+	dataDir := filepath.Join(c.opts.dir, "prometheus")
+	c.removeAtStop = append(c.removeAtStop, dataDir)
+	c.prom, err = prometheus.Run(bin, prometheus.Config{Discovered: []string{promJob}}, prometheus.RunOptions{Dir: dataDir, Log: logFile})
+	if err != nil {
+		_ = logFile.Close()
+		return fmt.Errorf("start prometheus (its log: %s): %w", c.rel(c.promLog), err)
+	}
+	go func() { <-c.prom.Done(); _ = logFile.Close() }()
+	c.analysisConfig = filepath.Join(c.opts.dir, "analysis.yaml")
+	cfg := fmt.Sprintf(`# rollplan apply --analysis-config %s: the dev cluster's Prometheus,
+# which scrapes every container's exporter (docs/rollouts.md
+# "A bad version rolls back by itself"). Gone with the cluster.
+providers:
+  prometheus:
+    address: %s
+    timeout: 5s
+`, c.rel(c.analysisConfig), c.prom.URL)
+	if err := os.WriteFile(c.analysisConfig, []byte(cfg), 0o644); err != nil {
+		return fmt.Errorf("write the analysis config: %w", err)
+	}
+	c.removeAtStop = append(c.removeAtStop, c.analysisConfig)
 	return nil
 }
 
@@ -553,13 +627,20 @@ func pods(n int) string {
 	return fmt.Sprintf("%d pods", n)
 }
 
-// wait blocks until ctx ends (a signal) or the gate exits by itself.
+// wait blocks until ctx ends (a signal), or the gate or Prometheus
+// exits by itself.
 func (c *cluster) wait(ctx context.Context) error {
+	var promDone <-chan struct{}
+	if c.prom != nil {
+		promDone = c.prom.Done()
+	}
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-c.gateDone:
 		return fmt.Errorf("rollplan gate exited (%v): see %s; stopping the cluster", c.gate.ProcessState, c.rel(c.gateLog))
+	case <-promDone:
+		return fmt.Errorf("prometheus exited: see %s; stopping the cluster", c.rel(c.promLog))
 	}
 }
 
@@ -567,6 +648,14 @@ func (c *cluster) wait(ctx context.Context) error {
 // that are stale without the cluster. It is safe after a partial start.
 func (c *cluster) stop() error {
 	var errs []error
+	if c.prom != nil {
+		done := c.step("stopping prometheus")
+		err := c.prom.Stop()
+		done(err)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if c.gate != nil {
 		done := c.step("stopping rollplan gate")
 		_ = syscall.Kill(-c.gate.Process.Pid, syscall.SIGTERM)

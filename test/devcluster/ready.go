@@ -5,6 +5,9 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+
+	"github.com/rollplan/rollplan/test/kubelet"
+	"github.com/rollplan/rollplan/test/prometheus"
 )
 
 // tryHeader starts the commands of the ready block; docs/dev-cluster.md
@@ -140,6 +143,14 @@ func (c *cluster) printSimulatedCluster(w io.Writer) {
 		fmt.Fprintf(w, "    %-13s %s\n", ":"+t.tag, describe(t.b))
 	}
 	fmt.Fprintf(w, "    %-13s %s\n", "other tags", describe(defaultBehavior))
+	if c.prom != nil {
+		fmt.Fprintf(w, "  metrics     each running container exports http_requests_total{code} and http_request_duration_seconds:\n")
+		fmt.Fprintf(w, "              %g requests/s while Ready, about %s each, answered 500 as its tag says (else never)\n", float64(kubelet.DefaultRequestRate), kubelet.DefaultLatency)
+		fmt.Fprintf(w, "  prometheus  %s scrapes them every %s, labelled namespace, pod and container (log %s)\n", c.prom.URL, secs(prometheus.Interval), c.rel(c.promLog))
+		fmt.Fprintf(w, "  analysis    %s names it for --analysis-config (docs/rollouts.md \"A bad version rolls back by itself\")\n", c.rel(c.analysisConfig))
+	} else {
+		fmt.Fprintf(w, "  prometheus  skipped: %s\n", c.promSkipped)
+	}
 	fmt.Fprintf(w, "  gate        rollplan gate at %s for namespace %s (log %s), run as\n", c.gateURL, c.opts.namespace, c.rel(c.gateLog))
 	fmt.Fprintf(w, "              %s\n", c.gateCommand())
 }

@@ -4,7 +4,10 @@
 // names), and writes pod status as a kubelet would — Pending, Running,
 // Ready with real transition times, a container restart after an in-place
 // image change, and per-image behaviour (slow starts, never ready, crash
-// loops) so tests can model unhealthy rollouts.
+// loops) so tests can model unhealthy rollouts. With Options.Metrics it
+// also runs, per container, an exporter of the traffic the container
+// would serve (metrics.go), for a Prometheus to scrape: a bad version's
+// error rate is per-image behaviour too.
 //
 // It is deliberately small: no containers run, no probes; what the
 // controllers and rollplan see is the pod status this package writes.
@@ -68,6 +71,12 @@ type Behavior struct {
 	// exit, which is reported (phase Succeeded, exit code 0, not Ready)
 	// before the pod is removed.
 	TerminationDelay time.Duration
+	// ErrorRatio: the share of requests the container answers 500 in
+	// the traffic its exporter reports (Options.Metrics), from 0 to 1.
+	ErrorRatio float64
+	// Latency: the median duration of those requests (they take from
+	// half to one and a half times it); default DefaultLatency.
+	Latency time.Duration
 }
 
 // Options configure a Kubelet.
@@ -88,6 +97,9 @@ type Options struct {
 	// them: a test then decides when pods become available, and can look
 	// at the cluster in between (the fidelity suite's steps).
 	HoldReady bool
+	// Metrics, when set, runs an exporter of simulated traffic per
+	// container (metrics.go) for a Prometheus to scrape.
+	Metrics *Metrics
 }
 
 // Kubelet plays the kubelet (and the scheduler) for every node it keeps.
@@ -106,6 +118,9 @@ type Kubelet struct {
 	broken map[types.UID]bool
 	// released: containers (pod UID/container/image) Release let become Ready.
 	released map[string]bool
+
+	// metrics: the containers' exporters; nil without Options.Metrics.
+	metrics *exporters
 
 	pods  corelisters.PodLister
 	queue workqueue.TypedRateLimitingInterface[string]
@@ -135,6 +150,9 @@ func New(client kubernetes.Interface, opts Options) *Kubelet {
 	}
 	for tag, b := range opts.Tags {
 		k.tags[tag] = b
+	}
+	if opts.Metrics != nil {
+		k.metrics = newExporters(*opts.Metrics, k.behavior)
 	}
 	return k
 }
@@ -219,6 +237,11 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("test kubelet: pod handler: %w", err)
 	}
+	if k.metrics != nil {
+		if err := k.watchMetrics(podInformer.Informer()); err != nil {
+			return err
+		}
+	}
 	factory.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), podInformer.Informer().HasSynced) {
 		return fmt.Errorf("test kubelet: pod cache did not sync: %w", ctx.Err())
@@ -230,6 +253,9 @@ func (k *Kubelet) Run(ctx context.Context) error {
 		<-ctx.Done()
 		k.queue.ShutDown()
 		factory.Shutdown()
+		if k.metrics != nil {
+			k.metrics.close()
+		}
 	}()
 	return nil
 }

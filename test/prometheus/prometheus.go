@@ -66,8 +66,9 @@ type Target struct {
 type Config struct {
 	Targets []Target
 	// Discovered are jobs whose targets the test sets while the server
-	// runs (Server.SetTargets), through file-based service discovery, as
-	// a Kubernetes service discovery follows pods.
+	// runs (Server.SetTargets, or a writer of Server.TargetsFile), through
+	// file-based service discovery, as a Kubernetes service discovery
+	// follows pods.
 	Discovered []string
 	// RuleFiles are Prometheus rule files (alerting and recording rules)
 	// to load.
@@ -85,7 +86,8 @@ type Server struct {
 	// URL is the server's base URL (http://HOST:PORT).
 	URL  string
 	log  *syncBuffer
-	stop func()
+	stop func() error
+	done chan struct{}
 	sd   string // folder of the Discovered jobs' target files
 	jobs []string
 }
@@ -95,24 +97,57 @@ type Server struct {
 func Start(t testing.TB, c Config) *Server {
 	t.Helper()
 	bin := Binary(t, "prometheus")
-	dir := t.TempDir()
-	s := &Server{log: &syncBuffer{}, sd: filepath.Join(dir, "sd"), jobs: c.Discovered}
-	if err := os.MkdirAll(s.sd, 0o755); err != nil {
+	s, err := Run(bin, c, RunOptions{Dir: t.TempDir()})
+	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = s.Stop()
+		if t.Failed() {
+			t.Logf("prometheus log:\n%s", s.log.String())
+		}
+	})
+	return s
+}
+
+// RunOptions say where a Prometheus that Run starts keeps its state.
+type RunOptions struct {
+	// Dir holds prometheus.yml, the Discovered jobs' target files (sd/)
+	// and the data (data/); created if missing.
+	Dir string
+	// Log, when set, receives Prometheus's output too.
+	Log io.Writer
+}
+
+// Run starts the prometheus binary bin on a free port of c.Host with c
+// and waits (30 s at most) until it is ready: Start's work, for a program
+// that is not a test (make dev-cluster). The process has a process group
+// of its own, so a terminal's Ctrl-C reaches only its parent, which stops
+// it (Stop); it is killed if its parent dies.
+func Run(bin string, c Config, o RunOptions) (*Server, error) {
+	// Absolute: prometheus.yml's paths are read relative to its folder.
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("prometheus: %w", err)
+	}
+	o.Dir = dir
+	s := &Server{log: &syncBuffer{}, done: make(chan struct{}), sd: filepath.Join(o.Dir, "sd"), jobs: c.Discovered}
+	if err := os.MkdirAll(s.sd, 0o755); err != nil {
+		return nil, fmt.Errorf("prometheus: %w", err)
 	}
 	// Each discovered job starts with no targets.
 	for _, job := range c.Discovered {
 		if err := s.SetTargets(job, nil); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 	}
 	cfg, err := config(c, s.sd)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	cfgFile := filepath.Join(dir, "prometheus.yml")
+	cfgFile := filepath.Join(o.Dir, "prometheus.yml")
 	if err := os.WriteFile(cfgFile, cfg, 0o644); err != nil {
-		t.Fatal(err)
+		return nil, fmt.Errorf("prometheus: %w", err)
 	}
 	host := c.Host
 	if host == "" {
@@ -120,58 +155,74 @@ func Start(t testing.TB, c Config) *Server {
 	}
 	addr, err := freeAddr(host)
 	if err != nil {
-		t.Fatal(err)
+		return nil, fmt.Errorf("prometheus: %w", err)
 	}
 	s.URL = "http://" + addr
-	cmd := exec.Command(bin, "--config.file="+cfgFile, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+	cmd := exec.Command(bin, "--config.file="+cfgFile, "--storage.tsdb.path="+filepath.Join(o.Dir, "data"),
 		"--web.listen-address="+addr, "--log.level=warn")
-	cmd.Stdout, cmd.Stderr = s.log, s.log
-	// Killed with the test binary, however that ends.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var out io.Writer = s.log
+	if o.Log != nil {
+		out = io.MultiWriter(s.log, o.Log)
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start prometheus: %v", err)
+		return nil, fmt.Errorf("start prometheus: %w", err)
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	s.stop = func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
+	go func() { _ = cmd.Wait(); close(s.done) }()
+	var once sync.Once
+	var stopErr error
+	s.stop = func() error {
+		once.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-s.done:
+			case <-time.After(10 * time.Second):
+				_ = cmd.Process.Kill()
+				<-s.done
+				stopErr = errors.New("prometheus did not exit within 10s of SIGTERM: killed")
+			}
+		})
+		return stopErr
 	}
-	t.Cleanup(func() {
-		s.stop()
-		if t.Failed() {
-			t.Logf("prometheus log:\n%s", s.log.String())
-		}
-	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		select {
-		case <-done:
-			t.Fatalf("prometheus exited: %v\n%s", cmd.ProcessState, s.log.String())
+		case <-s.done:
+			return nil, fmt.Errorf("prometheus exited: %v\n%s", cmd.ProcessState, s.log.String())
 		default:
 		}
 		if resp, err := http.Get(s.URL + "/-/ready"); err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				break
+				return s, nil
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("prometheus not ready after 30s\n%s", s.log.String())
+			_ = s.stop()
+			return nil, fmt.Errorf("prometheus not ready after 30s\n%s", s.log.String())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return s
 }
 
 // Stop stops the server (a test of what its users do without it); the
-// test's cleanup stops it otherwise.
-func (s *Server) Stop() { s.stop() }
+// test's cleanup stops it otherwise. Stopping twice is stopping once.
+func (s *Server) Stop() error { return s.stop() }
+
+// Done is closed once the process has exited.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// TargetsFile is the file_sd file of a Discovered job, for a writer that
+// keeps it itself rather than through SetTargets (test/kubelet's
+// Metrics.TargetsFile): JSON target groups, replaced whole (a rename), as
+// SetTargets does. "" for a job that is not discovered.
+func (s *Server) TargetsFile(job string) string {
+	if !slices.Contains(s.jobs, job) {
+		return ""
+	}
+	return filepath.Join(s.sd, job+".json")
+}
 
 // SetTargets replaces the targets of a Discovered job. Prometheus sees
 // the file change within a second or so (it watches it); the file is

@@ -150,6 +150,13 @@ func TestDiscovered(t *testing.T) {
 	if err := s.SetTargets("other", nil); err == nil || !strings.Contains(err.Error(), `job "other" is not discovered`) {
 		t.Errorf("SetTargets of a job not discovered: %v", err)
 	}
+	// The job's file, for a writer of its own, holds its targets: none yet.
+	if b, err := os.ReadFile(s.TargetsFile("pods")); err != nil || strings.TrimSpace(string(b)) != "[]" {
+		t.Errorf("TargetsFile(pods) %s: %q, %v; want an empty list", s.TargetsFile("pods"), b, err)
+	}
+	if f := s.TargetsFile("other"); f != "" {
+		t.Errorf("TargetsFile of a job not discovered: %q, want none", f)
+	}
 	set := func(n int) {
 		t.Helper()
 		var tg []Target
