@@ -42,13 +42,31 @@ func AnalysisRecord(s *AnalysisState) *live.RolloutAnalysis {
 	return &live.RolloutAnalysis{Wave: s.Wave, Attempt: s.Attempt, State: s.State(), Verdict: s.Verdict, Message: s.Summary()}
 }
 
+// refusedAgain says why a revision that failed its analysis is not rolled
+// again.
+func refusedAgain(st *AnalysisState) string {
+	return fmt.Sprintf("revision %s failed its analysis and was rolled back to %s (%s): it is not rolled again until `rollplan resume`, or fix the version and change the template", st.From, st.Revision, st.Message)
+}
+
 // ResumeAnalysis clears a halt the workload's analysis gate recorded, so
-// that the next step measures the wave again from a first try (rollplan
-// resume). A gate that did not halt is left as it is.
+// that the next step measures the wave again from a first try, and lets a
+// revision a failed analysis rolled back from roll again (rollplan
+// resume). A gate that did neither is left as it is.
 func ResumeAnalysis(ctx context.Context, client kubernetes.Interface, t live.Target, now time.Time) (bool, error) {
 	st, err := ReadAnalysisState(ctx, client, t)
-	if err != nil || st == nil || st.Halted == "" || st.RolledBack {
+	if err != nil || st == nil {
 		return false, err
+	}
+	if st.RolledBack {
+		if st.From == "" {
+			return false, nil
+		}
+		// The revision that failed may roll again.
+		st.From = ""
+		return true, WriteAnalysisState(ctx, client.AppsV1(), t.Kind, t.Namespace, t.Name, st)
+	}
+	if st.Halted == "" {
+		return false, nil
 	}
 	st.Halted, st.Verdict, st.Message, st.Results, st.Attempt, st.MeasuredFrom = "", "", "", nil, 1, ""
 	st.MeasureAt = now.UTC().Format(time.RFC3339Nano)
@@ -145,6 +163,12 @@ func (e *Executor) gateWave(ctx context.Context, state *liveState, wp *plan.Work
 	st, err := e.analysisState(ctx)
 	if err != nil {
 		return nil, false, err
+	}
+	if st != nil && st.RolledBack && st.From != "" && st.From == w.UpdateRevision {
+		// The template went back to the revision a failed analysis rolled
+		// back from (a GitOps tool applying it again): rolling it again
+		// would fail again, a wave of pods at a time, for ever.
+		return nil, true, &HaltedError{Target: e.opts.Target, Reasons: []string{refusedAgain(st)}}
 	}
 	if st != nil && st.Revision != w.UpdateRevision {
 		st = nil // a state of an earlier rollout

@@ -304,6 +304,34 @@ func TestAnalysisGate(t *testing.T) {
 			if v := testutil.ToFloat64(metrics.AnalysisValues.WithLabelValues("errors", "prometheus", result)); int(v) != len(prov.queries) {
 				t.Errorf("rollplan_analysis_values_total{measurement=\"errors\",result=%q} %v, want %d (one per query)", result, v, len(prov.queries))
 			}
+			if tt.onFail == engine.AnalysisRollback && tt.wantTries == 1 {
+				// The template goes back to the revision that failed (a
+				// GitOps tool applying it again): refused, not rolled a
+				// wave at a time again, until rollplan resume.
+				set, _ := cs.AppsV1().StatefulSets(ns).Get(context.Background(), "web", metav1.GetOptions{})
+				set.Spec.Template.Spec.Containers[0].Image = "example.com/app:v2"
+				if set, err = cs.AppsV1().StatefulSets(ns).Update(context.Background(), set, metav1.UpdateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				set.Status.UpdateRevision = newRev
+				if _, err := cs.AppsV1().StatefulSets(ns).UpdateStatus(context.Background(), set, metav1.UpdateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				var h *HaltedError
+				if _, err := step(); !errors.As(err, &h) || !strings.Contains(err.Error(), "revision web-new failed its analysis and was rolled back to web-old") {
+					t.Errorf("the failed revision applied again: err %v, want a halt saying it failed and was rolled back", err)
+				}
+				target := live.Target{Namespace: ns, Kind: "StatefulSet", Name: "web"}
+				if ok, err := ResumeAnalysis(context.Background(), cs, target, clk.Now()); !ok || err != nil {
+					t.Fatalf("ResumeAnalysis after a rollback: %v, %v; want the revision let go", ok, err)
+				}
+				if _, err := step(); err != nil {
+					t.Errorf("after resume the failed revision rolls again: err %v", err)
+				}
+				if st := readState(t, cs); st.Revision != newRev || st.RolledBack || st.Wave != 1 {
+					t.Errorf("after resume the gate is %+v, want a new gate for wave 1 of %s", st, newRev)
+				}
+			}
 			if tt.wantErr == "" {
 				return
 			}

@@ -263,6 +263,22 @@ type HaltedError struct {
 	Reasons []string
 }
 
+// RolledBackError: a failed analysis (or rollplan abort) rolled the
+// rollout back, and the rollback is done: the pods run the revision the
+// rollout came from. The version applied did not roll out, so scripts get
+// the halt's exit code (3), not success.
+type RolledBackError struct {
+	Target live.Target
+	// From: the revision that failed; To: the one the pods run again.
+	From, To string
+	Reason   string
+}
+
+func (r *RolledBackError) Error() string {
+	return fmt.Sprintf("%s: rolled back to %s: %s; the revision that failed (%s) is refused until the template changes again or `rollplan resume %s`",
+		r.Target, r.To, r.Reason, r.From, targetRef(r.Target))
+}
+
 // Error is one line: the first reason (a count of the others: every pod
 // that cannot go in place has its own, and a line of all of them is
 // unreadable), what to do next, and where every reason is listed.
@@ -519,6 +535,9 @@ func (e *Executor) Run(ctx context.Context, once bool) (*Summary, error) {
 			if a.Outcome != Skipped {
 				sum.Actions[a.Type]++
 			}
+		}
+		if a := step.Analysis; step.Done && a != nil && a.RolledBack && !e.opts.DryRun {
+			return sum, &RolledBackError{Target: e.opts.Target, From: a.From, To: a.Revision, Reason: a.Message}
 		}
 		if step.Done || once || e.opts.DryRun {
 			return sum, nil

@@ -522,6 +522,9 @@ func BuildStatus(r *facts.Rollout, wp plan.WorkloadPlan, origin *plan.WorkloadPl
 		}
 	case complete:
 		st.State, st.Verdict = StatusRolledOut, "rolled out"
+		if a := st.Analysis; a != nil && a.RolledBack {
+			st.Verdict = fmt.Sprintf("rolled back to %s: %s failed its analysis", a.Revision, a.From)
+		}
 		st.Waves = StatusWaves{Done: st.Waves.Total, Total: st.Waves.Total}
 	case w.Annotations[facts.AnnPaused] == "true":
 		st.State, st.Verdict = StatusPaused, fmt.Sprintf("paused by rollplan pause (resume with `rollplan resume %s/%s -n %s`)", strings.ToLower(w.Kind), w.Name, w.Namespace)
@@ -540,6 +543,9 @@ func BuildStatus(r *facts.Rollout, wp plan.WorkloadPlan, origin *plan.WorkloadPl
 			st.Verdict = "in progress: nothing planned: " + wp.Notes[0]
 		default:
 			st.Verdict = fmt.Sprintf("in progress: waiting for pods to become available (%d of %d)", st.Pods.Available, w.Replicas)
+		}
+		if a := st.Analysis; a != nil && a.RolledBack {
+			st.Verdict = fmt.Sprintf("rolling back to %s (%s failed its analysis), %s", a.Revision, a.From, st.Verdict)
 		}
 	}
 	return st

@@ -347,9 +347,12 @@ func report(w io.Writer, t live.Target, dryRun bool, sum *executor.Summary, err 
 	}
 	state := "in progress"
 	var h *executor.HaltedError
+	var rb *executor.RolledBackError
 	switch {
 	case errors.As(err, &h):
 		state = "halted by policy"
+	case errors.As(err, &rb):
+		state = "rolled back"
 	case err != nil:
 		state = "stopped"
 	case dryRun:

@@ -96,13 +96,14 @@ func errorLine(cmd *cobra.Command, err error) string {
 func exitCode(err error) int {
 	var u usageError
 	var h *executor.HaltedError
+	var rb *executor.RolledBackError
 	var c codedError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &c):
 		return c.code
-	case errors.As(err, &h):
+	case errors.As(err, &h), errors.As(err, &rb):
 		return exitHalted
 	case errors.As(err, &u):
 		return exitUsage

@@ -180,13 +180,21 @@ template changes or rollplan resume, as the controller keeps it.
 }
 
 // statusErr is the error a status maps to: a *executor.HaltedError (exit 3)
-// when the policy halts the rollout, exit 4 when it is stalled, else nil.
+// when the policy halts the rollout, a *executor.RolledBackError (exit 3)
+// when a failed analysis rolled it back, exit 4 when it is stalled, else
+// nil.
 func statusErr(t live.Target, st *executor.RolloutStatus) error {
 	switch st.State {
 	case executor.StatusHalted:
 		return &executor.HaltedError{Target: t, Reasons: append(append([]string{}, st.Halted...), st.Denied...)}
 	case executor.StatusStalled:
 		return codedError{exitStalled, fmt.Errorf("%s: %s", t, st.Verdict)}
+	case executor.StatusRolledOut:
+		if a := st.Analysis; a != nil && a.RolledBack {
+			// Rolled out, but to the revision a failed analysis went
+			// back to: the version applied did not.
+			return &executor.RolledBackError{Target: t, From: a.From, To: a.Revision, Reason: a.Message}
+		}
 	}
 	return nil
 }

@@ -609,3 +609,31 @@ func TestStatusTableStaleController(t *testing.T) {
 		t.Errorf("table lacks %q:\n%s", want, b.String())
 	}
 }
+
+// A rollout a failed analysis rolled back is rolled out, but not to the
+// version applied: status says so with the halt's exit code, so a
+// pipeline's `status --wait` fails; every other state keeps its code.
+func TestStatusErrRolledBack(t *testing.T) {
+	target := live.Target{Namespace: "prod", Kind: "StatefulSet", Name: "web"}
+	back := &executor.AnalysisState{Revision: "web-old", From: "web-new", RolledBack: true, Wave: 1, Message: "analysis after wave 1 failed: errors = 0.9, above 0.5"}
+	for _, tc := range []struct {
+		name string
+		st   executor.RolloutStatus
+		code int
+		want string
+	}{
+		{"rolled out", executor.RolloutStatus{State: executor.StatusRolledOut}, exitOK, ""},
+		{"rolled out, the gate passed", executor.RolloutStatus{State: executor.StatusRolledOut, Analysis: &executor.AnalysisState{Revision: "web-new", Verdict: "pass"}}, exitOK, ""},
+		{"rolled back and done", executor.RolloutStatus{State: executor.StatusRolledOut, Analysis: back}, exitHalted,
+			"StatefulSet prod/web: rolled back to web-old: analysis after wave 1 failed: errors = 0.9, above 0.5; the revision that failed (web-new) is refused"},
+		{"rolling back", executor.RolloutStatus{State: executor.StatusInProgress, Analysis: back}, exitOK, ""},
+		{"halted", executor.RolloutStatus{State: executor.StatusHalted, Halted: []string{"crash-looping"}}, exitHalted, "crash-looping"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := statusErr(target, &tc.st)
+			if got := exitCode(err); got != tc.code || (tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want))) {
+				t.Errorf("exit %d, error %v; want %d and %q", got, err, tc.code, tc.want)
+			}
+		})
+	}
+}

@@ -203,6 +203,12 @@ func recordedGate(wp *WorkloadPlan, det *Detail) {
 		wp.Warnings = append(wp.Warnings, fmt.Sprintf("%s: the recorded analysis gate is ignored (rollplan resume or a new template records a new one)", err))
 		return
 	}
+	if st != nil && st.RolledBack && st.From != "" && st.From == w.UpdateRevision {
+		why := fmt.Sprintf("revision %s failed its analysis and was rolled back to %s (%s): it is not rolled again until `rollplan resume`, or fix the version and change the template", st.From, st.Revision, st.Message)
+		wp.Halted = append(wp.Halted, why)
+		dropAfter(wp, det, -1, "halted: "+why)
+		return
+	}
 	if st == nil || st.Revision != w.UpdateRevision || st.RolledBack || st.Gate == nil {
 		return
 	}

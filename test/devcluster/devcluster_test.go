@@ -183,14 +183,16 @@ func analysisChecks(root string, run *analysisRun) []check {
 			"Warning: rollplan: will update 6 pods in 3 waves: 6 in place",
 			"statefulset.apps/web image updated",
 		}},
-		{match: "rollplan apply -n demo sts/web --policy bin/dev-cluster/my-analysis --analysis-config ", output: []string{
+		{match: "rollplan apply -n demo sts/web --policy bin/dev-cluster/my-analysis --analysis-config ", exit: 3, output: []string{
 			`msg=analysis workload="StatefulSet demo/web" wave=1 pods=web-4,web-5 gate="soak 5s, 2 measurement(s)"`,
 			`msg=soak workload="StatefulSet demo/web" wave=1 soak=5s`,
 			`wave=1 attempt=1 verdict=fail message="error-rate = 0.`,
 			", above 0.01 (" + badQuery + ")",
 			`msg=rollback workload="StatefulSet demo/web" wave=1`,
-			"StatefulSet demo/web: done: 4 InPlaceUpdate",
+			"StatefulSet demo/web: rolled back: 4 InPlaceUpdate",
 			"6/6 pods updated, 6 available, 0 held, 0 in flight",
+			"error: StatefulSet demo/web: rolled back to web-",
+			") is refused until the template changes again or `rollplan resume sts/web -n demo`",
 		}, also: func(t *testing.T, out string) {
 			run.badApply = out
 			if strings.Contains(out, "verdict=pass") {
@@ -211,8 +213,9 @@ func analysisChecks(root string, run *analysisRun) []check {
 				}
 			}
 		}},
-		{match: "rollplan status -n demo sts/web", output: []string{
-			"StatefulSet demo/web: rolled out",
+		{match: "rollplan status -n demo sts/web", exit: 3, output: []string{
+			"StatefulSet demo/web: rolled back to web-",
+			" failed its analysis",
 			"after wave 1: analysis after wave 1 failed: error-rate = 0.",
 		}, also: func(t *testing.T, out string) {
 			if !regexp.MustCompile(`(?m)^Analysis: +rolled back from web-[0-9a-f]+ after wave 1`).MatchString(out) {
