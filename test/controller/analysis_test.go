@@ -209,6 +209,22 @@ func TestAnalysisGates(t *testing.T) {
 			t.Fatal("bad: no failing verdict in the controller's log")
 		}
 		e.logf("bad: from the failing verdict to the rollback's completion: %s (the controller's log times)", completeAt.Sub(failedAt).Round(10*time.Millisecond))
+		// rollplan status: rolled out, but back: exit 3 for a pipeline.
+		if out, errOut, code := e.cli("status", "statefulset/"+bad.Name); code != 3 || !strings.Contains(out, "rolled back to ") || !strings.Contains(errOut, "failed") {
+			t.Errorf("bad: rollplan status after the rollback exit %d, want 3 and 'rolled back to':\n%s%s", code, out, errOut)
+		}
+		// The same bad template applied again (a GitOps tool putting it
+		// back) is refused, not rolled a wave at a time again.
+		e.setTemplate("StatefulSet", bad.Name, setImage(badImage))
+		st := e.waitState("StatefulSet", bad.Name, "Halted: the failed revision refused", 30*time.Second, func(s *live.RolloutState, m metav1.Object) bool {
+			return s.Phase == live.RolloutHalted && s.Generation == m.GetGeneration()
+		})
+		if msg := strings.Join(st.Reasons, "; "); !strings.Contains(msg, "failed its analysis and was rolled back") {
+			t.Errorf("bad: applied again, halted with %q, want the failed revision named", msg)
+		}
+		if n := e.updatedPods(bad.Name, badImage); n != 0 {
+			t.Errorf("bad: applied again, %d pods run the bad image, want none", n)
+		}
 	})
 	for _, x := range []workload{badDS, badDeploy} {
 		t.Run(x.Kind+": the first gate fails and the rollout rolls back in place", func(t *testing.T) {
