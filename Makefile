@@ -69,6 +69,7 @@ fuzz:
 	$(GO) test ./planner/facts -run '^$$' -fuzz FuzzParseIntOrPercentString -fuzztime $(FUZZTIME)
 	$(GO) test ./planner/change -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) -fuzzminimizetime 0
 	$(GO) test ./planner/plan -run '^$$' -fuzz FuzzPlan -fuzztime $(FUZZTIME) -fuzzminimizetime 0
+	$(GO) test ./planner/plan -run '^$$' -fuzz FuzzAnalysisState -fuzztime $(FUZZTIME)
 	$(GO) test ./planner/engine/rego -run '^$$' -fuzz FuzzPolicy -fuzztime $(FUZZTIME) -fuzzminimizetime 0
 	$(GO) test ./planner/engine/cel -run '^$$' -fuzz FuzzPolicy -fuzztime $(FUZZTIME) -fuzzminimizetime 0
 	$(GO) test ./gate -run '^$$' -fuzz FuzzServeHTTP -fuzztime $(FUZZTIME) -fuzzminimizetime 0

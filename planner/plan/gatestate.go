@@ -156,6 +156,9 @@ func (s *AnalysisState) State() string {
 // Count).
 func (s *AnalysisState) Taken() (int, int) {
 	taken, want := 0, 0
+	if s.Gate == nil {
+		return 0, 0
+	}
 	for _, m := range s.Gate.Measurements {
 		want += max(m.Count, 1)
 		taken += min(len(s.Results[m.Name]), max(m.Count, 1))
