@@ -169,7 +169,16 @@ func (a *activation) variable(i int) ref.Val {
 	if a.vars[i] != nil && a.varGen[i] == want {
 		return a.vars[i]
 	}
+	if prg.nowOnly {
+		if v := a.c.globals.get(a.b.rollout.Now, i); v != nil {
+			a.vars[i], a.varGen[i] = v, want
+			return v
+		}
+	}
 	out, err := a.run(prg)
+	if err == nil && prg.nowOnly {
+		a.c.globals.put(a.b.rollout.Now, i, len(a.c.vars), out)
+	}
 	if err != nil {
 		out = types.WrapErr(a.evalErr(prg, err))
 	}

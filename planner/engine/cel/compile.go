@@ -80,6 +80,9 @@ type program struct {
 	// fast: the expression as Go closures (fast.go), nil when it is not
 	// translated.
 	fast *fastProgram
+	// nowOnly: a variable that reads only now, params and other such
+	// variables: computed once per snapshot time (globals.go).
+	nowOnly bool
 }
 
 // revisionOnly reports programs whose answer depends on the pod only
@@ -130,6 +133,8 @@ type compiled struct {
 	// without the fast path.
 	wl          *wlDeps
 	budgetCache budgetCache
+	// globals: the now-only variables' values per snapshot time.
+	globals globalCache
 }
 
 type budgetProgram struct {
@@ -152,6 +157,7 @@ type compiler struct {
 	c         *compiled
 	costLimit uint64
 	podVars   map[string]bool
+	nowVars   map[string]bool // the now-only variables so far
 	varProgs  map[string]*program
 }
 
@@ -164,7 +170,7 @@ func compilePolicy(base *celgo.Env, p *RolloutPolicy, costLimit uint64, fast boo
 		}
 		c.selector = sel
 	}
-	cc := &compiler{env: base, p: p, c: c, costLimit: costLimit, podVars: map[string]bool{}, varProgs: map[string]*program{}}
+	cc := &compiler{env: base, p: p, c: c, costLimit: costLimit, podVars: map[string]bool{}, nowVars: map[string]bool{}, varProgs: map[string]*program{}}
 	for i, v := range p.Spec.Variables {
 		field := fmt.Sprintf("spec.variables[%d] (%s)", i, v.Name)
 		if v.Name == "" || strings.ContainsAny(v.Name, ". ") {
@@ -183,6 +189,10 @@ func compilePolicy(base *celgo.Env, p *RolloutPolicy, costLimit uint64, fast boo
 		}
 		cc.env = env
 		c.varIndex[v.Name] = len(c.vars)
+		prg.nowOnly = readsOnlyNow(prg.ast, cc.nowVars)
+		if prg.nowOnly {
+			cc.nowVars["variables."+v.Name] = true
+		}
 		c.vars = append(c.vars, prg)
 		if prg.perPod {
 			cc.podVars["variables."+v.Name] = true
