@@ -42,12 +42,6 @@ func AnalysisRecord(s *AnalysisState) *live.RolloutAnalysis {
 	return &live.RolloutAnalysis{Wave: s.Wave, Attempt: s.Attempt, State: s.State(), Verdict: s.Verdict, Message: s.Summary()}
 }
 
-// refusedAgain says why a revision that failed its analysis is not rolled
-// again.
-func refusedAgain(st *AnalysisState) string {
-	return fmt.Sprintf("revision %s failed its analysis and was rolled back to %s (%s): it is not rolled again until `rollplan resume`, or fix the version and change the template", st.From, st.Revision, st.Message)
-}
-
 // ResumeAnalysis clears a halt the workload's analysis gate recorded, so
 // that the next step measures the wave again from a first try, and lets a
 // revision a failed analysis rolled back from roll again (rollplan
@@ -164,12 +158,9 @@ func (e *Executor) gateWave(ctx context.Context, state *liveState, wp *plan.Work
 	if err != nil {
 		return nil, false, err
 	}
-	if st != nil && st.RolledBack && st.From != "" && st.From == w.UpdateRevision {
-		// The template went back to the revision a failed analysis rolled
-		// back from (a GitOps tool applying it again): rolling it again
-		// would fail again, a wave of pods at a time, for ever.
-		return nil, true, &HaltedError{Target: e.opts.Target, Reasons: []string{refusedAgain(st)}}
-	}
+	// A halt the gate recorded, and a revision it rolled back from applied
+	// again, halt the plan itself (plan.AnalysisState, recordedGate), so
+	// Step has stopped before this: no step measures or rolls them again.
 	if st != nil && st.Revision != w.UpdateRevision {
 		st = nil // a state of an earlier rollout
 	}
@@ -179,13 +170,6 @@ func (e *Executor) gateWave(ctx context.Context, state *liveState, wp *plan.Work
 	}
 	if st != nil && st.Aborted {
 		return nil, true, e.rollBack(ctx, state, wp, st, out, "aborted by hand (rollplan abort)")
-	}
-	if st != nil && st.Halted != "" && !st.Promoted {
-		// The gate's halt stands until rollplan resume clears it (and so
-		// measures again) or the template changes: a step retried after
-		// the halt (its record failed to write, a new leader) must not
-		// measure, nor judge, again.
-		return nil, true, &HaltedError{Target: e.opts.Target, Reasons: []string{st.Halted}}
 	}
 	if !st.Open() {
 		if !gated {

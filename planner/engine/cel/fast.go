@@ -123,8 +123,13 @@ func (t *translator) variable(e celast.Expr) (int, bool) {
 }
 
 // refName: the declared name an identifier or a qualified select resolves to.
-func (t *translator) refName(e celast.Expr) string {
-	if r := t.ast.ReferenceMap()[e.ID()]; r != nil && len(r.OverloadIDs) == 0 {
+func (t *translator) refName(e celast.Expr) string { return refName(t.ast.ReferenceMap(), e) }
+
+// refName: the name e refers to (an input, a variable: a qualified name),
+// or an identifier's own name, which may be a comprehension variable
+// shadowing an input (taken for it: every caller over-approximates).
+func refName(refs map[int64]*celast.ReferenceInfo, e celast.Expr) string {
+	if r := refs[e.ID()]; r != nil && len(r.OverloadIDs) == 0 {
 		return r.Name
 	}
 	if e.Kind() == celast.IdentKind {
@@ -251,12 +256,7 @@ func (t *translator) perWorkload(e celast.Expr) bool {
 	ok := true
 	refs := t.ast.ReferenceMap()
 	celast.PreOrderVisit(e, celast.NewExprVisitor(func(x celast.Expr) {
-		name := ""
-		if r := refs[x.ID()]; r != nil && len(r.OverloadIDs) == 0 {
-			name = r.Name
-		} else if x.Kind() == celast.IdentKind {
-			name = x.AsIdent()
-		}
+		name := refName(refs, x)
 		switch {
 		case name == "pod", name == "defaults.order", name == "item", t.cc.podVars[name]:
 			ok = false

@@ -26,12 +26,7 @@ func readsOnlyNow(ast *celast.AST, globals map[string]bool) bool {
 	refs := ast.ReferenceMap()
 	only := true
 	celast.PreOrderVisit(ast.Expr(), celast.NewExprVisitor(func(e celast.Expr) {
-		name := ""
-		if r := refs[e.ID()]; r != nil && len(r.OverloadIDs) == 0 {
-			name = r.Name
-		} else if e.Kind() == celast.IdentKind {
-			name = e.AsIdent()
-		}
+		name := refName(refs, e)
 		switch {
 		case name == "now" || name == "params":
 		case inputs[name], name == "pod", name == "item", name == "defaults.order":

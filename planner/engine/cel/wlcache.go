@@ -54,32 +54,23 @@ func (c *compiled) dependencies() *wlDeps {
 			return
 		}
 		refs := p.ast.ReferenceMap()
-		refName := func(e celast.Expr) string {
-			if r := refs[e.ID()]; r != nil && len(r.OverloadIDs) == 0 {
-				return r.Name
-			}
-			if e.Kind() == celast.IdentKind {
-				return e.AsIdent() // a comprehension variable may shadow a name: read as one, over-approximating
-			}
-			return ""
-		}
 		idents, selects, strategy, strategySelects := 0, 0, 0, 0
 		celast.PreOrderVisit(p.ast.Expr(), celast.NewExprVisitor(func(e celast.Expr) {
 			// A comprehension variable that shadows an input is taken
 			// for it: a key with more in it is still right.
-			if n := refName(e); inputs[n] {
+			if n := refName(refs, e); inputs[n] {
 				if n == "workload" {
 					idents++
 				} else {
 					names[n] = true
 				}
 			}
-			if e.Kind() != celast.SelectKind || refName(e) != "" {
+			if e.Kind() != celast.SelectKind || refName(refs, e) != "" {
 				return
 			}
 			s := e.AsSelect()
 			op := s.Operand()
-			if op.Kind() == celast.IdentKind && refName(op) == "workload" {
+			if op.Kind() == celast.IdentKind && refName(refs, op) == "workload" {
 				selects++
 				if s.FieldName() == "strategy" {
 					strategy++
@@ -88,7 +79,7 @@ func (c *compiled) dependencies() *wlDeps {
 				}
 			}
 			if op.Kind() == celast.SelectKind && op.AsSelect().FieldName() == "strategy" {
-				if o := op.AsSelect().Operand(); o.Kind() == celast.IdentKind && refName(o) == "workload" {
+				if o := op.AsSelect().Operand(); o.Kind() == celast.IdentKind && refName(refs, o) == "workload" {
 					strategySelects++
 					fields["strategy."+s.FieldName()] = true
 				}
