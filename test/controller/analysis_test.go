@@ -2,12 +2,10 @@ package controller
 
 import (
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +16,7 @@ import (
 	rolloutv1 "github.com/rollplan/rollplan/api/v1alpha1"
 	"github.com/rollplan/rollplan/planner/facts"
 	"github.com/rollplan/rollplan/planner/live"
+	"github.com/rollplan/rollplan/test/harness"
 	"github.com/rollplan/rollplan/test/prometheus"
 )
 
@@ -142,7 +141,7 @@ func TestAnalysisGates(t *testing.T) {
 	if _, err := prom.Wait(`count(rollplan_test_pod_errors)`, 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	queriesBefore := promQueries(t, prom)
+	queriesBefore := prom.InstantQueries(t)
 	stopped.Stop()
 
 	since := time.Now()
@@ -196,7 +195,7 @@ func TestAnalysisGates(t *testing.T) {
 		// Complete it records after it.
 		failedAt := logTime(ctrl.log.String(), bad.Name, "analysis", "fail")
 		completeAt := done
-		for _, l := range logLines(ctrl.log.String()) {
+		for _, l := range harness.LogLines(ctrl.log.String()) {
 			wl, _ := l["workload"].(string)
 			state, _ := l["state"].(string)
 			at, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(l["time"]))
@@ -298,7 +297,7 @@ func TestAnalysisGates(t *testing.T) {
 			}
 		}
 	})
-	served := promQueries(t, prom) - queriesBefore
+	served := prom.InstantQueries(t) - queriesBefore
 	// good: 2 gates, bad, bad-ds, bad-deploy: 1 each; each one
 	// measurement taken twice (count 2).
 	e.logf("Prometheus served %d instant queries for 5 gated waves, each one measurement taken twice (%.1f per wave)", served, float64(served)/5)
@@ -326,57 +325,17 @@ func analysisCondition(u *unstructured.Unstructured) (string, string, string) {
 	return "", "", ""
 }
 
-// promQueries: the instant queries the server answered so far, from its
-// own /metrics (prometheus_http_requests_total of /api/v1/query).
-func promQueries(t *testing.T, s *prometheus.Server) int {
-	t.Helper()
-	resp, err := http.Get(s.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "prometheus_http_requests_total{") && strings.Contains(l, `handler="/api/v1/query"`) {
-			f := strings.Fields(l)
-			v, err := strconv.ParseFloat(f[len(f)-1], 64)
-			if err != nil {
-				t.Fatalf("%s: %v", l, err)
-			}
-			n += int(v)
-		}
-	}
-	return n
-}
-
 // analysisLog: the controller's soak and analysis lines for a workload,
 // as "soak:WAVE" and "VERDICT:WAVE".
 func analysisLog(log, name string) []string {
-	var out []string
-	for _, l := range logLines(log) {
-		wl, _ := l["workload"].(string)
-		if !strings.HasSuffix(wl, "/"+name) {
-			continue
-		}
-		wave, _ := l["wave"].(float64)
-		switch {
-		case l["msg"] == "soak":
-			out = append(out, fmt.Sprintf("soak:%d", int(wave)))
-		case l["msg"] == "analysis" && l["verdict"] != nil:
-			out = append(out, fmt.Sprintf("%s:%d", l["verdict"], int(wave)))
-		}
-	}
-	return out
+	gates, _ := harness.GateLog(harness.LogLines(log), name, time.Time{})
+	return gates
 }
 
 // logTime: the time of the first log line msg of the workload with that
 // verdict.
 func logTime(log, name, msg, verdict string) time.Time {
-	for _, l := range logLines(log) {
+	for _, l := range harness.LogLines(log) {
 		wl, _ := l["workload"].(string)
 		if strings.HasSuffix(wl, "/"+name) && l["msg"] == msg && l["verdict"] == verdict {
 			ts, _ := l["time"].(string)

@@ -11,7 +11,6 @@ package controller
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -444,18 +443,6 @@ func (e *env) kubectl(args ...string) string {
 		e.t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
-}
-
-// logLines decodes the JSON log lines of a controller (slog's JSON).
-func logLines(s string) []map[string]any {
-	var out []map[string]any
-	for _, line := range strings.Split(s, "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(line), &m) == nil {
-			out = append(out, m)
-		}
-	}
-	return out
 }
 
 func wl(kind, name string, want, budget int, inPlace bool) workload {

@@ -76,7 +76,7 @@ func (e *env) startController(name string, extra ...string) *replica {
 			return false, fmt.Errorf("exited: %v", cmd.ProcessState)
 		default:
 		}
-		for _, l := range logLines(r.log.String()) {
+		for _, l := range harness.LogLines(r.log.String()) {
 			switch l["msg"] {
 			case "starting":
 				r.identity, _ = l["identity"].(string)

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/rollplan/rollplan/deploy"
 	"github.com/rollplan/rollplan/planner/live"
+	"github.com/rollplan/rollplan/test/harness"
 	"github.com/rollplan/rollplan/test/node"
 	"github.com/rollplan/rollplan/test/podwatch"
 	"github.com/rollplan/rollplan/test/prometheus"
@@ -162,66 +162,6 @@ func (c *cluster) controllerLog() []map[string]any {
 	return out
 }
 
-// gateLog is the controller's soak and verdict lines for a workload since
-// a time, as "soak:WAVE" and "VERDICT:WAVE", and its measured values.
-func gateLog(lines []map[string]any, name string, since time.Time) (gates, values []string) {
-	for _, l := range lines {
-		wl, _ := l["workload"].(string)
-		if !strings.HasSuffix(wl, "/"+name) || logAt(l).Before(since) {
-			continue
-		}
-		wave, _ := l["wave"].(float64)
-		switch {
-		case l["msg"] == "soak":
-			gates = append(gates, fmt.Sprintf("soak:%d", int(wave)))
-		case l["msg"] == "analysis" && l["verdict"] != nil:
-			gates = append(gates, fmt.Sprintf("%s:%d", l["verdict"], int(wave)))
-		case l["msg"] == "measure":
-			values = append(values, fmt.Sprintf("wave %d %s=%v%s", int(wave), l["measurement"], l["value"], errSuffix(l["error"])))
-		}
-	}
-	return gates, values
-}
-
-func errSuffix(e any) string {
-	if s, _ := e.(string); s != "" {
-		return " (" + s + ")"
-	}
-	return ""
-}
-
-func logAt(l map[string]any) time.Time {
-	at, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(l["time"]))
-	return at
-}
-
-// promQueries: the instant queries the server answered so far, from its
-// own /metrics (prometheus_http_requests_total of /api/v1/query).
-func (c *cluster) promQueries(s *prometheus.Server) int {
-	c.t.Helper()
-	resp, err := http.Get(s.URL + "/metrics")
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	n := 0
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "prometheus_http_requests_total{") && strings.Contains(l, `handler="/api/v1/query"`) {
-			f := strings.Fields(l)
-			v, err := strconv.ParseFloat(f[len(f)-1], 64)
-			if err != nil {
-				c.t.Fatalf("%s: %v", l, err)
-			}
-			n += int(v)
-		}
-	}
-	return n
-}
-
 // analysisGates: the installed controller started without the optional
 // ConfigMap rollplan-analysis and said so; rollplan is then installed
 // again as an operator adds analysis (rollplan manifests --policy
@@ -299,15 +239,15 @@ func (c *cluster) analysisGates() {
 	}
 
 	// Good: every wave but the last soaks and passes its gate.
-	queries := c.promQueries(prom)
+	queries := prom.InstantQueries(c.t)
 	since := time.Now()
 	r := c.roll(w, c.n.Image("testapp:2.0"), "2.0")
 	c.checkInPlace(w, r, 1)
-	gates, values := gateLog(c.controllerLog(), w.name, since)
+	gates, values := harness.GateLog(c.controllerLog(), w.name, since)
 	if got := strings.Join(slices.Compact(gates), " "); got != "soak:1 pass:1 soak:2 pass:2" {
 		t.Errorf("good: the controller's gates %v, want a soak and a pass for waves 1 and 2", gates)
 	}
-	good := c.promQueries(prom) - queries
+	good := prom.InstantQueries(c.t) - queries
 	t.Logf("good (testapp:2.0): rolled in %v through 2 gates %v; measured %v; Prometheus served %d queries (%.1f per gated wave)",
 		r.took.Round(time.Millisecond), gates, values, good, float64(good)/2)
 
@@ -317,7 +257,7 @@ func (c *cluster) analysisGates() {
 		t.Fatal(err)
 	}
 	before := c.pods(appsNS, w)
-	queries, since = c.promQueries(prom), time.Now()
+	queries, since = prom.InstantQueries(c.t), time.Now()
 	bad := c.n.Image("testapp:errors")
 	c.setImage(appsNS, w, bad)
 	c.waitState(w.name, "rolled back and Complete", 2*time.Minute, func(st *live.RolloutState) bool {
@@ -331,9 +271,9 @@ func (c *cluster) analysisGates() {
 	if err := rec.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	served := c.promQueries(prom) - queries
+	served := prom.InstantQueries(c.t) - queries
 	log := c.controllerLog()
-	gates, values = gateLog(log, w.name, since)
+	gates, values = harness.GateLog(log, w.name, since)
 	if len(gates) < 2 || gates[0] != "soak:1" || !slices.Contains(gates, "fail:1") || slices.ContainsFunc(gates, func(g string) bool { return strings.HasPrefix(g, "pass") || strings.HasSuffix(g, ":2") }) {
 		t.Errorf("errors: the controller's gates %v, want wave 1 soaked and failed, no pass, no wave 2", gates)
 	}
@@ -341,17 +281,17 @@ func (c *cluster) analysisGates() {
 	var verdict string
 	for _, l := range log {
 		wl, _ := l["workload"].(string)
-		if !strings.HasSuffix(wl, "/"+w.name) || logAt(l).Before(since) {
+		if !strings.HasSuffix(wl, "/"+w.name) || harness.LogTime(l).Before(since) {
 			continue
 		}
 		state, _ := l["state"].(string)
 		switch {
 		case failedAt.IsZero() && l["msg"] == "analysis" && l["verdict"] == "fail":
-			failedAt, verdict = logAt(l), fmt.Sprint(l["message"])
+			failedAt, verdict = harness.LogTime(l), fmt.Sprint(l["message"])
 		case !failedAt.IsZero() && rolledBackAt.IsZero() && l["msg"] == "rollback":
-			rolledBackAt = logAt(l)
+			rolledBackAt = harness.LogTime(l)
 		case !failedAt.IsZero() && completeAt.IsZero() && l["msg"] == "rollout" && strings.HasPrefix(state, "Complete"):
-			completeAt = logAt(l)
+			completeAt = harness.LogTime(l)
 		}
 	}
 	if failedAt.IsZero() || rolledBackAt.IsZero() || completeAt.IsZero() {

@@ -523,3 +523,30 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// InstantQueries is how many instant queries (/api/v1/query) the server
+// has answered, from its own /metrics: the load a test put on it.
+func (s *Server) InstantQueries(t testing.TB) int {
+	t.Helper()
+	resp, err := http.Get(s.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "prometheus_http_requests_total{") && strings.Contains(l, `handler="/api/v1/query"`) {
+			f := strings.Fields(l)
+			v, err := strconv.ParseFloat(f[len(f)-1], 64)
+			if err != nil {
+				t.Fatalf("prometheus /metrics: %s: %v", l, err)
+			}
+			n += int(v)
+		}
+	}
+	return n
+}
